@@ -1,0 +1,271 @@
+//! Online least squares for the output weights by Greville's pseudoinverse recursion, O(s²) per
+//! new training row whatever the number of rows seen (journal paper, Proposition 1).
+//!
+//! After rows `h₁ … h_k` (the hidden-unit outputs at visited states) with targets `t₁ … t_k`
+//! (their exact potentials), the state is `v = H†T` (the minimum-norm least-squares output
+//! weights), `Φ = I − H†H` (the projector onto the null space of `H`) and `Θ = H†H†ᵀ`. A new row
+//! either adds a direction outside the row space of `H` (`c = Φh ≠ 0`) or lies inside it
+//! (`c = 0`, an ordinary recursive-least-squares step). Both `Φ` and `Θ` are symmetric, so only
+//! their lower triangles are stored and updated (nalgebra's `sygemv`/`syger`), which halves the
+//! memory traffic of the two matrix–vector products and the rank-one and rank-two updates that
+//! make up an update. Once the rank reaches `s`, `Φ = 0` and is skipped altogether.
+//!
+//! Starting with `Φ = 0, Θ = I/λ` ([`OnlineGreville::ridge`]) instead gives the ridge solution
+//! `v = (HᵀH + λI)⁻¹HᵀT`, which is better conditioned when the hidden-unit outputs of nearby
+//! states are nearly collinear.
+
+use nalgebra::{
+    DefaultAllocator, Dim, Matrix, OMatrix, OVector, U1, allocator::Allocator, storage::Storage,
+};
+
+use crate::error::{Error, check_dim, check_positive};
+use crate::linalg::dot;
+
+/// The default relative tolerance for deciding `c = Φh = 0`: `‖c‖ ≤ tol·‖h‖`.
+pub const DEFAULT_TOLERANCE: f64 = 1e-8;
+
+/// The recursion's state for `S` hidden units.
+#[derive(Clone, Debug)]
+pub struct OnlineGreville<S: Dim>
+where
+    DefaultAllocator: Allocator<S> + Allocator<S, S>,
+{
+    weights: OVector<f64, S>,
+    /// `Φ = I − H†H`, lower triangle.
+    phi: OMatrix<f64, S, S>,
+    /// `Θ = H†H†ᵀ`, lower triangle.
+    theta: OMatrix<f64, S, S>,
+    /// Scratch: `c = Φh`, then the gain `b`.
+    gain: OVector<f64, S>,
+    /// Scratch: `Θh`.
+    theta_h: OVector<f64, S>,
+    rank: usize,
+    rows: usize,
+    tolerance: f64,
+}
+
+impl<S: Dim> OnlineGreville<S>
+where
+    DefaultAllocator: Allocator<S> + Allocator<S, S>,
+{
+    /// The state for no data: `v = 0`, `Φ = I`, `Θ = 0`. `tolerance` is the relative threshold
+    /// of the `c = 0` test ([`DEFAULT_TOLERANCE`] suits well-scaled features).
+    pub fn new(hidden: S, tolerance: f64) -> Result<Self, Error> {
+        check_positive(tolerance, "Greville tolerance")?;
+        let mut state = Self::zeroed(hidden, tolerance);
+        state.phi.fill_diagonal(1.0);
+        Ok(state)
+    }
+
+    /// The ridge start `Φ = 0`, `Θ = I/λ`: every later update is then a recursive least-squares
+    /// step and `v` is always `(HᵀH + λI)⁻¹HᵀT`.
+    pub fn ridge(hidden: S, lambda: f64) -> Result<Self, Error> {
+        check_positive(lambda, "ridge parameter")?;
+        let mut state = Self::zeroed(hidden, DEFAULT_TOLERANCE);
+        state.theta.fill_diagonal(1.0 / lambda);
+        state.rank = hidden.value();
+        Ok(state)
+    }
+
+    /// The state after a batch fit of `k` rows: `pinv` is `H†` (`s × k`, from an SVD), `h` is
+    /// `H` (`k × s`) and `targets` is `T`. Sets `v = H†T`, `Φ = I − H†H`, `Θ = H†H†ᵀ`.
+    pub fn from_batch<K, SP, SH>(
+        pinv: &Matrix<f64, S, K, SP>,
+        h: &Matrix<f64, K, S, SH>,
+        targets: &[f64],
+        tolerance: f64,
+    ) -> Result<Self, Error>
+    where
+        K: Dim,
+        SP: Storage<f64, S, K>,
+        SH: Storage<f64, K, S>,
+    {
+        check_positive(tolerance, "Greville tolerance")?;
+        let (hidden, k) = pinv.shape_generic();
+        check_dim(hidden.value(), h.ncols())?;
+        check_dim(k.value(), h.nrows())?;
+        check_dim(k.value(), targets.len())?;
+        let mut state = Self::zeroed(hidden, tolerance);
+        state.phi.fill_diagonal(1.0);
+        state.phi.gemm(-1.0, pinv, h, 1.0);
+        for j in 0..k.value() {
+            let col = pinv.column(j);
+            state.theta.syger(1.0, &col, &col, 1.0);
+            state.weights.axpy(targets[j], &col, 1.0);
+        }
+        // The trace of the projector Φ is the nullity of H.
+        let nullity = libm::round(state.phi.trace()).max(0.0) as usize;
+        state.rank = hidden.value().saturating_sub(nullity);
+        state.rows = k.value();
+        Ok(state)
+    }
+
+    fn zeroed(hidden: S, tolerance: f64) -> Self {
+        Self {
+            weights: OVector::zeros_generic(hidden, U1),
+            phi: OMatrix::zeros_generic(hidden, hidden),
+            theta: OMatrix::zeros_generic(hidden, hidden),
+            gain: OVector::zeros_generic(hidden, U1),
+            theta_h: OVector::zeros_generic(hidden, U1),
+            rank: 0,
+            rows: 0,
+            tolerance,
+        }
+    }
+
+    /// Adds the row `row` (length `s`) with target `t`, updating `v`, `Φ` and `Θ` in O(s²).
+    pub fn update(&mut self, row: &[f64], t: f64) {
+        let s = self.weights.len();
+        debug_assert_eq!(row.len(), s);
+        let h = nalgebra::VectorView::<f64, S>::from_slice_generic(row, S::from_usize(s), U1);
+        let residual = t - dot(row, self.weights.as_slice());
+        self.theta_h.sygemv(1.0, &self.theta, &h, 0.0);
+        let h_theta_h = dot(row, self.theta_h.as_slice());
+
+        let mut new_direction = false;
+        if self.rank < s {
+            self.gain.sygemv(1.0, &self.phi, &h, 0.0);
+            let c2 = dot(self.gain.as_slice(), self.gain.as_slice());
+            let h2 = dot(row, row);
+            new_direction = c2 > self.tolerance * self.tolerance * h2;
+            if new_direction {
+                // b = c/‖c‖²; Φ ← Φ − c cᵀ/‖c‖²;
+                // Θ ← Θ − Θh bᵀ − b (Θh)ᵀ + (1 + hᵀΘh) b bᵀ = Θ − u bᵀ − b uᵀ,
+                // with u = Θh − ½(1 + hᵀΘh) b.
+                self.phi.syger(-1.0 / c2, &self.gain, &self.gain, 1.0);
+                self.gain.scale_mut(1.0 / c2);
+                self.theta_h.axpy(-0.5 * (1.0 + h_theta_h), &self.gain, 1.0);
+                self.theta.syger(-1.0, &self.theta_h, &self.gain, 1.0);
+                self.theta.syger(-1.0, &self.gain, &self.theta_h, 1.0);
+                self.rank += 1;
+            }
+        }
+        if !new_direction {
+            // b = Θh/(1 + hᵀΘh); Θ ← Θ − Θh bᵀ.
+            let denom = 1.0 + h_theta_h;
+            self.theta
+                .syger(-1.0 / denom, &self.theta_h, &self.theta_h, 1.0);
+            self.gain.copy_from(&self.theta_h);
+            self.gain.scale_mut(1.0 / denom);
+        }
+        self.weights.axpy(residual, &self.gain, 1.0);
+        self.rows += 1;
+    }
+
+    /// The current output weights `v`.
+    pub fn weights(&self) -> &[f64] {
+        self.weights.as_slice()
+    }
+
+    /// The prediction `hᵀv` for a feature row `h`.
+    pub fn predict(&self, h: &[f64]) -> f64 {
+        dot(h, self.weights.as_slice())
+    }
+
+    /// The number of rows added (including a batch start's).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The rank of the rows seen (`s` for a ridge start).
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random::{fill_standard_normal, tests::SplitMix};
+    use nalgebra::{DMatrix, DVector, Dyn};
+
+    fn random_rows(rng: &mut SplitMix, k: usize, s: usize) -> (DMatrix<f64>, DVector<f64>) {
+        let mut h = DMatrix::zeros(k, s);
+        fill_standard_normal(rng, h.as_mut_slice());
+        let mut t = DVector::zeros(k);
+        fill_standard_normal(rng, t.as_mut_slice());
+        (h, t)
+    }
+
+    fn batch_solution(h: &DMatrix<f64>, t: &DVector<f64>) -> DVector<f64> {
+        h.clone().pseudo_inverse(1e-12).unwrap() * t
+    }
+
+    fn assert_close(a: &[f64], b: &[f64], rel: f64) {
+        let diff: f64 = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let norm: f64 = b.iter().map(|y| y * y).sum::<f64>().sqrt();
+        assert!(diff <= rel * norm, "relative error {} > {rel}", diff / norm);
+    }
+
+    #[test]
+    fn online_equals_batch_pseudoinverse_through_both_branches() {
+        let (s, k) = (20, 45);
+        let mut rng = SplitMix(1);
+        let (h, t) = random_rows(&mut rng, k, s);
+        let mut online = OnlineGreville::new(Dyn(s), DEFAULT_TOLERANCE).unwrap();
+        for j in 0..k {
+            let row: std::vec::Vec<f64> = h.row(j).iter().copied().collect();
+            online.update(&row, t[j]);
+            // Check underdetermined (c ≠ 0) and overdetermined (c = 0) phases.
+            if j + 1 == 12 || j + 1 == s || j + 1 == k {
+                let hk = h.rows(0, j + 1).into_owned();
+                let tk = t.rows(0, j + 1).into_owned();
+                assert_close(online.weights(), batch_solution(&hk, &tk).as_slice(), 1e-8);
+            }
+        }
+        assert_eq!(online.rank(), s);
+    }
+
+    #[test]
+    fn batch_start_then_online_equals_batch() {
+        let (s, k0, k) = (20, 8, 40);
+        let mut rng = SplitMix(2);
+        let (h, t) = random_rows(&mut rng, k, s);
+        let h0 = h.rows(0, k0).into_owned();
+        let pinv = h0.clone().pseudo_inverse(1e-12).unwrap();
+        let t0: std::vec::Vec<f64> = t.rows(0, k0).iter().copied().collect();
+        let mut online = OnlineGreville::from_batch(&pinv, &h0, &t0, DEFAULT_TOLERANCE).unwrap();
+        assert_eq!(online.rank(), k0);
+        for j in k0..k {
+            let row: std::vec::Vec<f64> = h.row(j).iter().copied().collect();
+            online.update(&row, t[j]);
+        }
+        assert_close(online.weights(), batch_solution(&h, &t).as_slice(), 1e-8);
+    }
+
+    #[test]
+    fn ridge_start_gives_ridge_solution() {
+        let (s, k, lambda) = (12, 30, 0.5);
+        let mut rng = SplitMix(3);
+        let (h, t) = random_rows(&mut rng, k, s);
+        let mut online = OnlineGreville::ridge(Dyn(s), lambda).unwrap();
+        for j in 0..k {
+            let row: std::vec::Vec<f64> = h.row(j).iter().copied().collect();
+            online.update(&row, t[j]);
+        }
+        let normal = h.transpose() * &h + DMatrix::identity(s, s) * lambda;
+        let expected = normal.cholesky().unwrap().solve(&(h.transpose() * &t));
+        assert_close(online.weights(), expected.as_slice(), 1e-10);
+    }
+
+    #[test]
+    fn repeated_row_takes_the_least_squares_branch() {
+        let mut online = OnlineGreville::new(Dyn(3), DEFAULT_TOLERANCE).unwrap();
+        online.update(&[1.0, 2.0, 0.0], 1.0);
+        online.update(&[1.0, 2.0, 0.0], 3.0);
+        assert_eq!(online.rank(), 1);
+        // Least squares over two identical rows predicts their mean.
+        assert!((online.predict(&[1.0, 2.0, 0.0]) - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn rejects_bad_settings() {
+        assert!(OnlineGreville::new(Dyn(3), 0.0).is_err());
+        assert!(OnlineGreville::ridge(Dyn(3), -1.0).is_err());
+    }
+}

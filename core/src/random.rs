@@ -1,0 +1,141 @@
+//! Uniform and normal draws from a bare `rand_core` generator, so the core needs no `rand`.
+//!
+//! - Uniform doubles take the top 53 bits of one `next_u64` (every multiple of 2⁻⁵³ in the
+//!   interval is equally likely).
+//! - Integers below `n` use Lemire's multiply-and-reject method: unbiased, one draw on average.
+//! - Standard normals use the Box–Muller transform, which turns two uniforms into two
+//!   independent normals; [`fill_standard_normal`] uses both of each pair.
+
+use rand_core::Rng;
+
+const TWO_POW_M53: f64 = 1.0 / (1u64 << 53) as f64;
+
+/// A uniform draw on `[0, 1)`.
+#[inline]
+pub fn uniform<R: Rng + ?Sized>(rng: &mut R) -> f64 {
+    (rng.next_u64() >> 11) as f64 * TWO_POW_M53
+}
+
+/// A uniform draw on the open interval `(0, 1)`: safe to take the logarithm of.
+#[inline]
+pub fn uniform_open<R: Rng + ?Sized>(rng: &mut R) -> f64 {
+    ((rng.next_u64() >> 11) as f64 + 0.5) * TWO_POW_M53
+}
+
+/// A uniform integer in `0..n` (Lemire 2019). Returns 0 when `n == 0`.
+pub fn uniform_below<R: Rng + ?Sized>(rng: &mut R, n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let threshold = n.wrapping_neg() % n;
+    loop {
+        let m = (rng.next_u64() as u128) * (n as u128);
+        if (m as u64) >= threshold {
+            return (m >> 64) as u64;
+        }
+    }
+}
+
+/// Two independent standard normal draws (Box–Muller).
+#[inline]
+pub fn standard_normal_pair<R: Rng + ?Sized>(rng: &mut R) -> (f64, f64) {
+    let radius = libm::sqrt(-2.0 * libm::log(uniform_open(rng)));
+    let angle = core::f64::consts::TAU * uniform(rng);
+    let (s, c) = libm::sincos(angle);
+    (radius * c, radius * s)
+}
+
+/// One standard normal draw (half of a Box–Muller pair; use [`fill_standard_normal`] for many).
+#[inline]
+pub fn standard_normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
+    standard_normal_pair(rng).0
+}
+
+/// Fills `out` with independent standard normal draws.
+pub fn fill_standard_normal<R: Rng + ?Sized>(rng: &mut R, out: &mut [f64]) {
+    let mut pairs = out.chunks_exact_mut(2);
+    for pair in &mut pairs {
+        let (a, b) = standard_normal_pair(rng);
+        pair[0] = a;
+        pair[1] = b;
+    }
+    if let [last] = pairs.into_remainder() {
+        *last = standard_normal(rng);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// SplitMix64: a tiny, well-mixed generator for the core's own tests.
+    pub struct SplitMix(pub u64);
+
+    impl rand_core::TryRng for SplitMix {
+        type Error = core::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            Ok((self.try_next_u64()? >> 32) as u32)
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            Ok(z ^ (z >> 31))
+        }
+        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+            for chunk in dst.chunks_mut(8) {
+                let v = self.try_next_u64()?.to_le_bytes();
+                chunk.copy_from_slice(&v[..chunk.len()]);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn normal_moments_within_monte_carlo_error() {
+        let mut rng = SplitMix(7);
+        let n = 200_000;
+        let mut x = std::vec![0.0; n];
+        fill_standard_normal(&mut rng, &mut x);
+        let mean = x.iter().sum::<f64>() / n as f64;
+        let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+        let kurt = x.iter().map(|v| (v - mean).powi(4)).sum::<f64>() / n as f64;
+        // sd(mean) = 1/√n; sd(var) = √(2/n); sd(4th moment) = √(96/n).
+        assert!(mean.abs() < 4.0 / (n as f64).sqrt(), "mean {mean}");
+        assert!(
+            (var - 1.0).abs() < 4.0 * (2.0 / n as f64).sqrt(),
+            "var {var}"
+        );
+        assert!(
+            (kurt - 3.0).abs() < 4.0 * (96.0 / n as f64).sqrt(),
+            "kurtosis {kurt}"
+        );
+    }
+
+    #[test]
+    fn uniform_below_is_unbiased() {
+        let mut rng = SplitMix(3);
+        let n = 60_000;
+        let mut counts = [0u32; 6];
+        for _ in 0..n {
+            counts[uniform_below(&mut rng, 6) as usize] += 1;
+        }
+        // Each count is Binomial(n, 1/6): sd = √(n·5/36).
+        let sd = (n as f64 * 5.0 / 36.0).sqrt();
+        for c in counts {
+            assert!((c as f64 - n as f64 / 6.0).abs() < 4.0 * sd, "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn uniform_stays_in_unit_interval() {
+        let mut rng = SplitMix(11);
+        for _ in 0..10_000 {
+            let u = uniform(&mut rng);
+            let v = uniform_open(&mut rng);
+            assert!((0.0..1.0).contains(&u));
+            assert!(v > 0.0 && v < 1.0);
+        }
+    }
+}
