@@ -90,7 +90,7 @@ mod tests {
         let mut da = DualAveraging::new(1.0, 0.8).unwrap();
         let mut eps = 1.0;
         for _ in 0..5000 {
-            eps = da.update((-eps).exp());
+            eps = da.update(f64::exp(-eps));
         }
         let expected = -(0.8f64).ln();
         assert!(
