@@ -1,2 +1,15 @@
-//! `shmc`: the host side of surrogate-accelerated HMC.
+//! `shmc`: the host side of surrogate-accelerated Hamiltonian Monte Carlo.
+//!
+//! The no_std core ([`shmc_core`]) holds the algorithms; this crate adds what needs an operating
+//! system: models over data files, a multi-chain driver with warmup, diagnostics, Stan-compatible
+//! CSV output and the `shmc` command line.
+
+pub mod data;
+pub mod diagnostics;
+pub mod error;
+pub mod model;
+pub mod models;
+
+pub use error::{Error, Result};
+pub use model::Model;
 pub use shmc_core as core;

@@ -1,0 +1,51 @@
+//! The host's error type: every failure a user can cause (bad files, bad options, a model that
+//! cannot be built) becomes one of these, printed as one line by the CLI.
+
+use std::path::PathBuf;
+
+/// What went wrong, with enough context to name the culprit.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A data file is malformed: which file, which line (1-based) and what is wrong.
+    #[error("{}:{line}: {message}", path.display())]
+    Data {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong there.
+        message: String,
+    },
+    /// A file or folder could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// An option or argument is out of range or inconsistent.
+    #[error("{0}")]
+    Invalid(String),
+    /// The core rejected a configuration.
+    #[error(transparent)]
+    Core(#[from] shmc_core::Error),
+}
+
+impl Error {
+    /// An [`Error::Invalid`] from anything printable.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::Invalid(message.into())
+    }
+
+    /// An [`Error::Io`] for `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// The host's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

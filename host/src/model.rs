@@ -1,0 +1,25 @@
+//! A model is a potential with names: what the sampler driver, the diagnostics and the CSV
+//! output need beyond `U` and `∇U`. Built-in models and a user's own go through this one path.
+
+use shmc_core::Potential;
+
+/// A posterior to sample: `U(q) = −log p(q | data)` on the unconstrained space, plus what the
+/// output needs to report draws.
+///
+/// Implement [`Potential`] (`dim`, `value`, `value_and_gradient`) and [`Model::parameter_names`];
+/// override [`Model::write_parameters`] when the reported values are not the unconstrained
+/// coordinates themselves (for example `σ = exp(log σ)`).
+pub trait Model: Potential + Send + Sync {
+    /// The names of the reported values, CmdStan style (`beta.1`, `sigma`).
+    fn parameter_names(&self) -> Vec<String>;
+
+    /// Appends the reported values at the unconstrained point `q` to `out`, one per name.
+    fn write_parameters(&self, q: &[f64], out: &mut Vec<f64>) {
+        out.extend_from_slice(q);
+    }
+}
+
+/// `prefix.1 … prefix.n`, CmdStan's names for the entries of a vector parameter.
+pub fn indexed_names(prefix: &str, n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("{prefix}.{i}")).collect()
+}
