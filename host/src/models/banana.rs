@@ -1,1 +1,191 @@
-//! (in progress)
+//! The banana-shaped posterior of the precomputing (grid HMC) paper, section 4.2.
+//!
+//! Data `y_i ~ N(β1 + β2², σ_y²)` with `σ_y = 2`, prior `β ~ N(0, σ_β² I)` with `σ_β = 1`, so
+//! (paper eq. 4.1)
+//!
+//! `U(β) = Σ_i (y_i − β1 − β2²)² / (2σ_y²) + (β1² + β2²) / (2σ_β²)`.
+//!
+//! The likelihood sees `β` only through `m = β1 + β2²`, and the paper generates its 100 points
+//! with `m = 1`; [`Banana::simulate`] does the same (`y_i = 1 + 2 z_i`, standard normal `z_i`
+//! from a seeded PCG-64), so it simulates from any `β` on that parabola, for example
+//! `β = (1, 0)` or `β = (0, 1)`; which one is immaterial. The paper does not give its random
+//! numbers, so the data (and the exact posterior) depend on the seed.
+//!
+//! The sum over the data is kept as sufficient statistics, `Σ (y_i − m)² = S + N (ȳ − m)²` with
+//! `S = Σ (y_i − ȳ)²`, so `U` equals eq. 4.1 exactly (constant included) at O(1) cost.
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
+use shmc_core::{Potential, random::fill_standard_normal};
+
+use crate::model::indexed_names;
+use crate::{Error, Model, Result};
+
+/// The banana-shaped posterior of `β = (β1, β2)`.
+#[derive(Clone, Debug)]
+pub struct Banana {
+    /// The number of data points `N`, as a float.
+    count: f64,
+    /// The data mean `ȳ`.
+    mean: f64,
+    /// `Σ (y_i − ȳ)²`.
+    scatter: f64,
+}
+
+impl Banana {
+    /// The data standard deviation `σ_y` (paper: 2).
+    pub const SIGMA_Y: f64 = 2.0;
+    /// The prior standard deviation `σ_β` of each coefficient (paper: 1).
+    pub const SIGMA_BETA: f64 = 1.0;
+    /// The value of `β1 + β2²` the data are simulated with (paper: 1).
+    pub const TRUE_MEAN: f64 = 1.0;
+    /// The paper's number of data points.
+    pub const PAPER_N: usize = 100;
+
+    /// The posterior given the data `y`. Fails if `y` is empty or has a non-finite entry.
+    pub fn new(y: &[f64]) -> Result<Self> {
+        if y.is_empty() {
+            return Err(Error::invalid("banana model needs at least one data point"));
+        }
+        if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+            return Err(Error::invalid(format!(
+                "banana model: data point {} is not finite",
+                i + 1
+            )));
+        }
+        let count = y.len() as f64;
+        let mean = y.iter().sum::<f64>() / count;
+        let scatter = y.iter().map(|v| (v - mean) * (v - mean)).sum();
+        Ok(Self {
+            count,
+            mean,
+            scatter,
+        })
+    }
+
+    /// `n` data points `y_i = TRUE_MEAN + SIGMA_Y · z_i` with standard normal `z_i` drawn from a
+    /// PCG-64 seeded with `seed` (the paper uses `n = 100`). Fails if `n == 0`.
+    pub fn simulate(n: usize, seed: u64) -> Result<Self> {
+        let mut rng = Pcg64::seed_from_u64(seed);
+        let mut y = vec![0.0; n];
+        fill_standard_normal(&mut rng, &mut y);
+        for v in &mut y {
+            *v = Self::TRUE_MEAN + Self::SIGMA_Y * *v;
+        }
+        Self::new(&y)
+    }
+}
+
+impl Potential for Banana {
+    fn dim(&self) -> usize {
+        2
+    }
+
+    fn value(&self, q: &[f64]) -> f64 {
+        let m = q[0] + q[1] * q[1];
+        let r = self.mean - m;
+        (self.scatter + self.count * r * r) / (2.0 * Self::SIGMA_Y * Self::SIGMA_Y)
+            + (q[0] * q[0] + q[1] * q[1]) / (2.0 * Self::SIGMA_BETA * Self::SIGMA_BETA)
+    }
+
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        let m = q[0] + q[1] * q[1];
+        let r = self.mean - m;
+        let inv_var_y = 1.0 / (Self::SIGMA_Y * Self::SIGMA_Y);
+        let inv_var_beta = 1.0 / (Self::SIGMA_BETA * Self::SIGMA_BETA);
+        // ∂U/∂m = −N (ȳ − m) / σ_y², and ∂m/∂β = (1, 2 β2).
+        let dm = -self.count * r * inv_var_y;
+        grad[0] = dm + q[0] * inv_var_beta;
+        grad[1] = 2.0 * q[1] * dm + q[1] * inv_var_beta;
+        0.5 * (self.scatter + self.count * r * r) * inv_var_y
+            + 0.5 * (q[0] * q[0] + q[1] * q[1]) * inv_var_beta
+    }
+}
+
+impl Model for Banana {
+    fn parameter_names(&self) -> Vec<String> {
+        indexed_names("beta", 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Central-difference step; the O(H²) truncation error is ~1e-10 relative here.
+    const H: f64 = 1e-5;
+    /// Relative tolerance for gradients against central differences.
+    const FD_TOL: f64 = 1e-6;
+
+    const POINTS: [[f64; 2]; 4] = [[0.0, 0.0], [0.5, 0.7], [-1.3, 1.4], [2.0, -3.0]];
+
+    #[test]
+    fn gradient_matches_central_differences() {
+        let model = Banana::simulate(Banana::PAPER_N, 1).unwrap();
+        for q in POINTS {
+            let mut grad = [0.0; 2];
+            model.value_and_gradient(&q, &mut grad);
+            for i in 0..2 {
+                let (mut up, mut down) = (q, q);
+                up[i] += H;
+                down[i] -= H;
+                let fd = (model.value(&up) - model.value(&down)) / (2.0 * H);
+                assert!(
+                    (grad[i] - fd).abs() <= FD_TOL * fd.abs().max(1.0),
+                    "q = {q:?}, i = {i}: {} vs {fd}",
+                    grad[i]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn value_and_gradient_value_equals_value() {
+        let model = Banana::simulate(Banana::PAPER_N, 2).unwrap();
+        for q in POINTS {
+            let mut grad = [0.0; 2];
+            let v = model.value_and_gradient(&q, &mut grad);
+            assert!((v - model.value(&q)).abs() <= 1e-14 * v.abs());
+        }
+    }
+
+    #[test]
+    fn potential_equals_paper_sum_over_data() {
+        // Eq. 4.1 summed point by point, against the sufficient-statistic form.
+        let y: Vec<f64> = (0..37)
+            .map(|i| 1.0 + 2.0 * ((i as f64) * 0.77).sin())
+            .collect();
+        let model = Banana::new(&y).unwrap();
+        for q in POINTS {
+            let m = q[0] + q[1] * q[1];
+            let direct = y.iter().map(|v| (v - m) * (v - m) / 8.0).sum::<f64>()
+                + 0.5 * (q[0] * q[0] + q[1] * q[1]);
+            let u = model.value(&q);
+            assert!((u - direct).abs() <= 1e-12 * direct, "{u} vs {direct}");
+        }
+    }
+
+    #[test]
+    fn simulation_is_seeded_and_plausible() {
+        let a = Banana::simulate(Banana::PAPER_N, 7).unwrap();
+        let b = Banana::simulate(Banana::PAPER_N, 7).unwrap();
+        let c = Banana::simulate(Banana::PAPER_N, 8).unwrap();
+        assert_eq!(a.mean, b.mean);
+        assert_ne!(a.mean, c.mean);
+        // ȳ ~ N(1, 0.2²): four standard errors; the sample variance near σ_y² = 4.
+        assert!((a.mean - 1.0).abs() < 0.8, "ȳ = {}", a.mean);
+        let var = a.scatter / 99.0;
+        assert!((2.5..6.0).contains(&var), "s² = {var}");
+    }
+
+    #[test]
+    fn constructor_validates() {
+        assert!(Banana::new(&[]).is_err());
+        assert!(Banana::new(&[1.0, f64::NAN]).is_err());
+        assert!(Banana::simulate(0, 1).is_err());
+        assert_eq!(
+            Banana::new(&[1.0]).unwrap().parameter_names(),
+            ["beta.1", "beta.2"]
+        );
+    }
+}

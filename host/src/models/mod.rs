@@ -1,4 +1,5 @@
-//! The built-in models. Each implements [`crate::Model`], the same path a user's own model takes.
+//! The built-in models. Each implements [`crate::Model`], the same path a user's own model
+//! takes; [`build`] turns a [`ModelSpec`] (what the command line says) into one.
 
 pub mod banana;
 pub mod beta_binomial;
@@ -6,3 +7,309 @@ pub mod gaussian;
 pub mod gp_hyper;
 pub mod logistic;
 pub mod probit;
+
+use std::path::PathBuf;
+
+use crate::data::{Dataset, Preprocessing, Projection, read_csv, read_libsvm};
+use crate::{Error, Model, Result};
+
+/// Which model to build and from what.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelSpec {
+    /// The model's name, as listed by [`CATALOGUE`].
+    pub name: String,
+    /// A data file (regression models).
+    pub data: Option<PathBuf>,
+    /// `csv` or `libsvm`; by default from the file's extension.
+    pub format: Option<String>,
+    /// The response column of a CSV file.
+    pub response: String,
+    /// Standardize the features.
+    pub standardize: bool,
+    /// Add an intercept column.
+    pub intercept: bool,
+    /// Project the features to this many dimensions.
+    pub project: Option<usize>,
+    /// The seed of the projection.
+    pub projection_seed: u64,
+    /// Simulated observations.
+    pub n: Option<usize>,
+    /// Simulated features or dimension.
+    pub d: Option<usize>,
+    /// The seed of simulated data.
+    pub data_seed: u64,
+    /// The prior variance of regression coefficients.
+    pub prior_variance: Option<f64>,
+}
+
+impl ModelSpec {
+    /// A spec for `name` with every option at its default.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.into(),
+            data: None,
+            format: None,
+            response: crate::data::DEFAULT_RESPONSE.into(),
+            standardize: false,
+            intercept: false,
+            project: None,
+            projection_seed: 1,
+            n: None,
+            d: None,
+            data_seed: 1,
+            prior_variance: None,
+        }
+    }
+}
+
+/// A built-in model's entry in `shmc models`.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelInfo {
+    /// The name on the command line.
+    pub name: &'static str,
+    /// What it is.
+    pub description: &'static str,
+    /// Its parameters.
+    pub parameters: &'static str,
+    /// The options that shape it.
+    pub options: &'static str,
+}
+
+/// Every built-in model.
+pub const CATALOGUE: &[ModelInfo] = &[
+    ModelInfo {
+        name: "logistic",
+        description: "Bayesian logistic regression, prior N(0, 100 I); simulated as in the papers, or from --data",
+        parameters: "beta.1 .. beta.d",
+        options: "--data FILE [--format csv|libsvm --response NAME --standardize --project K --intercept] | --n (100000) --d (50) --data-seed; --prior-variance",
+    },
+    ModelInfo {
+        name: "probit",
+        description: "Bayesian probit regression, prior N(0, 100 I); simulated as in the VHMC paper, or from --data",
+        parameters: "theta.1 .. theta.d",
+        options: "as logistic; simulated defaults --n 10000 --d 5",
+    },
+    ModelInfo {
+        name: "banana",
+        description: "banana-shaped posterior: y ~ N(b1 + b2^2, 2^2), b ~ N(0, I) (precomputing paper)",
+        parameters: "beta.1, beta.2",
+        options: "--n (100) --data-seed",
+    },
+    ModelInfo {
+        name: "gaussian-conjugate",
+        description: "2-D Gaussian mean with known covariance and a conjugate prior (precomputing paper)",
+        parameters: "mu.1, mu.2",
+        options: "--n (100) --data-seed",
+    },
+    ModelInfo {
+        name: "gaussian-32",
+        description: "correlated Gaussian: eigenvalue 1 along (1,..,1), 0.01 across (journal paper)",
+        parameters: "q.1 .. q.d",
+        options: "--d (32)",
+    },
+    ModelInfo {
+        name: "beta-binomial",
+        description: "beta-binomial overdispersion, 20-city cancer mortality (VHMC paper; Albert ch. 5)",
+        parameters: "logit_eta, log_K",
+        options: "(embedded data)",
+    },
+    ModelInfo {
+        name: "gp-hyper",
+        description: "Gaussian-process hyperparameters, priors N(-1, 1) on the logs (precomputing paper 4.3)",
+        parameters: "log_eta, log_l, log_J",
+        options: "--n (100) --data-seed",
+    },
+];
+
+/// The text of `shmc models`.
+pub fn catalogue_text() -> String {
+    let mut out = String::new();
+    for m in CATALOGUE {
+        out.push_str(&format!(
+            "{}\n    {}\n    parameters: {}\n    options: {}\n",
+            m.name, m.description, m.parameters, m.options
+        ));
+    }
+    out
+}
+
+/// Rejects data options for a model that takes none.
+fn no_data_options(spec: &ModelSpec) -> Result<()> {
+    let given = [
+        (spec.data.is_some(), "--data"),
+        (spec.format.is_some(), "--format"),
+        (spec.standardize, "--standardize"),
+        (spec.intercept, "--intercept"),
+        (spec.project.is_some(), "--project"),
+        (spec.prior_variance.is_some(), "--prior-variance"),
+    ];
+    match given.iter().find(|(set, _)| *set) {
+        Some((_, option)) => Err(Error::invalid(format!(
+            "{option} does not apply to model {}",
+            spec.name
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Reads and preprocesses the data file of a regression model.
+fn read_dataset(spec: &ModelSpec, path: &std::path::Path) -> Result<Dataset> {
+    let format = match spec.format.as_deref() {
+        Some(f) => f.to_string(),
+        None if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv")) =>
+        {
+            "csv".into()
+        }
+        None => "libsvm".into(),
+    };
+    let mut data = match format.as_str() {
+        "csv" => read_csv(path, &spec.response)?,
+        "libsvm" => read_libsvm(path, None)?,
+        other => {
+            return Err(Error::invalid(format!(
+                "unknown --format {other}: use csv or libsvm"
+            )));
+        }
+    };
+    data.preprocess(&Preprocessing {
+        standardize: spec.standardize,
+        projection: spec.project.map(|k| Projection {
+            k,
+            seed: spec.projection_seed,
+        }),
+        intercept: spec.intercept,
+    })?;
+    Ok(data)
+}
+
+/// Builds the model `spec` names.
+pub fn build(spec: &ModelSpec) -> Result<Box<dyn Model>> {
+    let n = |default: usize| spec.n.unwrap_or(default);
+    match spec.name.as_str() {
+        "logistic" => {
+            let prior = spec
+                .prior_variance
+                .unwrap_or(logistic::LogisticRegression::DEFAULT_PRIOR_VARIANCE);
+            let model = match &spec.data {
+                Some(path) => logistic::LogisticRegression::new(read_dataset(spec, path)?, prior)?,
+                None => {
+                    no_data_options(&ModelSpec {
+                        prior_variance: None,
+                        ..spec.clone()
+                    })?;
+                    let model = logistic::LogisticRegression::simulate(
+                        n(100_000),
+                        spec.d.unwrap_or(50),
+                        spec.data_seed,
+                    )?;
+                    logistic::LogisticRegression::new(model.data().clone(), prior)?
+                }
+            };
+            Ok(Box::new(model))
+        }
+        "probit" => {
+            let prior = spec
+                .prior_variance
+                .unwrap_or(probit::ProbitRegression::DEFAULT_PRIOR_VARIANCE);
+            let model = match &spec.data {
+                Some(path) => probit::ProbitRegression::new(read_dataset(spec, path)?, prior)?,
+                None => {
+                    no_data_options(&ModelSpec {
+                        prior_variance: None,
+                        ..spec.clone()
+                    })?;
+                    let model = probit::ProbitRegression::simulate(
+                        n(10_000),
+                        spec.d.unwrap_or(5),
+                        spec.data_seed,
+                    )?;
+                    probit::ProbitRegression::new(model.data().clone(), prior)?
+                }
+            };
+            Ok(Box::new(model))
+        }
+        "banana" => {
+            no_data_options(spec)?;
+            Ok(Box::new(banana::Banana::simulate(
+                n(banana::Banana::PAPER_N),
+                spec.data_seed,
+            )?))
+        }
+        "gaussian-conjugate" => {
+            no_data_options(spec)?;
+            Ok(Box::new(gaussian::ConjugateGaussian::simulate(
+                n(gaussian::ConjugateGaussian::DEFAULT_N),
+                spec.data_seed,
+            )?))
+        }
+        "gaussian-32" => {
+            no_data_options(spec)?;
+            let d = spec.d.unwrap_or(gaussian::CorrelatedGaussian::JOURNAL_DIM);
+            Ok(Box::new(gaussian::CorrelatedGaussian::new(
+                d,
+                gaussian::CorrelatedGaussian::JOURNAL_VARIANCE_ALONG,
+                gaussian::CorrelatedGaussian::JOURNAL_VARIANCE_ACROSS,
+            )?))
+        }
+        "beta-binomial" => {
+            no_data_options(spec)?;
+            Ok(Box::new(beta_binomial::BetaBinomial::cancer_mortality()))
+        }
+        "gp-hyper" => {
+            no_data_options(spec)?;
+            Ok(Box::new(gp_hyper::GpHyper::simulate(
+                n(gp_hyper::GpHyper::DEFAULT_N),
+                spec.data_seed,
+            )?))
+        }
+        other => {
+            let names: Vec<&str> = CATALOGUE.iter().map(|m| m.name).collect();
+            Err(Error::invalid(format!(
+                "unknown model {other:?}; built-in models: {}",
+                names.join(", ")
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_catalogued_model_builds_with_defaults() {
+        for info in CATALOGUE {
+            let mut spec = ModelSpec::named(info.name);
+            // Keep the big simulation small here.
+            if info.name == "logistic" {
+                spec.n = Some(500);
+            }
+            let model = build(&spec).unwrap_or_else(|e| panic!("{}: {e}", info.name));
+            assert_eq!(model.parameter_names().len(), model.dim(), "{}", info.name);
+            let q = vec![0.1; model.dim()];
+            let mut g = vec![0.0; model.dim()];
+            assert!(
+                model.value_and_gradient(&q, &mut g).is_finite(),
+                "{}",
+                info.name
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_model_and_misplaced_options_are_clear_errors() {
+        let err = build(&ModelSpec::named("nope")).err().unwrap().to_string();
+        assert!(
+            err.contains("unknown model \"nope\"") && err.contains("logistic"),
+            "{err}"
+        );
+        let spec = ModelSpec {
+            standardize: true,
+            ..ModelSpec::named("banana")
+        };
+        let err = build(&spec).err().unwrap().to_string();
+        assert_eq!(err, "--standardize does not apply to model banana");
+    }
+}

@@ -1,0 +1,211 @@
+//! The LIBSVM sparse-text reader: one observation per line, `label index:value index:value …`,
+//! with 1-based, strictly increasing indices and absent entries meaning 0 (the format of the
+//! `a9a` files). The rows are expanded into a dense [`Dataset`].
+
+use std::path::Path;
+
+use super::Dataset;
+use crate::{Error, Result};
+
+/// Reads a LIBSVM file into a dense [`Dataset`] with columns named `x.1 … x.p`.
+///
+/// Labels `+1`/`1` become 1 and `-1`/`0` become 0. The number of features `p` is `features`
+/// when given (a test file whose largest index is smaller than the training file's, such as
+/// `a9a.t`, is read with `Some(123)`), otherwise the largest index in the file. Blank lines and
+/// trailing spaces are ignored. A bad label, a pair that is not `index:value`, an index that is
+/// 0, out of range or not increasing, and a file with no data lines are [`Error::Data`] errors
+/// naming the file and line.
+pub fn read_libsvm(path: impl AsRef<Path>, features: Option<usize>) -> Result<Dataset> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse_libsvm(&text, path, features)
+}
+
+/// Parses the text of a LIBSVM file; `path` only names the file in errors.
+fn parse_libsvm(text: &str, path: &Path, features: Option<usize>) -> Result<Dataset> {
+    let data_error = |line: usize, message: String| Error::Data {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    if features == Some(0) {
+        return Err(Error::invalid("a LIBSVM file needs at least one feature"));
+    }
+    let limit = features.unwrap_or(usize::MAX);
+    let mut y = Vec::new();
+    // Every non-zero entry as (0-based column, value), rows delimited by `starts`.
+    let mut entries: Vec<(usize, f64)> = Vec::new();
+    let mut starts = vec![0];
+    let mut max_index = 0;
+    for (k, line) in text.lines().enumerate() {
+        let line_no = k + 1;
+        let mut tokens = line.split_ascii_whitespace();
+        let Some(label) = tokens.next() else {
+            continue;
+        };
+        y.push(match label.parse::<f64>() {
+            Ok(1.0) => 1.0,
+            Ok(0.0 | -1.0) => 0.0,
+            _ => {
+                return Err(data_error(
+                    line_no,
+                    format!("label \"{label}\" is not +1/-1 or 1/0"),
+                ));
+            }
+        });
+        let mut previous = 0;
+        for pair in tokens {
+            let (index, value) = pair
+                .split_once(':')
+                .and_then(|(i, v)| Some((i.parse::<usize>().ok()?, v.parse::<f64>().ok()?)))
+                .filter(|(_, v)| v.is_finite())
+                .ok_or_else(|| {
+                    data_error(
+                        line_no,
+                        format!("\"{pair}\" is not an index:value pair with a finite value"),
+                    )
+                })?;
+            if index == 0 {
+                return Err(data_error(
+                    line_no,
+                    format!("feature index 0 in \"{pair}\": LIBSVM indices start at 1"),
+                ));
+            }
+            if index > limit {
+                return Err(data_error(
+                    line_no,
+                    format!(
+                        "feature index {index} is out of range: the file is read with {limit} \
+                         features"
+                    ),
+                ));
+            }
+            if index <= previous {
+                return Err(data_error(
+                    line_no,
+                    format!("feature index {index} follows {previous}: indices must increase"),
+                ));
+            }
+            previous = index;
+            max_index = max_index.max(index);
+            if value != 0.0 {
+                entries.push((index - 1, value));
+            }
+        }
+        starts.push(entries.len());
+    }
+    let n = y.len();
+    if n == 0 {
+        return Err(data_error(1, "no data lines in the file".into()));
+    }
+    let p = features.unwrap_or(max_index);
+    let mut x = vec![0.0; n * p];
+    for (i, bounds) in starts.windows(2).enumerate() {
+        for &(j, v) in &entries[bounds[0]..bounds[1]] {
+            x[i * p + j] = v;
+        }
+    }
+    Dataset::new(x, y, n, p, crate::model::indexed_names("x", p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str, features: Option<usize>) -> Result<Dataset> {
+        parse_libsvm(text, Path::new("train.svm"), features)
+    }
+
+    fn assert_data_error(text: &str, features: Option<usize>, line: usize, needle: &str) {
+        let err = parse(text, features).expect_err("the file is malformed");
+        let shown = err.to_string();
+        match err {
+            Error::Data {
+                path,
+                line: got,
+                message,
+            } => {
+                assert_eq!(path, Path::new("train.svm"));
+                assert_eq!(got, line, "wrong line in: {shown}");
+                assert!(message.contains(needle), "{shown} lacks {needle:?}");
+                assert!(shown.starts_with(&format!("train.svm:{line}:")), "{shown}");
+            }
+            other => panic!("expected a data error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_sparse_rows_with_trailing_spaces_and_blank_lines() {
+        let d = parse("+1 1:0.5 3:2 \n-1 2:1 \n\n0\n1 3:-1\n", None).unwrap();
+        assert_eq!((d.n, d.p), (4, 3));
+        assert_eq!(d.y, vec![1.0, 0.0, 0.0, 1.0]);
+        assert_eq!(
+            d.x,
+            vec![0.5, 0.0, 2.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
+        );
+        assert_eq!(d.feature_names, vec!["x.1", "x.2", "x.3"]);
+    }
+
+    #[test]
+    fn a_given_feature_count_widens_the_matrix() {
+        let d = parse("-1 2:1\n", Some(5)).unwrap();
+        assert_eq!((d.p, d.x.clone()), (5, vec![0.0, 1.0, 0.0, 0.0, 0.0]));
+        assert!(matches!(parse("1 1:1\n", Some(0)), Err(Error::Invalid(_))));
+    }
+
+    #[test]
+    fn bad_label_is_an_error_on_its_line() {
+        assert_data_error("1 1:1\n2 1:1\n", None, 2, "label \"2\"");
+        assert_data_error("1 1:1\n-1 1:1\nyes 2:1\n", None, 3, "label \"yes\"");
+        assert_data_error("1:1 2:1\n", None, 1, "label \"1:1\"");
+    }
+
+    #[test]
+    fn bad_pair_is_an_error_on_its_line() {
+        assert_data_error("1 1:1\n-1 3\n", None, 2, "\"3\" is not an index:value");
+        assert_data_error("1 1:1\n1 1:1\n-1 a:1\n", None, 3, "\"a:1\"");
+        assert_data_error("1 1:x\n", None, 1, "\"1:x\"");
+        assert_data_error("1 1:1\n\n1 2:inf\n", None, 3, "\"2:inf\"");
+    }
+
+    #[test]
+    fn zero_index_is_an_error_on_its_line() {
+        assert_data_error("1 1:1\n-1 0:1 2:1\n", None, 2, "index 0");
+    }
+
+    #[test]
+    fn out_of_range_index_is_an_error_on_its_line() {
+        assert_data_error(
+            "1 1:1\n-1 2:1 124:1\n",
+            Some(123),
+            2,
+            "index 124 is out of range",
+        );
+    }
+
+    #[test]
+    fn non_increasing_indices_are_an_error_on_their_line() {
+        assert_data_error("1 3:1 2:1\n", None, 1, "index 2 follows 3");
+        assert_data_error("1 1:1\n1 2:1 2:1\n", None, 2, "index 2 follows 2");
+    }
+
+    #[test]
+    fn empty_file_is_an_error_on_line_1() {
+        assert_data_error("", None, 1, "no data lines");
+        assert_data_error("  \n\n", None, 1, "no data lines");
+    }
+
+    #[test]
+    fn read_libsvm_reads_a_file_from_disk() {
+        let path = std::env::temp_dir().join(format!(
+            "shmc-libsvm-test-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::write(&path, "-1 3:1 \n+1 1:1 \n").unwrap();
+        let d = read_libsvm(&path, None);
+        std::fs::remove_file(&path).unwrap();
+        let d = d.unwrap();
+        assert_eq!((d.n, d.p, d.y), (2, 3, vec![0.0, 1.0]));
+    }
+}
