@@ -3,12 +3,20 @@
 //! The no_std core ([`shmc_core`]) holds the algorithms; this crate adds what needs an operating
 //! system: models over data files, a multi-chain driver with warmup, diagnostics, Stan-compatible
 //! CSV output and the `shmc` command line.
+//!
+//! # Your own model
+//! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
+//! included) and [`Model`] (parameter names), then call [`sampler::sample`]; see
+//! `examples/linear_regression.rs`.
 
+pub mod cli;
 pub mod data;
 pub mod diagnostics;
 pub mod error;
 pub mod model;
 pub mod models;
+pub mod output;
+pub mod sampler;
 
 pub use error::{Error, Result};
 pub use model::Model;

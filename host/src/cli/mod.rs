@@ -1,0 +1,106 @@
+//! The `shmc` command line: a thin clap layer that parses arguments into the library's plain
+//! configuration structs and calls the library. Every failure becomes one line on stderr.
+
+mod progress;
+mod sample;
+mod summary;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::Result;
+use crate::models::{self, ModelSpec};
+
+/// Surrogate-accelerated Hamiltonian Monte Carlo.
+///
+/// Samples a posterior with HMC (and, with --method, its surrogate-accelerated variants),
+/// writing one CmdStan-format CSV per chain that ArviZ, CmdStanPy and stansummary read.
+#[derive(Debug, Parser)]
+#[command(name = "shmc", version, about, long_about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Sample a built-in model; write CmdStan CSVs and print a summary.
+    Sample(Box<sample::SampleArgs>),
+    /// Print the summary table of existing CmdStan CSV files (one per chain).
+    Summary(summary::SummaryArgs),
+    /// List the built-in models and their parameters.
+    Models,
+}
+
+/// Which model, and the data or simulation settings that build it.
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// Built-in model (see `shmc models`).
+    #[arg(long)]
+    pub model: String,
+    /// Data file: CSV with a header, or LIBSVM sparse text (chosen by --format).
+    #[arg(long, value_name = "FILE")]
+    pub data: Option<PathBuf>,
+    /// Format of --data; by default `csv` for a .csv file and `libsvm` otherwise.
+    #[arg(long, value_parser = ["csv", "libsvm"])]
+    pub format: Option<String>,
+    /// Name of the response column of a CSV file.
+    #[arg(long, default_value = "y")]
+    pub response: String,
+    /// Standardize every feature to mean 0 and sd 1.
+    #[arg(long)]
+    pub standardize: bool,
+    /// Add an intercept column (after standardization and projection).
+    #[arg(long)]
+    pub intercept: bool,
+    /// Project the features to K dimensions with a seeded Gaussian random matrix.
+    #[arg(long, value_name = "K")]
+    pub project: Option<usize>,
+    /// Seed of the random projection.
+    #[arg(long, default_value_t = 1)]
+    pub projection_seed: u64,
+    /// Number of simulated observations (simulated models).
+    #[arg(long, value_name = "N")]
+    pub n: Option<usize>,
+    /// Number of simulated features or dimensions (simulated models).
+    #[arg(long, value_name = "D")]
+    pub d: Option<usize>,
+    /// Seed of the simulated data.
+    #[arg(long, default_value_t = 1)]
+    pub data_seed: u64,
+    /// Prior variance of regression coefficients.
+    #[arg(long, value_name = "VAR")]
+    pub prior_variance: Option<f64>,
+}
+
+impl ModelArgs {
+    fn spec(&self) -> ModelSpec {
+        ModelSpec {
+            name: self.model.clone(),
+            data: self.data.clone(),
+            format: self.format.clone(),
+            response: self.response.clone(),
+            standardize: self.standardize,
+            intercept: self.intercept,
+            project: self.project,
+            projection_seed: self.projection_seed,
+            n: self.n,
+            d: self.d,
+            data_seed: self.data_seed,
+            prior_variance: self.prior_variance,
+        }
+    }
+}
+
+/// Runs the parsed command; returns the process exit code.
+pub fn run(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Sample(args) => sample::run(&args),
+        Command::Summary(args) => summary::run(&args),
+        Command::Models => {
+            print!("{}", models::catalogue_text());
+            Ok(0)
+        }
+    }
+}

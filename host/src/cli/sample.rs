@@ -1,0 +1,189 @@
+//! `shmc sample`: build the model, run the chains with one CSV file each, print the summary.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Args;
+use shmc_core::Steps;
+
+use super::ModelArgs;
+use super::progress::Progress;
+use crate::output::{CsvHeader, CsvSink, RunTotals, format_summary};
+use crate::sampler::{DrawSink, Init, SampleConfig, StepSize, sample};
+use crate::{Error, Model, Result, models};
+
+/// Set by Ctrl-C: chains stop after their current iteration and files stay valid.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Arguments of `shmc sample`.
+#[derive(Debug, Args)]
+pub struct SampleArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Sampling method (exact HMC; surrogate methods come with training).
+    #[arg(long, default_value = "hmc", value_parser = ["hmc"])]
+    method: String,
+    /// Number of chains, run in parallel on all cores.
+    #[arg(long, default_value_t = 4)]
+    chains: usize,
+    /// Kept draws per chain.
+    #[arg(long, default_value_t = 1000)]
+    draws: usize,
+    /// Warmup iterations per chain (not written unless --save-warmup).
+    #[arg(long, default_value_t = 1000)]
+    warmup: usize,
+    /// Seed; chain k uses stream k of it, so runs are reproducible.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Fixed leapfrog step size; turns step-size and metric adaptation off.
+    #[arg(long, value_name = "EPS")]
+    step_size: Option<f64>,
+    /// Leapfrog steps per trajectory (the maximum, with --jitter-steps).
+    #[arg(long, default_value_t = 10)]
+    steps: u32,
+    /// Draw the number of steps uniformly from 1..=STEPS each iteration, as the papers do.
+    #[arg(long)]
+    jitter_steps: bool,
+    /// Target acceptance of the step-size adaptation.
+    #[arg(long, default_value_t = 0.8)]
+    target_accept: f64,
+    /// Keep the identity mass matrix during warmup (adapt only the step size).
+    #[arg(long)]
+    no_adapt_mass: bool,
+    /// JSON file with initial values: an array of numbers on the unconstrained scale.
+    #[arg(long, value_name = "FILE")]
+    init: Option<PathBuf>,
+    /// Random initial values are uniform on (-R, R).
+    #[arg(long, default_value_t = 2.0, value_name = "R")]
+    init_radius: f64,
+    /// Write the warmup draws before the kept ones.
+    #[arg(long)]
+    save_warmup: bool,
+    /// Folder for the per-chain CSV files (created if needed).
+    #[arg(long, default_value = "output", value_name = "DIR")]
+    output: PathBuf,
+    /// No progress bars.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn read_init(path: &Path) -> Result<Vec<f64>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str::<Vec<f64>>(&text).map_err(|e| Error::Data {
+        path: path.to_path_buf(),
+        line: e.line(),
+        message: format!("expected a JSON array of numbers: {e}"),
+    })
+}
+
+impl SampleArgs {
+    fn config(&self) -> Result<SampleConfig> {
+        let init = match &self.init {
+            Some(path) => Init::Values(read_init(path)?),
+            None => Init::Random {
+                radius: self.init_radius,
+            },
+        };
+        let step_size = match self.step_size {
+            Some(eps) => StepSize::Fixed(eps),
+            None => StepSize::Adapt {
+                target: self.target_accept,
+            },
+        };
+        Ok(SampleConfig {
+            chains: self.chains,
+            warmup: self.warmup,
+            draws: self.draws,
+            seed: self.seed,
+            step_size,
+            steps: if self.jitter_steps {
+                Steps::Jittered(self.steps)
+            } else {
+                Steps::Fixed(self.steps)
+            },
+            adapt_mass: !self.no_adapt_mass,
+            init,
+            save_warmup: self.save_warmup,
+            max_energy_error: 1000.0,
+        })
+    }
+}
+
+fn open_sinks(
+    args: &SampleArgs,
+    config: &SampleConfig,
+    model: &dyn Model,
+) -> Result<Vec<Box<dyn DrawSink>>> {
+    std::fs::create_dir_all(&args.output).map_err(|e| Error::io(&args.output, e))?;
+    let (adapt, delta, stepsize) = match config.step_size {
+        StepSize::Adapt { target } => (true, target, 1.0),
+        StepSize::Fixed(eps) => (false, 0.8, eps),
+    };
+    (1..=config.chains)
+        .map(|chain| {
+            let header = CsvHeader {
+                model: args.model.model.clone(),
+                chain,
+                num_samples: config.draws,
+                num_warmup: config.warmup,
+                save_warmup: config.save_warmup,
+                adapt_engaged: adapt,
+                delta,
+                stepsize,
+                seed: config.seed,
+                data_file: args.model.data.as_ref().map(|p| p.display().to_string()),
+                extra: vec![
+                    ("shmc_method".into(), args.method.clone()),
+                    ("trajectory_steps".into(), config.steps.max().to_string()),
+                    (
+                        "jitter_steps".into(),
+                        u8::from(args.jitter_steps).to_string(),
+                    ),
+                ],
+                parameters: model.parameter_names(),
+            };
+            let path = args
+                .output
+                .join(format!("{}-{chain}.csv", args.model.model));
+            CsvSink::create(&path, &header).map(|s| Box::new(s) as Box<dyn DrawSink>)
+        })
+        .collect()
+}
+
+/// Runs `shmc sample`.
+pub fn run(args: &SampleArgs) -> Result<i32> {
+    let config = args.config()?;
+    let model = models::build(&args.model.spec())?;
+    config.validate(model.dim())?;
+    let sinks = open_sinks(args, &config, model.as_ref())?;
+    // A second Ctrl-C falls through to the default handler only if this one failed to install;
+    // that is harmless, so the error is ignored.
+    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
+    let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
+    let run = sample(
+        model.as_ref(),
+        &config,
+        sinks,
+        &|chain, done| progress.update(chain, done, config.warmup),
+        Some(&INTERRUPTED),
+    )?;
+    progress.finish();
+    let kept = run.chains.iter().map(|c| c.kept()).min().unwrap_or(0);
+    if kept >= 4 {
+        let totals = RunTotals {
+            chains: run.chains.len(),
+            draws: kept,
+            mean_accept_stat: run.mean_accept_stat(),
+            divergences: run.divergences(),
+            sampling_seconds: Some(run.sampling_seconds()),
+            wall_seconds: Some(run.wall_seconds),
+        };
+        print!("{}", format_summary(&run.summary(), &totals));
+    }
+    println!("draws written to {}", args.output.display());
+    if run.interrupted() {
+        eprintln!("interrupted: the CSV files hold the {kept}+ draws finished before the stop");
+        return Ok(130);
+    }
+    Ok(0)
+}

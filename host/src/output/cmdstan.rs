@@ -1,0 +1,377 @@
+//! Writing and reading CmdStan's per-chain CSV.
+//!
+//! The layout is CmdStan's: `#` comment lines holding the configuration, the header line
+//! (`lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__`, then the
+//! parameters), the adaptation block (`# Adaptation terminated`, step size, inverse metric),
+//! one line per draw, and the elapsed-time block. Rows are written and flushed as they are
+//! made, so a killed run leaves every finished draw readable; an interrupted run ends with a
+//! comment saying so instead of the timing block, so it never looks complete.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::sampler::{DrawSink, SAMPLER_COLUMNS};
+use crate::{Error, Result};
+
+/// What the comment header of one chain's file records.
+#[derive(Clone, Debug, Default)]
+pub struct CsvHeader {
+    /// The model's name.
+    pub model: String,
+    /// The chain's id (1-based).
+    pub chain: usize,
+    /// Kept draws asked for.
+    pub num_samples: usize,
+    /// Warmup iterations asked for.
+    pub num_warmup: usize,
+    /// Whether warmup rows precede the kept rows.
+    pub save_warmup: bool,
+    /// Whether warmup adapts the step size (and the metric).
+    pub adapt_engaged: bool,
+    /// The target acceptance of the adaptation.
+    pub delta: f64,
+    /// The step size set by the user, or the initial one.
+    pub stepsize: f64,
+    /// The seed of the run.
+    pub seed: u64,
+    /// The data file, if any.
+    pub data_file: Option<String>,
+    /// Further `key = value` lines (method settings), written under `shmc`.
+    pub extra: Vec<(String, String)>,
+    /// The parameter names.
+    pub parameters: Vec<String>,
+}
+
+/// Formats a number compactly and exactly: shortest round-trip decimal, with an exponent for
+/// very large or very small magnitudes (Rust's `{}` never uses one).
+pub fn format_number(x: f64) -> String {
+    let a = x.abs();
+    if x == 0.0 || (1e-5..1e15).contains(&a) || !x.is_finite() {
+        match x {
+            f64::INFINITY => "inf".into(),
+            f64::NEG_INFINITY => "-inf".into(),
+            _ if x.is_nan() => "nan".into(),
+            _ => format!("{x}"),
+        }
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// A chain's CSV file, written as the chain runs.
+pub struct CsvSink {
+    path: PathBuf,
+    out: BufWriter<File>,
+    line: String,
+}
+
+impl CsvSink {
+    /// Creates (or truncates) `path` and writes the configuration and the column header.
+    pub fn create(path: &Path, header: &CsvHeader) -> Result<Self> {
+        let file = File::create(path).map_err(|e| Error::io(path, e))?;
+        let mut sink = Self {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+            line: String::new(),
+        };
+        let text = header_text(header, path);
+        sink.write(&text)?;
+        sink.flush()?;
+        Ok(sink)
+    }
+
+    fn write(&mut self, text: &str) -> Result<()> {
+        self.out
+            .write_all(text.as_bytes())
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.out.flush().map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+fn header_text(h: &CsvHeader, path: &Path) -> String {
+    let flag = |b: bool| if b { 1 } else { 0 };
+    let mut s = String::new();
+    let mut line = |text: String| {
+        s.push_str("# ");
+        s.push_str(&text);
+        s.push('\n');
+    };
+    line("stan_version_major = 2".into());
+    line("stan_version_minor = 36".into());
+    line("stan_version_patch = 0".into());
+    line(format!("model = {}", h.model));
+    line("method = sample (Default)".into());
+    line("  sample".into());
+    line(format!("    num_samples = {}", h.num_samples));
+    line(format!("    num_warmup = {}", h.num_warmup));
+    line(format!("    save_warmup = {}", flag(h.save_warmup)));
+    line("    thin = 1".into());
+    line("    adapt".into());
+    line(format!("      engaged = {}", flag(h.adapt_engaged)));
+    line(format!("      delta = {}", h.delta));
+    line("    algorithm = hmc (Default)".into());
+    line("      hmc".into());
+    line("        engine = static".into());
+    line("          static".into());
+    // CmdStanPy insists on a tree depth limit even for static HMC; treedepth__ is always 0
+    // here, so this limit is never reported as hit.
+    line("            max_depth = 10".into());
+    line("        metric = diag_e (Default)".into());
+    line(format!("        stepsize = {}", h.stepsize));
+    line("    num_chains = 1 (Default)".into());
+    line(format!("id = {}", h.chain));
+    if let Some(file) = &h.data_file {
+        line("data".into());
+        line(format!("  file = {file}"));
+    }
+    line("init = 2 (Default)".into());
+    line("random".into());
+    line(format!("  seed = {}", h.seed));
+    line("output".into());
+    line(format!("  file = {}", path.display()));
+    line("shmc".into());
+    line(format!("  version = {}", env!("CARGO_PKG_VERSION")));
+    for (k, v) in &h.extra {
+        line(format!("  {k} = {v}"));
+    }
+    let columns: Vec<&str> = SAMPLER_COLUMNS
+        .iter()
+        .copied()
+        .chain(h.parameters.iter().map(String::as_str))
+        .collect();
+    s.push_str(&columns.join(","));
+    s.push('\n');
+    s
+}
+
+impl DrawSink for CsvSink {
+    fn adaptation(&mut self, step_size: f64, inv_mass: &[f64]) -> Result<()> {
+        let diag: Vec<String> = inv_mass.iter().map(|&m| format_number(m)).collect();
+        let text = format!(
+            "# Adaptation terminated\n# Step size = {}\n# Diagonal elements of inverse mass matrix:\n# {}\n",
+            format_number(step_size),
+            diag.join(", ")
+        );
+        self.write(&text)?;
+        self.flush()
+    }
+
+    fn draw(&mut self, row: &[f64]) -> Result<()> {
+        self.line.clear();
+        for (k, &x) in row.iter().enumerate() {
+            if k > 0 {
+                self.line.push(',');
+            }
+            // treedepth__, n_leapfrog__ and divergent__ are integers in CmdStan's files.
+            if (3..=5).contains(&k) {
+                self.line.push_str(&format!("{}", x as i64));
+            } else {
+                self.line.push_str(&format_number(x));
+            }
+        }
+        self.line.push('\n');
+        let line = std::mem::take(&mut self.line);
+        let written = self.write(&line);
+        self.line = line;
+        written?;
+        self.flush()
+    }
+
+    fn finish(&mut self, warmup: f64, sampling: f64, interrupted: bool) -> Result<()> {
+        let text = if interrupted {
+            "# Sampling interrupted: this file holds only the draws finished before the stop.\n"
+                .to_string()
+        } else {
+            format!(
+                "# \n#  Elapsed Time: {warmup:.3} seconds (Warm-up)\n#                {sampling:.3} seconds (Sampling)\n#                {:.3} seconds (Total)\n# \n",
+                warmup + sampling
+            )
+        };
+        self.write(&text)?;
+        self.flush()
+    }
+}
+
+/// The draws of one CmdStan CSV file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StanCsv {
+    /// The file.
+    pub path: PathBuf,
+    /// Column names, in file order.
+    pub names: Vec<String>,
+    /// `columns[k][i]`: column `k` at kept draw `i` (warmup rows dropped).
+    pub columns: Vec<Vec<f64>>,
+    /// Whether the file records an interrupted run.
+    pub interrupted: bool,
+}
+
+impl StanCsv {
+    /// The values of the named column, if present.
+    pub fn column(&self, name: &str) -> Option<&[f64]> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|k| self.columns[k].as_slice())
+    }
+}
+
+fn parse_config_number(line: &str, key: &str) -> Option<usize> {
+    let rest = line.trim_start_matches('#').trim();
+    let value = rest.strip_prefix(key)?.trim_start().strip_prefix('=')?;
+    value.split_whitespace().next()?.parse().ok()
+}
+
+/// Reads a CmdStan CSV file (ours or CmdStan's), dropping warmup rows when the file says they
+/// were saved. Errors name the file and the line.
+pub fn read_stan_csv(path: &Path) -> Result<StanCsv> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let bad = |line: usize, message: String| Error::Data {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    let mut names: Option<Vec<String>> = None;
+    let mut columns: Vec<Vec<f64>> = Vec::new();
+    let (mut num_warmup, mut save_warmup) = (0usize, false);
+    let mut interrupted = false;
+    let mut rows = 0usize;
+    for (index, line) in BufReader::new(file).lines().enumerate() {
+        let number = index + 1;
+        let line = line.map_err(|e| Error::io(path, e))?;
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if text.starts_with('#') {
+            if names.is_none() {
+                if let Some(n) = parse_config_number(text, "num_warmup") {
+                    num_warmup = n;
+                }
+                if let Some(n) = parse_config_number(text, "save_warmup") {
+                    save_warmup = n != 0;
+                }
+            }
+            interrupted |= text.contains("Sampling interrupted");
+            continue;
+        }
+        match &names {
+            None => {
+                let header: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
+                if !header.iter().any(|h| h == "lp__") {
+                    return Err(bad(
+                        number,
+                        "header line has no lp__ column: not a CmdStan CSV".into(),
+                    ));
+                }
+                columns = vec![Vec::new(); header.len()];
+                names = Some(header);
+            }
+            Some(header) => {
+                let fields: Vec<&str> = text.split(',').collect();
+                if fields.len() != header.len() {
+                    return Err(bad(
+                        number,
+                        format!("{} fields, expected {}", fields.len(), header.len()),
+                    ));
+                }
+                rows += 1;
+                if save_warmup && rows <= num_warmup {
+                    continue;
+                }
+                for (k, field) in fields.iter().enumerate() {
+                    let value = field.trim().parse::<f64>().map_err(|_| {
+                        bad(
+                            number,
+                            format!("column {} ({}): not a number: {field:?}", k + 1, header[k]),
+                        )
+                    })?;
+                    columns[k].push(value);
+                }
+            }
+        }
+    }
+    let names = names.ok_or_else(|| bad(0, "no header line: not a CmdStan CSV".into()))?;
+    Ok(StanCsv {
+        path: path.to_path_buf(),
+        names,
+        columns,
+        interrupted,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("shmc-cmdstan-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("out.csv")
+    }
+
+    #[test]
+    fn written_file_reads_back() {
+        let path = temp("roundtrip");
+        let header = CsvHeader {
+            model: "test".into(),
+            chain: 2,
+            num_samples: 2,
+            num_warmup: 1,
+            save_warmup: true,
+            parameters: vec!["a".into(), "b.1".into()],
+            ..CsvHeader::default()
+        };
+        let mut sink = CsvSink::create(&path, &header).unwrap();
+        sink.draw(&[-1.0, 0.5, 0.1, 0.0, 3.0, 0.0, 2.0, 9.0, 9.0])
+            .unwrap();
+        sink.adaptation(0.1, &[1.0, 2.0]).unwrap();
+        sink.draw(&[-1.5, 0.9, 0.1, 0.0, 4.0, 1.0, 2.5, 1.25, -3e-20])
+            .unwrap();
+        sink.draw(&[-2.5, 1.0, 0.1, 0.0, 5.0, 0.0, 3.5, 2.5, 7.0])
+            .unwrap();
+        sink.finish(0.1, 0.2, false).unwrap();
+        drop(sink);
+        let csv = read_stan_csv(&path).unwrap();
+        assert_eq!(csv.names.len(), 9);
+        assert_eq!(csv.column("a").unwrap(), &[1.25, 2.5]);
+        assert_eq!(csv.column("b.1").unwrap(), &[-3e-20, 7.0]);
+        assert_eq!(csv.column("n_leapfrog__").unwrap(), &[4.0, 5.0]);
+        assert!(!csv.interrupted);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("# Step size = 0.1\n"));
+        assert!(text.contains(",4,1,"), "integer columns: {text}");
+    }
+
+    #[test]
+    fn broken_files_name_the_line() {
+        let path = temp("broken");
+        std::fs::write(&path, "# x\nlp__,a\n1,2\n3\n").unwrap();
+        let err = read_stan_csv(&path).unwrap_err().to_string();
+        assert!(
+            err.contains(":4:") && err.contains("1 fields, expected 2"),
+            "{err}"
+        );
+        std::fs::write(&path, "lp__,a\n1,abc\n").unwrap();
+        let err = read_stan_csv(&path).unwrap_err().to_string();
+        assert!(err.contains(":2:") && err.contains("not a number"), "{err}");
+        std::fs::write(&path, "x,y\n1,2\n").unwrap();
+        assert!(
+            read_stan_csv(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("no lp__")
+        );
+    }
+
+    #[test]
+    fn numbers_format_exactly() {
+        for x in [0.0, 1.5, -2.25e-30, 6.02e23, 0.1, 123456.789] {
+            assert_eq!(format_number(x).parse::<f64>().unwrap(), x);
+        }
+        assert_eq!(format_number(1e-300), "1e-300");
+    }
+}

@@ -1,0 +1,8 @@
+//! Output in CmdStan's formats: per-chain CSV files that `arviz.from_cmdstan`, CmdStanPy and
+//! `stansummary` read unchanged, and the summary table printed at the end of a run.
+
+pub mod cmdstan;
+pub mod table;
+
+pub use cmdstan::{CsvHeader, CsvSink, StanCsv, read_stan_csv};
+pub use table::{RunTotals, format_summary};

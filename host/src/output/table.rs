@@ -1,0 +1,98 @@
+//! The summary table printed after a run and by `shmc summary`: one line per parameter in the
+//! layout of CmdStan's `stansummary`, then the run's totals.
+
+use std::fmt::Write as _;
+
+use crate::diagnostics::ParameterSummary;
+
+/// Whole-run figures shown under the table.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RunTotals {
+    /// Number of chains.
+    pub chains: usize,
+    /// Kept draws per chain.
+    pub draws: usize,
+    /// Mean acceptance statistic.
+    pub mean_accept_stat: f64,
+    /// Divergent kept transitions.
+    pub divergences: usize,
+    /// Seconds of sampling (kept draws), if known.
+    pub sampling_seconds: Option<f64>,
+    /// Wall-clock seconds, warmup included, if known.
+    pub wall_seconds: Option<f64>,
+}
+
+/// Formats a number to about four significant digits in at most ten columns.
+fn cell(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x:>10}");
+    }
+    let a = x.abs();
+    if a != 0.0 && !(1e-3..1e6).contains(&a) {
+        format!("{x:>10.2e}")
+    } else if a >= 1000.0 {
+        format!("{x:>10.0}")
+    } else {
+        format!("{x:>10.4}")
+    }
+}
+
+/// The table and totals as text.
+pub fn format_summary(params: &[ParameterSummary], totals: &RunTotals) -> String {
+    let width = params
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(9);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<width$}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+        "", "Mean", "SD", "MCSE", "5%", "50%", "95%", "ESS_bulk", "ESS_tail", "R_hat"
+    );
+    for p in params {
+        let _ = write!(out, "{:<width$}", p.name);
+        for x in [p.mean, p.sd, p.mcse_mean, p.q5, p.q50, p.q95] {
+            out.push_str(&cell(x));
+        }
+        let _ = writeln!(
+            out,
+            "{:>10.0}{:>10.0}{:>10.3}",
+            p.ess_bulk, p.ess_tail, p.rhat
+        );
+    }
+    let ess: Vec<f64> = params
+        .iter()
+        .map(|p| p.ess_bulk)
+        .filter(|e| e.is_finite())
+        .collect();
+    let min_ess = ess.iter().copied().fold(f64::INFINITY, f64::min);
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "{} chains x {} draws; mean accept_stat {:.3}; {} divergent transitions",
+        totals.chains, totals.draws, totals.mean_accept_stat, totals.divergences
+    );
+    if let Some(wall) = totals.wall_seconds {
+        let _ = write!(out, "wall time {wall:.2} s");
+        if let Some(sampling) = totals.sampling_seconds {
+            let _ = write!(out, " (sampling {sampling:.2} s)");
+            if min_ess.is_finite() && sampling > 0.0 {
+                let _ = write!(
+                    out,
+                    "; min ESS_bulk per second of sampling {:.1}",
+                    min_ess / sampling
+                );
+            }
+        }
+        out.push('\n');
+    }
+    if params.iter().any(|p| p.rhat > 1.01) {
+        out.push_str("warning: R_hat above 1.01 for some parameters: the chains have not mixed; run longer\n");
+    }
+    if totals.divergences > 0 {
+        out.push_str("warning: divergent transitions: consider a smaller step size or a higher --target-accept\n");
+    }
+    out
+}

@@ -1,0 +1,233 @@
+//! One chain from start to finish: initialization, warmup (step size and metric adaptation),
+//! kept draws. Each row is handed to the chain's sink as soon as it is made, so an interrupted
+//! run keeps every finished draw.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use nalgebra::DVector;
+use rand::Rng;
+use rand_pcg::Pcg64;
+use shmc_core::{
+    DiagonalMetric, DualAveraging, Dyn, Exact, Hmc, HmcConfig, State, random::uniform,
+};
+
+use super::config::{Init, SampleConfig, StepSize};
+use super::warmup::{VarianceEstimator, WindowSchedule, initial_step_size};
+use super::{ChainResult, DrawSink, SAMPLER_COLUMNS};
+use crate::{Error, Model, Result};
+
+/// Independent, reproducible streams: the seed fixes the state, the chain number the stream.
+pub fn chain_rng(seed: u64, chain: usize) -> Pcg64 {
+    // SplitMix64 spreads nearby seeds over the whole state space.
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let state = ((z as u128) << 64) | (seed as u128);
+    Pcg64::new(state, chain as u128)
+}
+
+/// Draws the starting state, retrying random starts (up to 100) until `U` and `∇U` are finite.
+fn initial_state<M: Model + ?Sized, R: Rng + ?Sized>(
+    model: &M,
+    init: &Init,
+    chain: usize,
+    rng: &mut R,
+) -> Result<State<Dyn>> {
+    let dim = model.dim();
+    let dynamics = Exact(model);
+    let finite =
+        |s: &State<Dyn>| s.potential.is_finite() && s.gradient.iter().all(|g| g.is_finite());
+    match init {
+        Init::Values(values) => {
+            let state = State::new(DVector::from_column_slice(values), &dynamics)?;
+            if finite(&state) {
+                Ok(state)
+            } else {
+                Err(Error::invalid(format!(
+                    "chain {chain}: the potential or its gradient is not finite at the given initial values"
+                )))
+            }
+        }
+        Init::Random { radius } => {
+            for _ in 0..100 {
+                let q = DVector::from_fn(dim, |_, _| radius * (2.0 * uniform(rng) - 1.0));
+                let state = State::new(q, &dynamics)?;
+                if finite(&state) {
+                    return Ok(state);
+                }
+            }
+            Err(Error::invalid(format!(
+                "chain {chain}: no finite potential at 100 random initial points in (-{radius}, {radius})"
+            )))
+        }
+    }
+}
+
+/// Runs chain `chain` (1-based) to completion or until `interrupt` is set.
+pub fn run_chain<M: Model + ?Sized>(
+    model: &M,
+    config: &SampleConfig,
+    chain: usize,
+    sink: &mut dyn DrawSink,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    interrupt: &AtomicBool,
+) -> Result<ChainResult> {
+    let dim = model.dim();
+    let mut rng = chain_rng(config.seed, chain);
+    let dynamics = Exact(model);
+    let mut metric = DiagonalMetric::new(DVector::from_element(dim, 1.0))?;
+    let mut state = initial_state(model, &config.init, chain, &mut rng)?;
+
+    let adapt_target = match config.step_size {
+        StepSize::Adapt { target } => Some(target),
+        StepSize::Fixed(_) => None,
+    };
+    let mut step_size = match config.step_size {
+        StepSize::Fixed(eps) => eps,
+        StepSize::Adapt { .. } => initial_step_size(&state, &dynamics, &metric, 1.0, &mut rng),
+    };
+    let mut hmc = Hmc::new(
+        Dyn(dim),
+        HmcConfig {
+            step_size,
+            steps: config.steps,
+            max_energy_error: config.max_energy_error,
+        },
+    )?;
+    let mut dual = adapt_target
+        .map(|t| DualAveraging::new(step_size, t))
+        .transpose()?;
+    let schedule = if adapt_target.is_some() && config.adapt_mass {
+        WindowSchedule::new(config.warmup)
+    } else {
+        WindowSchedule::new(0)
+    };
+    let mut variance = VarianceEstimator::new(dim);
+
+    let names = model.parameter_names();
+    let mut result = ChainResult::new(chain, names.len(), config.draws);
+    let mut row = Vec::with_capacity(SAMPLER_COLUMNS.len() + names.len());
+    let total = config.warmup + config.draws;
+    let mut phase_start = Instant::now();
+    for i in 0..total {
+        if interrupt.load(Ordering::Relaxed) {
+            result.interrupted = true;
+            break;
+        }
+        let warmup = i < config.warmup;
+        let t = hmc.transition(&mut state, &dynamics, &metric, &mut rng);
+        result.gradient_evaluations += u64::from(t.steps);
+        if warmup {
+            result.warmup_divergences += usize::from(t.divergent);
+            if let Some(dual) = dual.as_mut() {
+                step_size = dual.update(t.accept_prob);
+                if schedule.in_slow_window(i) {
+                    variance.add(state.position.as_slice());
+                }
+                if schedule.window_ends_at(i) {
+                    metric.set_inv_mass(&variance.regularized_variance())?;
+                    variance.reset();
+                    step_size = initial_step_size(&state, &dynamics, &metric, step_size, &mut rng);
+                    dual.restart(step_size);
+                }
+                if i + 1 == config.warmup {
+                    step_size = dual.final_step_size();
+                }
+                hmc.config.step_size = step_size;
+            }
+        }
+        if i + 1 == config.warmup {
+            sink.adaptation(step_size, metric.inv_mass())?;
+        }
+        if !warmup || config.save_warmup {
+            row.clear();
+            row.extend_from_slice(&[
+                -state.potential,
+                t.accept_prob,
+                hmc.config.step_size,
+                0.0,
+                f64::from(t.steps),
+                f64::from(u8::from(t.divergent)),
+                t.energy,
+            ]);
+            model.write_parameters(state.position.as_slice(), &mut row);
+            sink.draw(&row)?;
+        }
+        if !warmup {
+            result.record(&row);
+        }
+        if i + 1 == config.warmup {
+            result.warmup_seconds = phase_start.elapsed().as_secs_f64();
+            phase_start = Instant::now();
+        }
+        progress(chain, i + 1);
+    }
+    if config.warmup == 0 {
+        sink.adaptation(step_size, metric.inv_mass())?;
+    }
+    let elapsed = phase_start.elapsed().as_secs_f64();
+    if result.kept() > 0 || config.warmup == 0 {
+        result.sampling_seconds = elapsed;
+    } else {
+        result.warmup_seconds = elapsed;
+    }
+    result.step_size = step_size;
+    result.inv_mass = metric.inv_mass().to_vec();
+    sink.finish(
+        result.warmup_seconds,
+        result.sampling_seconds,
+        result.interrupted,
+    )?;
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shmc_core::Potential;
+
+    #[test]
+    fn chain_streams_differ_and_repeat() {
+        let (mut a, mut b, mut c) = (chain_rng(1, 1), chain_rng(1, 2), chain_rng(1, 1));
+        let (x, y, z) = (a.next_u64(), b.next_u64(), c.next_u64());
+        assert_ne!(x, y);
+        assert_eq!(x, z);
+    }
+
+    struct Flat;
+    impl Potential for Flat {
+        fn dim(&self) -> usize {
+            1
+        }
+        fn value(&self, _: &[f64]) -> f64 {
+            f64::NAN
+        }
+        fn value_and_gradient(&self, _: &[f64], g: &mut [f64]) -> f64 {
+            g[0] = 0.0;
+            f64::NAN
+        }
+    }
+    impl Model for Flat {
+        fn parameter_names(&self) -> Vec<String> {
+            vec!["x".into()]
+        }
+    }
+
+    #[test]
+    fn nowhere_finite_potential_is_a_clear_error() {
+        let err = initial_state(
+            &Flat,
+            &Init::Random { radius: 2.0 },
+            3,
+            &mut chain_rng(1, 3),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("chain 3") && err.contains("no finite potential"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,119 @@
+//! What a sampling run is asked to do, validated once before any chain starts.
+
+use shmc_core::Steps;
+
+use crate::{Error, Result};
+
+/// How the step size is chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StepSize {
+    /// Dual averaging during warmup towards `target` acceptance, from Stan's heuristic start.
+    Adapt {
+        /// The acceptance rate aimed at (Stan: 0.8).
+        target: f64,
+    },
+    /// A fixed step size, as the papers use.
+    Fixed(f64),
+}
+
+/// Where chains start.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Init {
+    /// Uniform on `(−r, r)` per unconstrained coordinate (Stan: `r = 2`), redrawn until `U` and
+    /// `∇U` are finite.
+    Random {
+        /// The half-width `r`.
+        radius: f64,
+    },
+    /// The same point for every chain.
+    Values(Vec<f64>),
+}
+
+/// The settings of a sampling run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleConfig {
+    /// The number of chains (run in parallel).
+    pub chains: usize,
+    /// Warmup iterations per chain.
+    pub warmup: usize,
+    /// Kept draws per chain.
+    pub draws: usize,
+    /// The seed from which every chain's stream is derived.
+    pub seed: u64,
+    /// Step-size choice.
+    pub step_size: StepSize,
+    /// Trajectory length.
+    pub steps: Steps,
+    /// Whether warmup adapts a diagonal mass matrix (Stan's windows).
+    pub adapt_mass: bool,
+    /// Starting points.
+    pub init: Init,
+    /// Whether warmup draws are written to the output too.
+    pub save_warmup: bool,
+    /// The energy error above which a trajectory is divergent.
+    pub max_energy_error: f64,
+}
+
+impl Default for SampleConfig {
+    fn default() -> Self {
+        Self {
+            chains: 4,
+            warmup: 1000,
+            draws: 1000,
+            seed: 1,
+            step_size: StepSize::Adapt { target: 0.8 },
+            steps: Steps::Fixed(10),
+            adapt_mass: true,
+            init: Init::Random { radius: 2.0 },
+            save_warmup: false,
+            max_energy_error: 1000.0,
+        }
+    }
+}
+
+impl SampleConfig {
+    /// Checks every setting, naming the first bad one.
+    pub fn validate(&self, dim: usize) -> Result<()> {
+        if self.chains == 0 {
+            return Err(Error::invalid("--chains must be at least 1"));
+        }
+        if self.draws == 0 {
+            return Err(Error::invalid("--draws must be at least 1"));
+        }
+        match self.step_size {
+            StepSize::Adapt { target } if !(target > 0.0 && target < 1.0) => {
+                return Err(Error::invalid(format!(
+                    "--target-accept must lie strictly between 0 and 1, got {target}"
+                )));
+            }
+            StepSize::Fixed(eps) if !(eps.is_finite() && eps > 0.0) => {
+                return Err(Error::invalid(format!(
+                    "--step-size must be a finite positive number, got {eps}"
+                )));
+            }
+            _ => {}
+        }
+        if self.steps.max() == 0 {
+            return Err(Error::invalid("--steps must be at least 1"));
+        }
+        match &self.init {
+            Init::Random { radius } if !(radius.is_finite() && *radius > 0.0) => {
+                return Err(Error::invalid("the initial radius must be positive"));
+            }
+            Init::Values(v) if v.len() != dim => {
+                return Err(Error::invalid(format!(
+                    "initial values have {} entries but the model has {dim} parameters",
+                    v.len()
+                )));
+            }
+            Init::Values(v) if v.iter().any(|x| !x.is_finite()) => {
+                return Err(Error::invalid("initial values must be finite"));
+            }
+            _ => {}
+        }
+        if self.max_energy_error.is_nan() || self.max_energy_error <= 0.0 {
+            return Err(Error::invalid("the divergence threshold must be positive"));
+        }
+        Ok(())
+    }
+}

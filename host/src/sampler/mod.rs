@@ -1,0 +1,229 @@
+//! The multi-chain sampler driver: chains in parallel (rayon), each with its own reproducible
+//! random stream, Stan-style warmup, and draws streamed to a [`DrawSink`] as they are made.
+//!
+//! ```no_run
+//! # use shmc::{Model, sampler::{sample, SampleConfig, NullSink, DrawSink}};
+//! # fn demo(model: &dyn Model) -> shmc::Result<()> {
+//! let config = SampleConfig { chains: 4, draws: 2000, seed: 42, ..SampleConfig::default() };
+//! let sinks: Vec<Box<dyn DrawSink>> = (0..config.chains).map(|_| Box::new(NullSink) as _).collect();
+//! let run = sample(model, &config, sinks, &|_, _| {}, None)?;
+//! for p in run.summary() { println!("{} {:.3} ± {:.3}", p.name, p.mean, p.sd); }
+//! # Ok(()) }
+//! ```
+
+mod chain;
+mod config;
+pub mod warmup;
+
+use std::sync::atomic::AtomicBool;
+
+use rayon::prelude::*;
+
+pub use chain::chain_rng;
+pub use config::{Init, SampleConfig, StepSize};
+
+use crate::diagnostics::{ParameterSummary, summarize};
+use crate::{Error, Model, Result};
+
+/// The sampler columns that precede the parameters in every row, as CmdStan names them.
+pub const SAMPLER_COLUMNS: [&str; 7] = [
+    "lp__",
+    "accept_stat__",
+    "stepsize__",
+    "treedepth__",
+    "n_leapfrog__",
+    "divergent__",
+    "energy__",
+];
+
+/// Where a chain's rows go as they are made (a CSV file, or nowhere).
+pub trait DrawSink: Send {
+    /// The adaptation's result, once warmup ends.
+    fn adaptation(&mut self, step_size: f64, inv_mass: &[f64]) -> Result<()>;
+    /// One row: the sampler columns then the parameters.
+    fn draw(&mut self, row: &[f64]) -> Result<()>;
+    /// The end of the chain, with its timing, and whether it was interrupted.
+    fn finish(
+        &mut self,
+        warmup_seconds: f64,
+        sampling_seconds: f64,
+        interrupted: bool,
+    ) -> Result<()>;
+}
+
+/// A sink that keeps nothing (the driver keeps the draws in memory anyway).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NullSink;
+
+impl DrawSink for NullSink {
+    fn adaptation(&mut self, _: f64, _: &[f64]) -> Result<()> {
+        Ok(())
+    }
+    fn draw(&mut self, _: &[f64]) -> Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, _: f64, _: f64, _: bool) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// One chain's kept draws and statistics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChainResult {
+    /// The chain's number, from 1.
+    pub chain: usize,
+    /// `columns[k][i]`: sampler column `k` (see [`SAMPLER_COLUMNS`]) then parameter columns, at
+    /// kept draw `i`.
+    pub columns: Vec<Vec<f64>>,
+    /// The step size after warmup.
+    pub step_size: f64,
+    /// The diagonal of the inverse mass matrix after warmup.
+    pub inv_mass: Vec<f64>,
+    /// Seconds spent in warmup.
+    pub warmup_seconds: f64,
+    /// Seconds spent making kept draws.
+    pub sampling_seconds: f64,
+    /// Divergent transitions during warmup.
+    pub warmup_divergences: usize,
+    /// Gradient evaluations of the proposal potential in trajectories.
+    pub gradient_evaluations: u64,
+    /// Whether the run was interrupted before all draws were made.
+    pub interrupted: bool,
+}
+
+impl ChainResult {
+    fn new(chain: usize, parameters: usize, draws: usize) -> Self {
+        Self {
+            chain,
+            columns: vec![Vec::with_capacity(draws); SAMPLER_COLUMNS.len() + parameters],
+            step_size: f64::NAN,
+            inv_mass: Vec::new(),
+            warmup_seconds: 0.0,
+            sampling_seconds: 0.0,
+            warmup_divergences: 0,
+            gradient_evaluations: 0,
+            interrupted: false,
+        }
+    }
+
+    fn record(&mut self, row: &[f64]) {
+        for (column, &x) in self.columns.iter_mut().zip(row) {
+            column.push(x);
+        }
+    }
+
+    /// The number of kept draws.
+    pub fn kept(&self) -> usize {
+        self.columns.first().map_or(0, Vec::len)
+    }
+
+    /// The draws of parameter `p` (0-based, after the sampler columns).
+    pub fn parameter(&self, p: usize) -> &[f64] {
+        &self.columns[SAMPLER_COLUMNS.len() + p]
+    }
+
+    /// The mean acceptance statistic of the kept draws.
+    pub fn mean_accept_stat(&self) -> f64 {
+        mean(&self.columns[1])
+    }
+
+    /// The number of divergent kept draws.
+    pub fn divergences(&self) -> usize {
+        self.columns[5].iter().filter(|&&d| d != 0.0).count()
+    }
+}
+
+fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len() as f64
+}
+
+/// A finished (or interrupted) run.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// The parameter names, in column order.
+    pub names: Vec<String>,
+    /// One result per chain, in chain order.
+    pub chains: Vec<ChainResult>,
+    /// Wall-clock seconds for the whole run.
+    pub wall_seconds: f64,
+}
+
+impl Run {
+    /// Whether any chain was interrupted.
+    pub fn interrupted(&self) -> bool {
+        self.chains.iter().any(|c| c.interrupted)
+    }
+
+    /// Per-parameter summaries (mean, sd, MCSE, quantiles, bulk/tail ESS, R̂) over all chains,
+    /// using the draws every chain finished.
+    pub fn summary(&self) -> Vec<ParameterSummary> {
+        let kept = self.chains.iter().map(ChainResult::kept).min().unwrap_or(0);
+        let draws: Vec<Vec<Vec<f64>>> = self
+            .chains
+            .iter()
+            .map(|c| {
+                (0..self.names.len())
+                    .map(|p| c.parameter(p)[..kept].to_vec())
+                    .collect()
+            })
+            .collect();
+        summarize(&self.names, &draws)
+    }
+
+    /// The mean acceptance statistic over all kept draws.
+    pub fn mean_accept_stat(&self) -> f64 {
+        let (sum, n) = self.chains.iter().fold((0.0, 0usize), |(s, n), c| {
+            (s + c.columns[1].iter().sum::<f64>(), n + c.kept())
+        });
+        sum / n as f64
+    }
+
+    /// Divergent kept draws over all chains.
+    pub fn divergences(&self) -> usize {
+        self.chains.iter().map(ChainResult::divergences).sum()
+    }
+
+    /// The longest chain's sampling time (chains run in parallel).
+    pub fn sampling_seconds(&self) -> f64 {
+        self.chains
+            .iter()
+            .map(|c| c.sampling_seconds)
+            .fold(0.0, f64::max)
+    }
+}
+
+/// Runs `config.chains` chains of HMC on `model` in parallel, one sink per chain.
+///
+/// `progress(chain, iterations_done)` is called after every iteration; setting `interrupt`
+/// stops every chain after its current iteration, with every finished draw kept.
+pub fn sample<M: Model + ?Sized>(
+    model: &M,
+    config: &SampleConfig,
+    sinks: Vec<Box<dyn DrawSink>>,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    interrupt: Option<&AtomicBool>,
+) -> Result<Run> {
+    config.validate(model.dim())?;
+    if sinks.len() != config.chains {
+        return Err(Error::invalid(format!(
+            "{} output sinks for {} chains",
+            sinks.len(),
+            config.chains
+        )));
+    }
+    let never = AtomicBool::new(false);
+    let interrupt = interrupt.unwrap_or(&never);
+    let start = std::time::Instant::now();
+    let chains = sinks
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, mut sink)| {
+            chain::run_chain(model, config, i + 1, sink.as_mut(), progress, interrupt)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Run {
+        names: model.parameter_names(),
+        chains,
+        wall_seconds: start.elapsed().as_secs_f64(),
+    })
+}
