@@ -280,6 +280,8 @@ where
         raw_weights: OMatrix<f64, D, S>,
         raw_offsets: OVector<f64, S>,
     ) -> Result<Self, Error> {
+        // The transform's fields are public, so check it here as `InputTransform::new` does.
+        let transform = InputTransform::new(transform.centre, transform.scale)?;
         check_dim(transform.centre.len(), raw_weights.nrows())?;
         check_dim(raw_weights.ncols(), raw_offsets.len())?;
         if raw_weights

@@ -16,8 +16,12 @@ use crate::network::Network;
 #[derive(Clone, Debug)]
 pub struct OnlineScoreMatching<D: Dim, S: Dim>
 where
-    DefaultAllocator:
-        Allocator<D> + Allocator<S> + Allocator<D, S> + Allocator<S, S> + Allocator<D, D>,
+    DefaultAllocator: Allocator<D>
+        + Allocator<S>
+        + Allocator<D, S>
+        + Allocator<S, D>
+        + Allocator<S, S>
+        + Allocator<D, D>,
 {
     weights: OVector<f64, S>,
     cov: OMatrix<f64, S, S>,
@@ -27,6 +31,8 @@ where
     k: OMatrix<f64, D, S>,
     /// Scratch: `W = M⁻¹K`.
     w: OMatrix<f64, D, S>,
+    /// Scratch: `Aᵀ`, then `Wᵀ`.
+    transposed: OMatrix<f64, S, D>,
     /// Scratch: `M = I + KAᵀ`.
     m: OMatrix<f64, D, D>,
     /// Scratch: the residual `∇U − Av`.
@@ -36,8 +42,12 @@ where
 
 impl<D: Dim, S: Dim> OnlineScoreMatching<D, S>
 where
-    DefaultAllocator:
-        Allocator<D> + Allocator<S> + Allocator<D, S> + Allocator<S, S> + Allocator<D, D>,
+    DefaultAllocator: Allocator<D>
+        + Allocator<S>
+        + Allocator<D, S>
+        + Allocator<S, D>
+        + Allocator<S, S>
+        + Allocator<D, D>,
 {
     /// The state for no data with ridge parameter `λ > 0`: `v = 0`, `C = I/λ`.
     pub fn new(dim: D, hidden: S, lambda: f64) -> Result<Self, Error> {
@@ -50,6 +60,7 @@ where
             design: OMatrix::zeros_generic(dim, hidden),
             k: OMatrix::zeros_generic(dim, hidden),
             w: OMatrix::zeros_generic(dim, hidden),
+            transposed: OMatrix::zeros_generic(hidden, dim),
             m: OMatrix::zeros_generic(dim, dim),
             residual: OVector::zeros_generic(dim, U1),
             updates: 0,
@@ -82,13 +93,14 @@ where
         if grad_u.iter().any(|g| !g.is_finite()) {
             return Err(Error::NotFinite("gradient target"));
         }
+        // Every product below is a plain `gemm` (no transposed operand): the transposes are
+        // O(d·s) copies into `transposed`, so the host's gemm (matrixmultiply) runs the two
+        // O(d·s²) products at full speed.
         self.k.gemm(1.0, &self.design, &self.cov, 0.0);
+        self.transposed.tr_copy_from(&self.design);
         self.m.fill(0.0);
         self.m.fill_diagonal(1.0);
-        for i in 0..self.design.ncols() {
-            self.m
-                .ger(1.0, &self.k.column(i), &self.design.column(i), 1.0);
-        }
+        self.m.gemm(1.0, &self.k, &self.transposed, 1.0);
         let chol = nalgebra::Cholesky::new(self.m.clone())
             .ok_or(Error::NotPositive("score-matching system"))?;
         self.w.copy_from(&self.k);
@@ -96,7 +108,8 @@ where
         self.residual.as_mut_slice().copy_from_slice(grad_u);
         self.residual.gemv(-1.0, &self.design, &self.weights, 1.0);
         self.weights.gemv_tr(1.0, &self.w, &self.residual, 1.0);
-        self.cov.gemm_tr(-1.0, &self.k, &self.w, 1.0);
+        self.transposed.tr_copy_from(&self.w);
+        self.cov.gemm(-1.0, &self.transposed, &self.k, 1.0);
         self.updates += 1;
         Ok(())
     }

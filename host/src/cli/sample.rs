@@ -38,12 +38,18 @@ pub struct SampleArgs {
     /// Fixed leapfrog step size; turns step-size and metric adaptation off.
     #[arg(long, value_name = "EPS")]
     step_size: Option<f64>,
-    /// Leapfrog steps per trajectory (the maximum, with --jitter-steps).
-    #[arg(long, default_value_t = 10)]
+    /// Maximum leapfrog steps per trajectory; each iteration draws its number of steps
+    /// uniformly from 1..=STEPS (mean (STEPS+1)/2) unless --fixed-steps is given.
+    #[arg(long, default_value_t = 20)]
     steps: u32,
-    /// Draw the number of steps uniformly from 1..=STEPS each iteration, as the papers do.
-    #[arg(long)]
+    /// Draw the number of steps uniformly from 1..=STEPS each iteration, as the papers do (the
+    /// default; accepted so the papers' command lines run as written).
+    #[arg(long, conflicts_with = "fixed_steps")]
     jitter_steps: bool,
+    /// Take exactly STEPS steps every iteration. A fixed trajectory length can resonate with
+    /// the posterior's scale (nearly periodic orbits) and mix badly.
+    #[arg(long)]
+    fixed_steps: bool,
     /// Target acceptance of the step-size adaptation.
     #[arg(long, default_value_t = 0.8)]
     target_accept: f64,
@@ -96,10 +102,10 @@ impl SampleArgs {
             draws: self.draws,
             seed: self.seed,
             step_size,
-            steps: if self.jitter_steps {
-                Steps::Jittered(self.steps)
-            } else {
+            steps: if self.fixed_steps {
                 Steps::Fixed(self.steps)
+            } else {
+                Steps::Jittered(self.steps)
             },
             adapt_mass: !self.no_adapt_mass,
             init,

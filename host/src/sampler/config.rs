@@ -42,7 +42,8 @@ pub struct SampleConfig {
     pub seed: u64,
     /// Step-size choice.
     pub step_size: StepSize,
-    /// Trajectory length.
+    /// Trajectory length. The default draws it uniformly from `1..=20` each iteration: a
+    /// fixed length can resonate with the posterior's scale and mix badly.
     pub steps: Steps,
     /// Whether warmup adapts a diagonal mass matrix (Stan's windows).
     pub adapt_mass: bool,
@@ -62,7 +63,7 @@ impl Default for SampleConfig {
             draws: 1000,
             seed: 1,
             step_size: StepSize::Adapt { target: 0.8 },
-            steps: Steps::Fixed(10),
+            steps: Steps::Jittered(20),
             adapt_mass: true,
             init: Init::Random { radius: 2.0 },
             save_warmup: false,

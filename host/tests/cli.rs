@@ -1,0 +1,320 @@
+//! End-to-end: the `shmc` binary as a user runs it. Its CSVs are read back, `shmc summary`
+//! reads them, and bad input gives one clear line and a non-zero exit with no output left
+//! behind that looks complete.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use shmc::output::read_stan_csv;
+use shmc::sampler::SAMPLER_COLUMNS;
+
+fn shmc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args(args)
+        .output()
+        .expect("the shmc binary runs")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("shmc-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn csv_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn sample_writes_cmdstan_csvs_that_summary_reads() {
+    let dir = temp_dir("sample");
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "banana",
+        "--chains",
+        "3",
+        "--draws",
+        "150",
+        "--warmup",
+        "100",
+        "--seed",
+        "4",
+        "--output",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("beta.1") && stdout.contains("R_hat"),
+        "{stdout}"
+    );
+    let files = csv_files(&dir);
+    assert_eq!(files.len(), 3);
+    for file in &files {
+        let csv = read_stan_csv(file).unwrap();
+        let mut expected: Vec<String> = SAMPLER_COLUMNS.iter().map(|s| s.to_string()).collect();
+        expected.extend(["beta.1".to_string(), "beta.2".to_string()]);
+        assert_eq!(csv.names, expected);
+        assert!(csv.columns.iter().all(|c| c.len() == 150));
+        assert!(!csv.interrupted);
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(text.contains("# Adaptation terminated") && text.contains("Elapsed Time"));
+    }
+    let args: Vec<&str> = std::iter::once("summary")
+        .chain(files.iter().map(|f| f.to_str().unwrap()))
+        .collect();
+    let summary = shmc(&args);
+    assert!(summary.status.success(), "{}", stderr(&summary));
+    let text = String::from_utf8_lossy(&summary.stdout);
+    assert!(
+        text.contains("lp__") && text.contains("beta.2") && text.contains("3 chains x 150 draws"),
+        "{text}"
+    );
+}
+
+#[test]
+fn save_warmup_writes_warmup_rows_first_and_summary_skips_them() {
+    let dir = temp_dir("warmup");
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "gaussian-conjugate",
+        "--chains",
+        "1",
+        "--draws",
+        "40",
+        "--warmup",
+        "30",
+        "--save-warmup",
+        "--output",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let file = &csv_files(&dir)[0];
+    let rows = std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("lp__"))
+        .count();
+    assert_eq!(rows, 70);
+    assert_eq!(read_stan_csv(file).unwrap().columns[0].len(), 40);
+}
+
+#[test]
+fn fixed_step_size_and_jittered_steps_are_recorded() {
+    let dir = temp_dir("fixed");
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "banana",
+        "--chains",
+        "1",
+        "--draws",
+        "200",
+        "--warmup",
+        "0",
+        "--step-size",
+        "0.05",
+        "--steps",
+        "6",
+        "--jitter-steps",
+        "--output",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let csv = read_stan_csv(&csv_files(&dir)[0]).unwrap();
+    assert!(csv.column("stepsize__").unwrap().iter().all(|&e| e == 0.05));
+    let steps = csv.column("n_leapfrog__").unwrap();
+    assert!(steps.iter().all(|&n| (1.0..=6.0).contains(&n)));
+    assert!(
+        steps.contains(&1.0) && steps.contains(&6.0),
+        "jitter covers 1..=6"
+    );
+}
+
+/// Runs `shmc` with `args`, expecting exit code 1 and a single stderr line containing `needle`.
+fn assert_one_line_error(args: &[&str], needle: &str) {
+    let out = shmc(args);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: ") && err.contains(needle),
+        "{args:?}: {err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn bad_input_gives_one_clear_line() {
+    let dir = temp_dir("errors");
+    let out_dir = dir.join("out");
+    let o = out_dir.to_str().unwrap();
+    assert_one_line_error(
+        &["sample", "--model", "nope", "--output", o],
+        "unknown model \"nope\"",
+    );
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "banana",
+            "--step-size",
+            "0",
+            "--output",
+            o,
+        ],
+        "--step-size must be a finite positive number",
+    );
+    assert_one_line_error(
+        &["sample", "--model", "banana", "--steps", "0", "--output", o],
+        "--steps must be at least 1",
+    );
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "banana",
+            "--standardize",
+            "--output",
+            o,
+        ],
+        "--standardize does not apply to model banana",
+    );
+    // Clap's own errors (an unknown option) exit with 2 and name the option.
+    let out = shmc(&["sample", "--model", "banana", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--bogus"));
+
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("broken.csv");
+    std::fs::write(&data, "x1,y\n0.5,1\n0.7\n").unwrap();
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "logistic",
+            "--data",
+            data.to_str().unwrap(),
+            "--output",
+            o,
+        ],
+        "broken.csv:3:",
+    );
+    let init = dir.join("init.json");
+    std::fs::write(&init, "[1.0]").unwrap();
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "banana",
+            "--init",
+            init.to_str().unwrap(),
+            "--output",
+            o,
+        ],
+        "initial values have 1 entries but the model has 2 parameters",
+    );
+    // A file where the output folder should be.
+    let blocker = dir.join("blocker");
+    std::fs::write(&blocker, "").unwrap();
+    let nested = blocker.join("out");
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "banana",
+            "--output",
+            nested.to_str().unwrap(),
+        ],
+        "blocker",
+    );
+    assert!(!out_dir.exists(), "failed runs leave no output behind");
+}
+
+#[test]
+fn models_lists_every_builtin_model() {
+    let out = shmc(&["models"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "logistic",
+        "probit",
+        "banana",
+        "gaussian-conjugate",
+        "gaussian-32",
+        "beta-binomial",
+        "gp-hyper",
+    ] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_keeping_finished_draws() {
+    let dir = temp_dir("interrupt");
+    let child = Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args([
+            "sample",
+            "--model",
+            "logistic",
+            "--n",
+            "20000",
+            "--chains",
+            "2",
+            "--warmup",
+            "5",
+            "--draws",
+            "100000",
+            "--output",
+            dir.to_str().unwrap(),
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until both chains have written draws, then interrupt.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let ready = dir.exists()
+            && csv_files(&dir).len() == 2
+            && csv_files(&dir)
+                .iter()
+                .all(|f| read_stan_csv(f).is_ok_and(|c| c.columns[0].len() >= 3));
+        if ready || std::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    for file in csv_files(&dir) {
+        let csv = read_stan_csv(&file).unwrap();
+        let kept = csv.columns[0].len();
+        assert!(csv.interrupted, "the file says it was interrupted");
+        assert!((3..100_000).contains(&kept), "{kept} draws kept");
+        assert!(
+            csv.columns.iter().all(|c| c.len() == kept),
+            "every row complete"
+        );
+    }
+}
