@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::diagnostics::ParameterSummary;
+use crate::diagnostics::{ParameterSummary, ess_summary};
 
 /// Whole-run figures shown under the table.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -62,18 +62,22 @@ pub fn format_summary(params: &[ParameterSummary], totals: &RunTotals) -> String
             p.ess_bulk, p.ess_tail, p.rhat
         );
     }
-    let ess: Vec<f64> = params
-        .iter()
-        .map(|p| p.ess_bulk)
-        .filter(|e| e.is_finite())
-        .collect();
-    let min_ess = ess.iter().copied().fold(f64::INFINITY, f64::min);
+    let bulk: Vec<f64> = params.iter().map(|p| p.ess_bulk).collect();
+    let ess = ess_summary(&bulk);
+    let min_ess = ess.map_or(f64::NAN, |e| e.min);
     out.push('\n');
     let _ = writeln!(
         out,
         "{} chains x {} draws; mean accept_stat {:.3}; {} divergent transitions",
         totals.chains, totals.draws, totals.mean_accept_stat, totals.divergences
     );
+    if let Some(e) = ess {
+        let _ = writeln!(
+            out,
+            "ESS_bulk min / median / max: {:.0} / {:.0} / {:.0}",
+            e.min, e.median, e.max
+        );
+    }
     if let Some(wall) = totals.wall_seconds {
         let _ = write!(out, "wall time {wall:.2} s");
         if let Some(sampling) = totals.sampling_seconds {
