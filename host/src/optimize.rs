@@ -1,0 +1,745 @@
+//! The posterior mode (MAP) and the Hessian there: what variational HMC's Laplace regularizer
+//! needs (see [`crate::vhmc`]).
+//!
+//! [`find_map`] minimizes `U` with argmin's L-BFGS and More–Thuente line search, then takes the
+//! Hessian `∇²U` at the result by central differences of the exact gradient. [`regularized`]
+//! lifts a Hessian that is not positive definite (a saddle, a flat direction, a search stopped
+//! early) to one that is, so that it can serve as a Gaussian precision.
+//!
+//! # Cost accounting
+//! Every call into the potential is counted in [`MapEstimate::evaluations`], including the
+//! `2d` gradient calls of the Hessian: they are part of a surrogate method's training budget.
+//! The objective handed to argmin evaluates `U` and `∇U` in one fused call and remembers the last
+//! point, so the line search's `cost` then `gradient` at one point, and L-BFGS's second gradient
+//! call at the accepted point, cost one evaluation, not three.
+//!
+//! # Non-finite potentials
+//! A non-finite `U` or `∇U` met during the search is reported to argmin as an error, which ends
+//! that line search (argmin's More–Thuente search cannot backtrack from an infinite value). The
+//! search then restarts from the best point seen with ever more cautious steps (initial step
+//! `10^-k`, at most `10^(1-k)` times the search direction, `k = 1, …, 6`), returning to ordinary
+//! steps after a few successful iterations. If even the most cautious search cannot move,
+//! [`find_map`] returns an error naming the point's `U` and `‖∇U‖`; it never panics.
+
+use std::cell::{Cell, RefCell};
+
+use argmin::core::{CostFunction, Executor, Gradient, LineSearch, State, TerminationReason};
+use argmin::solver::linesearch::MoreThuenteLineSearch;
+use argmin::solver::quasinewton::LBFGS;
+use nalgebra::{DMatrix, SymmetricEigen};
+use shmc_core::Potential;
+
+use crate::{Error, Result};
+
+/// Options of [`find_map`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapOptions {
+    /// The most L-BFGS iterations, over all restarts (default 200). Each iteration costs one
+    /// line search, usually one or two evaluations.
+    pub max_iterations: u64,
+    /// The search has converged when `‖∇U(θ)‖₂ ≤ gradient_tolerance · max(1, ‖∇U(start)‖₂)`:
+    /// relative to the starting gradient, absolute when that is small (default `1e-8`).
+    pub gradient_tolerance: f64,
+    /// How many past steps L-BFGS remembers (default 10).
+    pub history: usize,
+}
+
+impl Default for MapOptions {
+    fn default() -> Self {
+        Self {
+            max_iterations: 200,
+            gradient_tolerance: 1e-8,
+            history: 10,
+        }
+    }
+}
+
+impl MapOptions {
+    fn validate(&self) -> Result<()> {
+        if self.max_iterations == 0 {
+            return Err(Error::invalid("the MAP search needs max_iterations ≥ 1"));
+        }
+        if !(self.gradient_tolerance.is_finite() && self.gradient_tolerance >= 0.0) {
+            return Err(Error::invalid(format!(
+                "the MAP search's gradient tolerance must be finite and ≥ 0, got {}",
+                self.gradient_tolerance
+            )));
+        }
+        if self.history == 0 {
+            return Err(Error::invalid("the MAP search needs history ≥ 1"));
+        }
+        Ok(())
+    }
+}
+
+/// The result of [`find_map`].
+#[derive(Clone, Debug)]
+pub struct MapEstimate {
+    /// The mode `θ_L`: the point with the lowest `U` the search found.
+    pub position: Vec<f64>,
+    /// `U(θ_L)`.
+    pub potential: f64,
+    /// `‖∇U(θ_L)‖₂`.
+    pub gradient_norm: f64,
+    /// Whether `gradient_norm` met [`MapOptions::gradient_tolerance`]. When not, the search ran
+    /// out of iterations or stalled (see [`MapEstimate::termination`]) and `position` is only the
+    /// best point found.
+    pub converged: bool,
+    /// Why the search stopped, for messages.
+    pub termination: String,
+    /// `∇²U(θ_L)` by central differences of the gradient, symmetrized.
+    pub hessian: DMatrix<f64>,
+    /// Whether `hessian` is positive definite (has a Cholesky factor). A Laplace approximation
+    /// needs it to be; see [`MapEstimate::laplace_precision`] and [`regularized`].
+    pub positive_definite: bool,
+    /// L-BFGS iterations over all restarts.
+    pub iterations: u64,
+    /// Calls into the potential: fused value-and-gradient calls during the search (the start
+    /// included) plus the `2d` gradient calls of the Hessian.
+    pub evaluations: u64,
+}
+
+/// The floor [`MapEstimate::laplace_precision`] lifts eigenvalues to, relative to the largest
+/// eigenvalue magnitude.
+pub const RELATIVE_EIGENVALUE_FLOOR: f64 = 1e-6;
+
+impl MapEstimate {
+    /// The precision of the Laplace approximation `N(θ_L, H⁻¹)`: the Hessian itself when it is
+    /// positive definite, otherwise [`regularized`] with a floor of
+    /// [`RELATIVE_EIGENVALUE_FLOOR`] times its largest eigenvalue magnitude (1 for a zero matrix).
+    pub fn laplace_precision(&self) -> Result<DMatrix<f64>> {
+        if self.positive_definite {
+            return Ok(self.hessian.clone());
+        }
+        let eigen = symmetric_eigen(&self.hessian)?;
+        let largest = eigen.eigenvalues.amax();
+        let floor = if largest > 0.0 {
+            RELATIVE_EIGENVALUE_FLOOR * largest
+        } else {
+            1.0
+        };
+        regularized(&self.hessian, floor)
+    }
+}
+
+/// The symmetric part of `h`, eigen-decomposed; an error for a non-square or non-finite matrix
+/// or one the iteration cannot decompose.
+fn symmetric_eigen(h: &DMatrix<f64>) -> Result<SymmetricEigen<f64, nalgebra::Dyn>> {
+    if !h.is_square() {
+        return Err(Error::invalid(format!(
+            "a Hessian must be square, got {} × {}",
+            h.nrows(),
+            h.ncols()
+        )));
+    }
+    if h.iter().any(|x| !x.is_finite()) {
+        return Err(Error::invalid("the Hessian has non-finite entries"));
+    }
+    let symmetric = (h + h.transpose()) * 0.5;
+    SymmetricEigen::try_new(symmetric, f64::EPSILON, 10_000)
+        .ok_or_else(|| Error::invalid("the Hessian's eigen-decomposition did not converge"))
+}
+
+/// `h` with every eigenvalue below `floor` raised to `floor`: `V max(Λ, floor) Vᵀ` from the
+/// eigen-decomposition `V Λ Vᵀ` of `h`'s symmetric part, so a positive definite precision with
+/// the same eigenvectors. A symmetric `h` whose eigenvalues are all at least `floor` is returned
+/// unchanged (bit for bit).
+///
+/// `floor` must be finite and positive; a sensible choice is a small multiple (say `1e-6`) of
+/// the largest eigenvalue, as [`MapEstimate::laplace_precision`] does. Errors for a non-square
+/// or non-finite `h`.
+pub fn regularized(h: &DMatrix<f64>, floor: f64) -> Result<DMatrix<f64>> {
+    if !(floor.is_finite() && floor > 0.0) {
+        return Err(Error::invalid(format!(
+            "the eigenvalue floor must be finite and positive, got {floor}"
+        )));
+    }
+    let eigen = symmetric_eigen(h)?;
+    if eigen.eigenvalues.min() >= floor && h == &h.transpose() {
+        return Ok(h.clone());
+    }
+    let lifted = eigen.eigenvalues.map(|l| l.max(floor));
+    let v = &eigen.eigenvectors;
+    let out = v * DMatrix::from_diagonal(&lifted) * v.transpose();
+    Ok((&out + out.transpose()) * 0.5)
+}
+
+/// One finite evaluation of the potential.
+#[derive(Clone, Debug)]
+struct Evaluation {
+    point: Vec<f64>,
+    value: f64,
+    gradient: Vec<f64>,
+}
+
+/// The potential as argmin sees it: fused, cached, counted, and with non-finite results turned
+/// into errors.
+struct Objective<'a> {
+    potential: &'a dyn Potential,
+    evaluations: Cell<u64>,
+    non_finite: Cell<u64>,
+    last: RefCell<Option<Evaluation>>,
+    best: RefCell<Option<Evaluation>>,
+}
+
+impl<'a> Objective<'a> {
+    fn new(potential: &'a dyn Potential) -> Self {
+        Self {
+            potential,
+            evaluations: Cell::new(0),
+            non_finite: Cell::new(0),
+            last: RefCell::new(None),
+            best: RefCell::new(None),
+        }
+    }
+
+    /// `U(q)` and `∇U(q)`, from the cache when `q` is the last point evaluated or the best.
+    fn evaluate(&self, q: &[f64]) -> Result<(f64, Vec<f64>), argmin::core::Error> {
+        for cached in [&self.last, &self.best] {
+            if let Some(c) = cached.borrow().as_ref()
+                && c.point == q
+            {
+                return Ok((c.value, c.gradient.clone()));
+            }
+        }
+        if q.iter().any(|x| !x.is_finite()) {
+            // A degenerate search direction; the potential is not asked.
+            self.non_finite.set(self.non_finite.get() + 1);
+            return Err(argmin::core::Error::msg(
+                "the search reached a non-finite point",
+            ));
+        }
+        let mut gradient = vec![0.0; q.len()];
+        let value = self.potential.value_and_gradient(q, &mut gradient);
+        self.evaluations.set(self.evaluations.get() + 1);
+        if !value.is_finite() || gradient.iter().any(|g| !g.is_finite()) {
+            self.non_finite.set(self.non_finite.get() + 1);
+            return Err(argmin::core::Error::msg(format!(
+                "the potential is not finite there (U = {value})"
+            )));
+        }
+        let evaluation = Evaluation {
+            point: q.to_vec(),
+            value,
+            gradient: gradient.clone(),
+        };
+        let mut best = self.best.borrow_mut();
+        if best.as_ref().is_none_or(|b| value < b.value) {
+            *best = Some(evaluation.clone());
+        }
+        *self.last.borrow_mut() = Some(evaluation);
+        Ok((value, gradient))
+    }
+
+    fn best(&self) -> Evaluation {
+        self.best
+            .borrow()
+            .clone()
+            .expect("the start is evaluated before the search")
+    }
+}
+
+impl CostFunction for &Objective<'_> {
+    type Param = Vec<f64>;
+    type Output = f64;
+
+    fn cost(&self, param: &Vec<f64>) -> Result<f64, argmin::core::Error> {
+        self.evaluate(param).map(|(value, _)| value)
+    }
+}
+
+impl Gradient for &Objective<'_> {
+    type Param = Vec<f64>;
+    type Gradient = Vec<f64>;
+
+    fn gradient(&self, param: &Vec<f64>) -> Result<Vec<f64>, argmin::core::Error> {
+        self.evaluate(param).map(|(_, gradient)| gradient)
+    }
+}
+
+fn norm(x: &[f64]) -> f64 {
+    x.iter().map(|v| v * v).sum::<f64>().sqrt()
+}
+
+/// The most cautious restart level: initial step `10^-k`, steps at most `10^(1-k)`.
+const MAX_CAUTION: i32 = 6;
+/// Iterations a cautious restart runs before ordinary steps are tried again.
+const CAUTIOUS_ITERATIONS: u64 = 5;
+
+fn argmin_error(e: argmin::core::Error) -> Error {
+    Error::invalid(format!("the MAP search could not be set up: {e}"))
+}
+
+/// The L-BFGS solver at a caution level (0: argmin's defaults).
+type Solver = LBFGS<MoreThuenteLineSearch<Vec<f64>, Vec<f64>, f64>, Vec<f64>, Vec<f64>, f64>;
+
+fn solver(caution: i32, tolerance: f64, history: usize) -> Result<Solver> {
+    let mut line_search = MoreThuenteLineSearch::new();
+    if caution > 0 {
+        line_search = line_search
+            .with_bounds(f64::EPSILON.sqrt(), 10f64.powi(1 - caution))
+            .map_err(argmin_error)?;
+        line_search
+            .initial_step_length(10f64.powi(-caution))
+            .map_err(argmin_error)?;
+    }
+    LBFGS::new(line_search, history)
+        .with_tolerance_grad(tolerance)
+        .map_err(argmin_error)
+}
+
+/// The mode of `exp(−U)` from `start`, with the Hessian there; see the [module docs](self) for
+/// the stopping rule, the cost accounting and what happens where `U` is not finite.
+///
+/// Errors when `start` has the wrong length or is not finite, when `U` or `∇U` is not finite at
+/// `start`, when the search cannot move away from non-finite values, and when the gradient is
+/// not finite at the finite-difference points of the Hessian. Not converging within
+/// [`MapOptions::max_iterations`] is not an error: see [`MapEstimate::converged`].
+pub fn find_map(
+    potential: &dyn Potential,
+    start: &[f64],
+    options: &MapOptions,
+) -> Result<MapEstimate> {
+    options.validate()?;
+    let d = potential.dim();
+    if d == 0 {
+        return Err(Error::invalid(
+            "the MAP search needs a potential of dimension ≥ 1",
+        ));
+    }
+    if start.len() != d {
+        return Err(Error::invalid(format!(
+            "the MAP search's start has {} coordinates, the potential {d}",
+            start.len()
+        )));
+    }
+    if start.iter().any(|x| !x.is_finite()) {
+        return Err(Error::invalid("the MAP search's start is not finite"));
+    }
+    let objective = Objective::new(potential);
+    let (_, start_gradient) = objective.evaluate(start).map_err(|e| {
+        Error::invalid(format!(
+            "the MAP search cannot start: at the starting point {e}"
+        ))
+    })?;
+    let tolerance = options.gradient_tolerance * norm(&start_gradient).max(1.0);
+
+    let mut iterations = 0u64;
+    let mut caution = 0i32;
+    // The answer when argmin's own end point (not the lowest point seen) meets the tolerance.
+    let mut converged_at: Option<Evaluation> = None;
+    let termination = loop {
+        let best = objective.best();
+        if norm(&best.gradient) <= tolerance {
+            break "the gradient norm met the tolerance".to_string();
+        }
+        let remaining = options.max_iterations - iterations;
+        if remaining == 0 {
+            break TerminationReason::MaxItersReached.to_string();
+        }
+        let budget = if caution == 0 {
+            remaining
+        } else {
+            remaining.min(CAUTIOUS_ITERATIONS)
+        };
+        let non_finite_before = objective.non_finite.get();
+        let run = Executor::new(&objective, solver(caution, tolerance, options.history)?)
+            // Not `.cost(best.value)`: L-BFGS's `init` sets the cost again, and with the cost
+            // given twice its |previous − current cost| < ε test stops the run at iteration 0,
+            // reporting convergence. Without it, `init` asks for the cost, which the cache of
+            // the best point answers without an evaluation.
+            .configure(|state| {
+                state
+                    .param(best.point.clone())
+                    .gradient(best.gradient.clone())
+                    .max_iters(budget)
+            })
+            .run();
+        let hit_non_finite = objective.non_finite.get() > non_finite_before;
+        let (reason, end) = match run {
+            Ok(result) => {
+                let state = result.state;
+                // argmin counts an iteration even when its line search fails, so every run
+                // uses up budget and the loop ends.
+                iterations += state.get_iter().max(1);
+                let end = match (state.get_param(), state.get_gradient()) {
+                    (Some(p), Some(g)) => Some(Evaluation {
+                        point: p.clone(),
+                        value: state.get_cost(),
+                        gradient: g.clone(),
+                    }),
+                    _ => None,
+                };
+                let reason = state
+                    .get_termination_reason()
+                    .map_or_else(|| "unknown".to_string(), ToString::to_string);
+                (reason, end)
+            }
+            Err(e) => {
+                iterations += 1;
+                (e.to_string(), None)
+            }
+        };
+        if let Some(end) = end
+            && norm(&end.gradient) <= tolerance
+        {
+            converged_at = Some(end);
+            break "the gradient norm met the tolerance".to_string();
+        }
+        if hit_non_finite {
+            if caution == MAX_CAUTION {
+                let best = objective.best();
+                return Err(Error::invalid(format!(
+                    "the MAP search cannot proceed: every step from its best point \
+                     (U = {}, ‖∇U‖ = {:.3e}, after {iterations} iterations) leads where the \
+                     potential is not finite ({reason})",
+                    best.value,
+                    norm(&best.gradient)
+                )));
+            }
+            caution += 1;
+        } else if caution > 0 && reason == TerminationReason::MaxItersReached.to_string() {
+            caution = 0;
+        } else {
+            break reason;
+        }
+    };
+    let best = converged_at.unwrap_or_else(|| objective.best());
+    let gradient_norm = norm(&best.gradient);
+    let hessian = hessian(potential, &best.point)?;
+    let positive_definite = hessian.clone().cholesky().is_some();
+    Ok(MapEstimate {
+        converged: gradient_norm <= tolerance,
+        termination,
+        potential: best.value,
+        gradient_norm,
+        position: best.point,
+        positive_definite,
+        hessian,
+        iterations,
+        evaluations: objective.evaluations.get() + 2 * d as u64,
+    })
+}
+
+/// `∇²U(x)` by central differences of the exact gradient, symmetrized: column `j` is
+/// `(∇U(x + hⱼeⱼ) − ∇U(x − hⱼeⱼ)) / 2hⱼ` with `hⱼ = ε^(1/3) · max(|xⱼ|, 1)` (`ε` the machine
+/// epsilon), the step that balances the `O(h²)` truncation error against rounding. `2d` gradient
+/// evaluations.
+fn hessian(potential: &dyn Potential, x: &[f64]) -> Result<DMatrix<f64>> {
+    let d = x.len();
+    let relative_step = f64::EPSILON.cbrt();
+    let mut h = DMatrix::zeros(d, d);
+    let mut shifted = x.to_vec();
+    let mut up = vec![0.0; d];
+    let mut down = vec![0.0; d];
+    for j in 0..d {
+        let step = relative_step * x[j].abs().max(1.0);
+        let (hi, lo) = (x[j] + step, x[j] - step);
+        shifted[j] = hi;
+        potential.gradient(&shifted, &mut up);
+        shifted[j] = lo;
+        potential.gradient(&shifted, &mut down);
+        shifted[j] = x[j];
+        if up.iter().chain(down.iter()).any(|g| !g.is_finite()) {
+            return Err(Error::invalid(format!(
+                "the gradient is not finite within {step:.1e} of the mode in coordinate {}, \
+                 so the Hessian there cannot be taken",
+                j + 1
+            )));
+        }
+        // `hi − lo` is the step actually taken after rounding.
+        let width = hi - lo;
+        for i in 0..d {
+            h[(i, j)] = (up[i] - down[i]) / width;
+        }
+    }
+    Ok((&h + h.transpose()) * 0.5)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::logistic::LogisticRegression;
+    use crate::models::probit::ProbitRegression;
+    use nalgebra::DVector;
+
+    /// `U(q) = ½ (q − m)ᵀ P (q − m)` with a dense precision.
+    struct Gaussian {
+        mean: DVector<f64>,
+        precision: DMatrix<f64>,
+        calls: Cell<u64>,
+    }
+
+    impl Gaussian {
+        fn correlated() -> Self {
+            let a = DMatrix::from_row_slice(
+                4,
+                4,
+                &[
+                    2.0, 0.5, -0.3, 0.1, //
+                    0.0, 1.5, 0.7, -0.2, //
+                    0.4, 0.0, 0.8, 0.6, //
+                    -0.1, 0.3, 0.0, 3.0,
+                ],
+            );
+            let precision = &a * a.transpose() + DMatrix::identity(4, 4) * 0.5;
+            Self {
+                mean: DVector::from_column_slice(&[1.5, -2.0, 0.25, 4.0]),
+                precision,
+                calls: Cell::new(0),
+            }
+        }
+    }
+
+    impl Potential for Gaussian {
+        fn dim(&self) -> usize {
+            self.mean.len()
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            self.calls.set(self.calls.get() + 1);
+            let delta = DVector::from_column_slice(q) - &self.mean;
+            0.5 * delta.dot(&(&self.precision * &delta))
+        }
+        fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+            self.calls.set(self.calls.get() + 1);
+            let delta = DVector::from_column_slice(q) - &self.mean;
+            let g = &self.precision * &delta;
+            grad.copy_from_slice(g.as_slice());
+            0.5 * delta.dot(&g)
+        }
+    }
+
+    #[test]
+    fn find_map_recovers_gaussian_mean_and_precision() {
+        let target = Gaussian::correlated();
+        let map = find_map(&target, &[0.0; 4], &MapOptions::default()).unwrap();
+        assert!(map.converged, "{}", map.termination);
+        for (x, m) in map.position.iter().zip(target.mean.iter()) {
+            assert!((x - m).abs() < 1e-6, "position {:?}", map.position);
+        }
+        assert!(map.potential.abs() < 1e-10);
+        assert!(
+            (&map.hessian - &target.precision).amax() < 1e-5,
+            "hessian {} vs precision {}",
+            map.hessian,
+            target.precision
+        );
+        assert_eq!(map.hessian, map.hessian.transpose());
+        assert!(map.positive_definite);
+        assert_eq!(map.laplace_precision().unwrap(), map.hessian);
+    }
+
+    #[test]
+    fn find_map_counts_every_call_into_the_potential() {
+        let target = Gaussian::correlated();
+        let map = find_map(&target, &[3.0, 1.0, -1.0, 0.0], &MapOptions::default()).unwrap();
+        assert_eq!(map.evaluations, target.calls.get());
+        // The start, at least one line-search point, and the Hessian's 2d gradients.
+        assert!(map.evaluations >= 2 + 8);
+        assert!(map.iterations >= 1);
+        // The cache: one evaluation per line-search point, not a cost and a gradient call each
+        // plus L-BFGS's own gradient call at the accepted point.
+        assert!(map.evaluations <= 1 + 2 * map.iterations + 8);
+    }
+
+    fn check_regression(potential: &dyn Potential, name: &str) {
+        let d = potential.dim();
+        let options = MapOptions::default();
+        let start = vec![0.0; d];
+        let mut g0 = vec![0.0; d];
+        potential.gradient(&start, &mut g0);
+        let map = find_map(potential, &start, &options).unwrap();
+        let mut g = vec![0.0; d];
+        let u = potential.value_and_gradient(&map.position, &mut g);
+        let tolerance = options.gradient_tolerance * norm(&g0).max(1.0);
+        eprintln!(
+            "{name} d = {d}: {} iterations, {} evaluations ({} for the Hessian), \
+             ‖∇U‖ = {:.2e} (tolerance {tolerance:.2e}), {}",
+            map.iterations,
+            map.evaluations,
+            2 * d,
+            norm(&g),
+            map.termination
+        );
+        assert!(map.converged, "{}", map.termination);
+        assert!(norm(&g) <= tolerance, "‖∇U‖ = {}", norm(&g));
+        assert_eq!(u, map.potential);
+        assert!((norm(&g) - map.gradient_norm).abs() <= 1e-12 * norm(&g0));
+        assert!(map.positive_definite);
+        // The mode of a log-concave posterior beats every nearby point.
+        for j in 0..d {
+            let mut q = map.position.clone();
+            q[j] += 1e-3;
+            assert!(potential.value(&q) > u);
+        }
+    }
+
+    #[test]
+    fn find_map_meets_the_gradient_tolerance_on_logistic_regression() {
+        let model = LogisticRegression::simulate(500, 5, 7).unwrap();
+        check_regression(&model, "logistic");
+    }
+
+    #[test]
+    fn find_map_meets_the_gradient_tolerance_on_probit_regression() {
+        let model = ProbitRegression::simulate(500, 5, 11).unwrap();
+        check_regression(&model, "probit");
+    }
+
+    #[test]
+    fn regularized_lifts_a_non_positive_definite_matrix() {
+        // Eigenvalues 3, −1 (eigenvectors (1, 1)/√2 and (1, −1)/√2).
+        let h = DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0]);
+        assert!(h.clone().cholesky().is_none());
+        let lifted = regularized(&h, 0.5).unwrap();
+        assert!(lifted.clone().cholesky().is_some());
+        let expected = DMatrix::from_row_slice(2, 2, &[1.75, 1.25, 1.25, 1.75]);
+        assert!((&lifted - &expected).amax() < 1e-12, "{lifted}");
+        let eigenvalues = lifted.symmetric_eigenvalues();
+        assert!((eigenvalues.min() - 0.5).abs() < 1e-12);
+        assert!((eigenvalues.max() - 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn regularized_leaves_a_positive_definite_matrix_unchanged() {
+        let h = DMatrix::from_row_slice(3, 3, &[4.0, 1.0, 0.5, 1.0, 3.0, 0.2, 0.5, 0.2, 2.0]);
+        assert_eq!(regularized(&h, 1e-6).unwrap(), h);
+        // A floor above the smallest eigenvalue does change it.
+        assert_ne!(regularized(&h, 10.0).unwrap(), h);
+        assert!(regularized(&h, 0.0).is_err());
+        assert!(regularized(&DMatrix::from_element(2, 2, f64::NAN), 1.0).is_err());
+        assert!(regularized(&DMatrix::zeros(2, 3), 1.0).is_err());
+    }
+
+    #[test]
+    fn laplace_precision_of_a_saddle_is_positive_definite() {
+        struct Saddle;
+        impl Potential for Saddle {
+            fn dim(&self) -> usize {
+                2
+            }
+            fn value(&self, q: &[f64]) -> f64 {
+                q[0] * q[0] - q[1] * q[1]
+            }
+            fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+                grad[0] = 2.0 * q[0];
+                grad[1] = -2.0 * q[1];
+                self.value(q)
+            }
+        }
+        // Started on the saddle's stable line, the search stays at the saddle point.
+        let map = find_map(&Saddle, &[1.0, 0.0], &MapOptions::default()).unwrap();
+        assert!(map.position[0].abs() < 1e-6 && map.position[1] == 0.0);
+        assert!(!map.positive_definite);
+        let precision = map.laplace_precision().unwrap();
+        assert!(precision.clone().cholesky().is_some());
+        assert!((precision[(0, 0)] - 2.0).abs() < 1e-6);
+        assert!((precision[(1, 1)] - 2.0 * RELATIVE_EIGENVALUE_FLOOR).abs() < 1e-9);
+    }
+
+    /// `U(q) = Σ (c qᵢ − log qᵢ)`: NaN for `qᵢ < 0`, infinite at 0, mode at `qᵢ = 1/c`.
+    struct LogBarrier {
+        c: f64,
+    }
+
+    impl Potential for LogBarrier {
+        fn dim(&self) -> usize {
+            2
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            q.iter().map(|x| self.c * x - x.ln()).sum()
+        }
+        fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+            for (g, x) in grad.iter_mut().zip(q) {
+                *g = self.c - 1.0 / x;
+            }
+            self.value(q)
+        }
+    }
+
+    #[test]
+    fn find_map_recovers_from_steps_into_a_nan_region() {
+        // The first L-BFGS step, −∇U(1, 2) = −(9, 9.5), lands where U is NaN.
+        let target = LogBarrier { c: 10.0 };
+        let map = find_map(&target, &[1.0, 2.0], &MapOptions::default()).unwrap();
+        assert!(map.converged, "{}", map.termination);
+        for x in &map.position {
+            assert!((x - 0.1).abs() < 1e-6, "{:?}", map.position);
+        }
+        assert!(
+            (map.hessian[(0, 0)] - 100.0).abs() < 1e-3,
+            "{}",
+            map.hessian
+        );
+    }
+
+    #[test]
+    fn find_map_never_panics_when_the_potential_is_nan_outside_a_region() {
+        /// `½ ‖q − (5, 0)‖²` inside the unit disc, NaN outside: the mode is out of reach.
+        struct Disc;
+        impl Potential for Disc {
+            fn dim(&self) -> usize {
+                2
+            }
+            fn value(&self, q: &[f64]) -> f64 {
+                if q[0] * q[0] + q[1] * q[1] > 1.0 {
+                    f64::NAN
+                } else {
+                    0.5 * ((q[0] - 5.0).powi(2) + q[1] * q[1])
+                }
+            }
+            fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+                let inside = q[0] * q[0] + q[1] * q[1] <= 1.0;
+                grad[0] = if inside { q[0] - 5.0 } else { f64::NAN };
+                grad[1] = if inside { q[1] } else { f64::NAN };
+                self.value(q)
+            }
+        }
+        match find_map(&Disc, &[0.0, 0.5], &MapOptions::default()) {
+            Ok(map) => {
+                // Whatever it returns must be a finite point inside the region, not a mode.
+                assert!(!map.converged);
+                assert!(map.potential.is_finite());
+                assert!(map.position.iter().all(|x| x.is_finite()));
+                assert!(map.position[0].powi(2) + map.position[1].powi(2) <= 1.0);
+            }
+            Err(e) => {
+                let message = e.to_string();
+                assert!(message.contains("not finite"), "{message}");
+            }
+        }
+        // NaN at the start is an error at once.
+        let error = find_map(&Disc, &[2.0, 0.0], &MapOptions::default()).unwrap_err();
+        assert!(error.to_string().contains("cannot start"), "{error}");
+    }
+
+    #[test]
+    fn find_map_rejects_bad_input() {
+        let target = Gaussian::correlated();
+        assert!(find_map(&target, &[0.0; 3], &MapOptions::default()).is_err());
+        assert!(find_map(&target, &[0.0, f64::NAN, 0.0, 0.0], &MapOptions::default()).is_err());
+        let options = MapOptions {
+            max_iterations: 0,
+            ..MapOptions::default()
+        };
+        assert!(find_map(&target, &[0.0; 4], &options).is_err());
+        let options = MapOptions {
+            gradient_tolerance: -1.0,
+            ..MapOptions::default()
+        };
+        assert!(find_map(&target, &[0.0; 4], &options).is_err());
+    }
+
+    #[test]
+    fn find_map_reports_running_out_of_iterations() {
+        let model = LogisticRegression::simulate(200, 5, 3).unwrap();
+        let options = MapOptions {
+            max_iterations: 2,
+            ..MapOptions::default()
+        };
+        let map = find_map(&model, &[0.0; 5], &options).unwrap();
+        assert!(!map.converged);
+        assert_eq!(map.iterations, 2);
+        assert!(map.potential.is_finite());
+    }
+}
