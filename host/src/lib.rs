@@ -9,14 +9,18 @@
 //! included) and [`Model`] (parameter names), then call [`sampler::sample`]; see
 //! `examples/linear_regression.rs`.
 
+pub mod bench;
 pub mod cli;
 pub mod data;
 pub mod diagnostics;
 pub mod error;
 pub mod model;
 pub mod models;
+pub mod optimize;
 pub mod output;
 pub mod sampler;
+pub mod train;
+pub mod vhmc;
 
 pub use error::{Error, Result};
 pub use model::Model;

@@ -1,9 +1,12 @@
 //! The `shmc` command line: a thin clap layer that parses arguments into the library's plain
 //! configuration structs and calls the library. Every failure becomes one line on stderr.
 
+mod bench;
 mod progress;
 mod sample;
 mod summary;
+mod surrogate_args;
+mod train;
 
 use std::path::PathBuf;
 
@@ -31,6 +34,10 @@ enum Command {
     Summary(summary::SummaryArgs),
     /// List the built-in models and their parameters.
     Models,
+    /// Explore with exact HMC, train a surrogate on the visited states, and save it.
+    Train(Box<train::TrainArgs>),
+    /// Run the papers' experiments: HMC and the surrogate methods side by side.
+    Bench(bench::BenchArgs),
 }
 
 /// Which model, and the data or simulation settings that build it.
@@ -98,6 +105,8 @@ pub fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Sample(args) => sample::run(&args),
         Command::Summary(args) => summary::run(&args),
+        Command::Train(args) => train::run(&args),
+        Command::Bench(args) => bench::run(&args),
         Command::Models => {
             print!("{}", models::catalogue_text());
             Ok(0)

@@ -8,8 +8,9 @@ use shmc_core::Steps;
 
 use super::ModelArgs;
 use super::progress::Progress;
+use super::surrogate_args::SurrogateArgs;
 use crate::output::{CsvHeader, CsvSink, RunTotals, format_summary};
-use crate::sampler::{DrawSink, Init, SampleConfig, StepSize, sample};
+use crate::sampler::{DrawSink, Init, Method, SampleConfig, StepSize, sample};
 use crate::{Error, Model, Result, models};
 
 /// Set by Ctrl-C: chains stop after their current iteration and files stay valid.
@@ -20,8 +21,9 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 pub struct SampleArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// Sampling method (exact HMC; surrogate methods come with training).
-    #[arg(long, default_value = "hmc", value_parser = ["hmc"])]
+    /// Sampling method: exact HMC, or a surrogate-accelerated one (exact MH with the true U):
+    /// rns-hmc trains a random network on warmup states, arns-hmc updates it online.
+    #[arg(long, default_value = "hmc", value_parser = ["hmc", "rns-hmc", "arns-hmc"])]
     method: String,
     /// Number of chains, run in parallel on all cores.
     #[arg(long, default_value_t = 4)]
@@ -71,6 +73,8 @@ pub struct SampleArgs {
     /// No progress bars.
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    surrogate: SurrogateArgs,
 }
 
 fn read_init(path: &Path) -> Result<Vec<f64>> {
@@ -111,6 +115,11 @@ impl SampleArgs {
             init,
             save_warmup: self.save_warmup,
             max_energy_error: 1000.0,
+            method: match self.method.as_str() {
+                "rns-hmc" => Method::RnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
+                "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
+                _ => Method::Hmc,
+            },
         })
     }
 }
@@ -185,6 +194,22 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
             wall_seconds: Some(run.wall_seconds),
         };
         print!("{}", format_summary(&run.summary(), &totals));
+    }
+    for c in &run.chains {
+        if let Some(s) = &c.surrogate {
+            println!(
+                "chain {}: surrogate trained on {} states in {:.2} s (online updates {} in {:.2} s), scale {}, held-out gradient error {:.3}; sampling used {} exact values and {} surrogate gradients",
+                c.chain,
+                s.training_states,
+                s.training_seconds,
+                s.online_updates,
+                s.online_seconds,
+                s.scale,
+                s.holdout_gradient_error,
+                c.sampling_evaluations.exact_values,
+                c.sampling_evaluations.surrogate_gradients
+            );
+        }
     }
     println!("draws written to {}", args.output.display());
     if run.interrupted() {

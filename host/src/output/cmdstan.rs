@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::sampler::{DrawSink, SAMPLER_COLUMNS};
+use crate::sampler::{ChainResult, DrawSink, SAMPLER_COLUMNS};
 use crate::{Error, Result};
 
 /// What the comment header of one chain's file records.
@@ -181,16 +181,38 @@ impl DrawSink for CsvSink {
         self.flush()
     }
 
-    fn finish(&mut self, warmup: f64, sampling: f64, interrupted: bool) -> Result<()> {
-        let text = if interrupted {
+    fn finish(&mut self, chain: &ChainResult) -> Result<()> {
+        let mut text = if chain.interrupted {
             "# Sampling interrupted: this file holds only the draws finished before the stop.\n"
                 .to_string()
         } else {
+            let (warmup, sampling) = (chain.warmup_seconds, chain.sampling_seconds);
             format!(
                 "# \n#  Elapsed Time: {warmup:.3} seconds (Warm-up)\n#                {sampling:.3} seconds (Sampling)\n#                {:.3} seconds (Total)\n# \n",
                 warmup + sampling
             )
         };
+        for (phase, e) in [
+            ("warmup", &chain.warmup_evaluations),
+            ("sampling", &chain.sampling_evaluations),
+        ] {
+            text.push_str(&format!(
+                "# shmc {phase}: {} iterations, {} exact gradients, {} exact values, {} surrogate gradients\n",
+                e.iterations, e.exact_gradients, e.exact_values, e.surrogate_gradients
+            ));
+        }
+        if let Some(s) = &chain.surrogate {
+            text.push_str(&format!(
+                "# shmc surrogate: trained on {} states in {:.3} s (online updates {} in {:.3} s, swaps {}), scale {}, held-out gradient error {:.4}\n",
+                s.training_states,
+                s.training_seconds,
+                s.online_updates,
+                s.online_seconds,
+                s.swaps,
+                s.scale,
+                s.holdout_gradient_error
+            ));
+        }
         self.write(&text)?;
         self.flush()
     }
@@ -333,7 +355,10 @@ mod tests {
             .unwrap();
         sink.draw(&[-2.5, 1.0, 0.1, 0.0, 5.0, 0.0, 3.5, 2.5, 7.0])
             .unwrap();
-        sink.finish(0.1, 0.2, false).unwrap();
+        let mut chain = ChainResult::new(1, 0, 0);
+        chain.warmup_seconds = 0.1;
+        chain.sampling_seconds = 0.2;
+        sink.finish(&chain).unwrap();
         drop(sink);
         let csv = read_stan_csv(&path).unwrap();
         assert_eq!(csv.names.len(), 9);

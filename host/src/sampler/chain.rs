@@ -9,10 +9,12 @@ use nalgebra::DVector;
 use rand::Rng;
 use rand_pcg::Pcg64;
 use shmc_core::{
-    DiagonalMetric, DualAveraging, Dyn, Exact, Hmc, HmcConfig, State, random::uniform,
+    DiagonalMetric, DualAveraging, Dyn, Dynamics, Exact, Hmc, HmcConfig, State, Steps, Surrogate,
+    Transition, random::uniform,
 };
 
 use super::config::{Init, SampleConfig, StepSize};
+use super::surrogate::SurrogatePhase;
 use super::warmup::{VarianceEstimator, WindowSchedule, initial_step_size};
 use super::{ChainResult, DrawSink, SAMPLER_COLUMNS};
 use crate::{Error, Model, Result};
@@ -65,6 +67,29 @@ fn initial_state<M: Model + ?Sized, R: Rng + ?Sized>(
     }
 }
 
+/// `steps` with every trajectory length multiplied by `factor`.
+fn lengthen(steps: Steps, factor: u32) -> Steps {
+    match steps {
+        Steps::Fixed(n) => Steps::Fixed(n * factor),
+        Steps::Jittered(n) => Steps::Jittered(n * factor),
+    }
+}
+
+/// Calls `f` with the chain's current dynamics: the surrogate's once it has one, else exact.
+fn with_dynamics<M: Model + ?Sized, T>(
+    model: &M,
+    surrogate: Option<&SurrogatePhase>,
+    f: impl FnOnce(&dyn Dynamics) -> T,
+) -> T {
+    match surrogate.and_then(SurrogatePhase::network) {
+        Some(network) => f(&Surrogate {
+            target: model,
+            proposal: network,
+        }),
+        None => f(&Exact(model)),
+    }
+}
+
 /// Runs chain `chain` (1-based) to completion or until `interrupt` is set.
 pub fn run_chain<M: Model + ?Sized>(
     model: &M,
@@ -76,9 +101,17 @@ pub fn run_chain<M: Model + ?Sized>(
 ) -> Result<ChainResult> {
     let dim = model.dim();
     let mut rng = chain_rng(config.seed, chain);
-    let dynamics = Exact(model);
     let mut metric = DiagonalMetric::new(DVector::from_element(dim, 1.0))?;
     let mut state = initial_state(model, &config.init, chain, &mut rng)?;
+    let mut surrogate = SurrogatePhase::new(&config.method, dim)?;
+    let surrogate_steps = lengthen(
+        config.steps,
+        surrogate.as_ref().map_or(1, SurrogatePhase::steps_factor),
+    );
+    let proposing = |s: &Option<SurrogatePhase>| s.as_ref().is_some_and(|s| s.network().is_some());
+    if proposing(&surrogate) {
+        with_dynamics(model, surrogate.as_ref(), |d| state.refresh_gradient(d));
+    }
 
     let adapt_target = match config.step_size {
         StepSize::Adapt { target } => Some(target),
@@ -86,13 +119,19 @@ pub fn run_chain<M: Model + ?Sized>(
     };
     let mut step_size = match config.step_size {
         StepSize::Fixed(eps) => eps,
-        StepSize::Adapt { .. } => initial_step_size(&state, &dynamics, &metric, 1.0, &mut rng),
+        StepSize::Adapt { .. } => with_dynamics(model, surrogate.as_ref(), |d| {
+            initial_step_size(&state, d, &metric, 1.0, &mut rng)
+        }),
     };
     let mut hmc = Hmc::new(
         Dyn(dim),
         HmcConfig {
             step_size,
-            steps: config.steps,
+            steps: if proposing(&surrogate) {
+                surrogate_steps
+            } else {
+                config.steps
+            },
             max_energy_error: config.max_energy_error,
         },
     )?;
@@ -117,8 +156,16 @@ pub fn run_chain<M: Model + ?Sized>(
             break;
         }
         let warmup = i < config.warmup;
-        let t = hmc.transition(&mut state, &dynamics, &metric, &mut rng);
-        result.gradient_evaluations += u64::from(t.steps);
+        let surrogate_proposal = proposing(&surrogate);
+        let t: Transition = with_dynamics(model, surrogate.as_ref(), |d| {
+            hmc.transition(&mut state, d, &metric, &mut rng)
+        });
+        let counts = if warmup {
+            &mut result.warmup_evaluations
+        } else {
+            &mut result.sampling_evaluations
+        };
+        counts.record(&t, surrogate_proposal);
         if warmup {
             result.warmup_divergences += usize::from(t.divergent);
             if let Some(dual) = dual.as_mut() {
@@ -129,13 +176,29 @@ pub fn run_chain<M: Model + ?Sized>(
                 if schedule.window_ends_at(i) {
                     metric.set_inv_mass(&variance.regularized_variance())?;
                     variance.reset();
-                    step_size = initial_step_size(&state, &dynamics, &metric, step_size, &mut rng);
+                    step_size = with_dynamics(model, surrogate.as_ref(), |d| {
+                        initial_step_size(&state, d, &metric, step_size, &mut rng)
+                    });
                     dual.restart(step_size);
                 }
                 if i + 1 == config.warmup {
                     step_size = dual.final_step_size();
                 }
                 hmc.config.step_size = step_size;
+            }
+            if let Some(phase) = surrogate.as_mut()
+                && phase.observe(i, config.warmup, &state, t.accepted, &mut rng)?
+            {
+                with_dynamics(model, Some(&*phase), |d| state.refresh_gradient(d));
+                hmc.config.steps = surrogate_steps;
+                // Adaptation ends when the surrogate starts proposing: dual averaging towards
+                // 0.8 would shrink the step size until the surrogate's gradient error no longer
+                // shows, which makes the chain crawl. The surrogate keeps the exact phase's
+                // step size, as the papers do.
+                if let Some(d) = dual.take() {
+                    step_size = d.final_step_size();
+                    hmc.config.step_size = step_size;
+                }
             }
         }
         if i + 1 == config.warmup {
@@ -175,11 +238,11 @@ pub fn run_chain<M: Model + ?Sized>(
     }
     result.step_size = step_size;
     result.inv_mass = metric.inv_mass().to_vec();
-    sink.finish(
-        result.warmup_seconds,
-        result.sampling_seconds,
-        result.interrupted,
-    )?;
+    if let Some(phase) = surrogate {
+        result.surrogate = Some(phase.report.clone());
+        result.network = phase.into_network();
+    }
+    sink.finish(&result)?;
     Ok(result)
 }
 

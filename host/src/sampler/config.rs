@@ -2,6 +2,8 @@
 
 use shmc_core::Steps;
 
+use super::method::Method;
+
 use crate::{Error, Result};
 
 /// How the step size is chosen.
@@ -53,6 +55,8 @@ pub struct SampleConfig {
     pub save_warmup: bool,
     /// The energy error above which a trajectory is divergent.
     pub max_energy_error: f64,
+    /// The sampler.
+    pub method: Method,
 }
 
 impl Default for SampleConfig {
@@ -68,6 +72,7 @@ impl Default for SampleConfig {
             init: Init::Random { radius: 2.0 },
             save_warmup: false,
             max_energy_error: 1000.0,
+            method: Method::Hmc,
         }
     }
 }
@@ -115,6 +120,7 @@ impl SampleConfig {
         if self.max_energy_error.is_nan() || self.max_energy_error <= 0.0 {
             return Err(Error::invalid("the divergence threshold must be positive"));
         }
+        self.method.validate(self.warmup)?;
         Ok(())
     }
 }

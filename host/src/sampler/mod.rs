@@ -13,6 +13,8 @@
 
 mod chain;
 mod config;
+mod method;
+mod surrogate;
 pub mod warmup;
 
 use std::sync::atomic::AtomicBool;
@@ -21,8 +23,11 @@ use rayon::prelude::*;
 
 pub use chain::chain_rng;
 pub use config::{Init, SampleConfig, StepSize};
+pub use method::{Method, SurrogateSettings};
+pub use surrogate::SurrogateReport;
 
 use crate::diagnostics::{ParameterSummary, summarize};
+use crate::train::DynNetwork;
 use crate::{Error, Model, Result};
 
 /// The sampler columns that precede the parameters in every row, as CmdStan names them.
@@ -42,13 +47,8 @@ pub trait DrawSink: Send {
     fn adaptation(&mut self, step_size: f64, inv_mass: &[f64]) -> Result<()>;
     /// One row: the sampler columns then the parameters.
     fn draw(&mut self, row: &[f64]) -> Result<()>;
-    /// The end of the chain, with its timing, and whether it was interrupted.
-    fn finish(
-        &mut self,
-        warmup_seconds: f64,
-        sampling_seconds: f64,
-        interrupted: bool,
-    ) -> Result<()>;
+    /// The end of the chain: its timing, costs, and whether it was interrupted.
+    fn finish(&mut self, chain: &ChainResult) -> Result<()>;
 }
 
 /// A sink that keeps nothing (the driver keeps the draws in memory anyway).
@@ -62,13 +62,39 @@ impl DrawSink for NullSink {
     fn draw(&mut self, _: &[f64]) -> Result<()> {
         Ok(())
     }
-    fn finish(&mut self, _: f64, _: f64, _: bool) -> Result<()> {
+    fn finish(&mut self, _: &ChainResult) -> Result<()> {
         Ok(())
     }
 }
 
+/// Potential evaluations of one phase of a chain.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Evaluations {
+    /// Transitions made.
+    pub iterations: u64,
+    /// Exact gradient evaluations (each leapfrog step of an exact trajectory, the last fused
+    /// with the exact value).
+    pub exact_gradients: u64,
+    /// Exact value-only evaluations (the end point of a surrogate trajectory).
+    pub exact_values: u64,
+    /// Surrogate gradient evaluations (leapfrog steps of surrogate trajectories).
+    pub surrogate_gradients: u64,
+}
+
+impl Evaluations {
+    fn record(&mut self, t: &shmc_core::Transition, surrogate: bool) {
+        self.iterations += 1;
+        if surrogate {
+            self.exact_values += 1;
+            self.surrogate_gradients += u64::from(t.steps);
+        } else {
+            self.exact_gradients += u64::from(t.steps);
+        }
+    }
+}
+
 /// One chain's kept draws and statistics.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct ChainResult {
     /// The chain's number, from 1.
     pub chain: usize,
@@ -85,14 +111,20 @@ pub struct ChainResult {
     pub sampling_seconds: f64,
     /// Divergent transitions during warmup.
     pub warmup_divergences: usize,
-    /// Gradient evaluations of the proposal potential in trajectories.
-    pub gradient_evaluations: u64,
+    /// Evaluations during warmup.
+    pub warmup_evaluations: Evaluations,
+    /// Evaluations while making kept draws.
+    pub sampling_evaluations: Evaluations,
+    /// The surrogate's cost and fit, for the surrogate methods.
+    pub surrogate: Option<SurrogateReport>,
+    /// The surrogate network the chain ended with.
+    pub network: Option<DynNetwork>,
     /// Whether the run was interrupted before all draws were made.
     pub interrupted: bool,
 }
 
 impl ChainResult {
-    fn new(chain: usize, parameters: usize, draws: usize) -> Self {
+    pub(crate) fn new(chain: usize, parameters: usize, draws: usize) -> Self {
         Self {
             chain,
             columns: vec![Vec::with_capacity(draws); SAMPLER_COLUMNS.len() + parameters],
@@ -101,7 +133,10 @@ impl ChainResult {
             warmup_seconds: 0.0,
             sampling_seconds: 0.0,
             warmup_divergences: 0,
-            gradient_evaluations: 0,
+            warmup_evaluations: Evaluations::default(),
+            sampling_evaluations: Evaluations::default(),
+            surrogate: None,
+            network: None,
             interrupted: false,
         }
     }
@@ -192,7 +227,7 @@ impl Run {
     }
 }
 
-/// Runs `config.chains` chains of HMC on `model` in parallel, one sink per chain.
+/// Runs `config.chains` chains of `config.method` on `model` in parallel, one sink per chain.
 ///
 /// `progress(chain, iterations_done)` is called after every iteration; setting `interrupt`
 /// stops every chain after its current iteration, with every finished draw kept.

@@ -1,0 +1,301 @@
+//! `shmc bench`: the papers' experiments, every method on the same posterior in one process,
+//! reported side by side as the journal's Table 1 (acceptance, ESS, time per iteration, min
+//! ESS per second, speed-up over HMC), so that ratios come from one run on one machine.
+//!
+//! Each method runs one chain with the papers' protocol: a burn-in of exact HMC (the surrogate
+//! methods collect and train on it), then kept draws. ESS is Geyer's initial monotone sequence
+//! estimate per parameter, the papers' definition. Methods run one after another, so each has
+//! a core to itself.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::Serialize;
+use shmc_core::{Potential, Steps};
+
+use crate::data::{Preprocessing, Projection, read_csv, read_libsvm};
+use crate::diagnostics::{Draws, ess, ess_summary};
+use crate::models::logistic::LogisticRegression;
+use crate::sampler::{
+    DrawSink, Init, Method, NullSink, Run, SampleConfig, StepSize, SurrogateSettings, sample,
+};
+use crate::train::TrainOptions;
+use crate::{Error, Model, Result};
+
+/// The experiments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Experiment {
+    /// The logistic-regression simulation (N = 10⁵, d = 50).
+    LrSim,
+    /// UCI Bank Marketing (bank-additional-full.csv, one-hot, standardized, intercept).
+    Bank,
+    /// LIBSVM a9a, standardized and randomly projected to 60 features.
+    A9a,
+}
+
+/// The settings of one experiment.
+#[derive(Clone, Debug)]
+pub struct BenchSettings {
+    /// Leapfrog step size (the papers').
+    pub step_size: f64,
+    /// Maximum leapfrog steps, drawn uniformly from 1..=steps.
+    pub steps: u32,
+    /// Burn-in iterations (exact HMC; the surrogates train on it).
+    pub burn_in: usize,
+    /// Burn-in iterations before states are collected.
+    pub train_after: usize,
+    /// Kept draws.
+    pub draws: usize,
+    /// Hidden units.
+    pub hidden: usize,
+    /// Seed of the chains and the networks.
+    pub seed: u64,
+    /// The folder holding the real data sets.
+    pub data_dir: PathBuf,
+}
+
+impl Experiment {
+    /// The papers' settings (METHODS.md section 7), or a run of under a minute with `quick`.
+    pub fn settings(self, quick: bool, data_dir: PathBuf) -> BenchSettings {
+        let (step_size, steps, hidden) = match self {
+            Experiment::LrSim => (0.045, 6, 2000),
+            Experiment::Bank => (0.012, 45, 1000),
+            Experiment::A9a => (0.012, 10, 2500),
+        };
+        let mut s = BenchSettings {
+            step_size,
+            steps,
+            burn_in: 5000,
+            train_after: 1000,
+            draws: 5000,
+            hidden,
+            seed: 1,
+            data_dir,
+        };
+        if quick {
+            s.burn_in = 2000;
+            s.train_after = 200;
+            s.draws = 1000;
+            s.hidden = s.hidden.min(400);
+        }
+        s
+    }
+
+    /// The posterior.
+    pub fn model(self, settings: &BenchSettings, quick: bool) -> Result<LogisticRegression> {
+        let prior = LogisticRegression::DEFAULT_PRIOR_VARIANCE;
+        let mut data = match self {
+            Experiment::LrSim => {
+                let n = if quick { 20_000 } else { 100_000 };
+                return LogisticRegression::simulate(n, 50, settings.seed);
+            }
+            Experiment::Bank => read_csv(settings.data_dir.join("bank-additional-full.csv"), "y")?,
+            Experiment::A9a => read_libsvm(settings.data_dir.join("a9a"), Some(123))?,
+        };
+        let steps = match self {
+            Experiment::A9a => Preprocessing {
+                standardize: true,
+                projection: Some(Projection { k: 60, seed: 1 }),
+                intercept: false,
+            },
+            _ => Preprocessing {
+                standardize: true,
+                projection: None,
+                intercept: true,
+            },
+        };
+        data.preprocess(&steps)?;
+        LogisticRegression::new(data, prior)
+    }
+}
+
+/// One row of the table (and one object of `--json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchRow {
+    /// The method (with its variant).
+    pub method: String,
+    /// Mean acceptance probability of the kept draws.
+    pub acceptance: f64,
+    /// Smallest Geyer ESS over the parameters.
+    pub ess_min: f64,
+    /// Median Geyer ESS.
+    pub ess_median: f64,
+    /// Largest Geyer ESS.
+    pub ess_max: f64,
+    /// `ess_min` per kept draw.
+    pub ess_min_per_iteration: f64,
+    /// Sampling seconds per kept draw.
+    pub seconds_per_iteration: f64,
+    /// Median seconds of one exact `U` in this run.
+    pub exact_potential_seconds: f64,
+    /// Exact gradient evaluations per kept draw.
+    pub mean_gradient_evaluations_per_iteration: f64,
+    /// `ess_min` per second of sampling (the papers' convention).
+    pub min_ess_per_second: f64,
+    /// `ess_min` per second of burn-in, training and sampling (what a user waits for).
+    pub min_ess_per_second_with_training: f64,
+    /// `min_ess_per_second` over HMC's.
+    pub speedup: f64,
+    /// Seconds spent training the surrogate (part of burn-in).
+    pub training_seconds: f64,
+    /// Online update time, for ARNS-HMC.
+    pub online_update_seconds: f64,
+    /// Online updates made, for ARNS-HMC.
+    pub online_updates: u64,
+    /// The chosen input scale and held-out gradient error of the surrogate.
+    pub surrogate_scale: f64,
+    /// Relative RMS error of the surrogate gradient on held-out training states.
+    pub holdout_gradient_error: f64,
+}
+
+/// Median seconds of one exact `U` at `q`, over repeated evaluations.
+fn exact_potential_seconds(model: &dyn Model, q: &[f64]) -> f64 {
+    let mut times: Vec<f64> = (0..25)
+        .map(|_| {
+            let start = Instant::now();
+            std::hint::black_box(model.value(std::hint::black_box(q)));
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+fn row(label: &str, run: &Run, exact_u: f64) -> BenchRow {
+    let chain = &run.chains[0];
+    let kept = chain.kept().max(1) as f64;
+    let ess_values: Vec<f64> = (0..run.names.len())
+        .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
+        .collect();
+    let e = ess_summary(&ess_values).unwrap_or(crate::diagnostics::EssSummary {
+        min: f64::NAN,
+        median: f64::NAN,
+        max: f64::NAN,
+    });
+    let report = chain.surrogate.clone().unwrap_or_default();
+    let total_seconds = chain.warmup_seconds + chain.sampling_seconds;
+    BenchRow {
+        method: label.to_string(),
+        acceptance: chain.mean_accept_stat(),
+        ess_min: e.min,
+        ess_median: e.median,
+        ess_max: e.max,
+        ess_min_per_iteration: e.min / kept,
+        seconds_per_iteration: chain.sampling_seconds / kept,
+        exact_potential_seconds: exact_u,
+        mean_gradient_evaluations_per_iteration: chain.sampling_evaluations.exact_gradients as f64
+            / kept,
+        min_ess_per_second: e.min / chain.sampling_seconds,
+        min_ess_per_second_with_training: e.min / total_seconds,
+        speedup: f64::NAN,
+        training_seconds: report.training_seconds,
+        online_update_seconds: report.online_seconds,
+        online_updates: report.online_updates,
+        surrogate_scale: if chain.surrogate.is_some() {
+            report.scale
+        } else {
+            f64::NAN
+        },
+        holdout_gradient_error: if chain.surrogate.is_some() {
+            report.holdout_gradient_error
+        } else {
+            f64::NAN
+        },
+    }
+}
+
+/// Runs every method on the experiment and returns the rows, HMC first.
+pub fn run_experiment(
+    experiment: Experiment,
+    settings: &BenchSettings,
+    quick: bool,
+    log: &dyn Fn(&str),
+) -> Result<Vec<BenchRow>> {
+    let model = experiment.model(settings, quick)?;
+    log(&format!(
+        "posterior: {} parameters, {} observations",
+        model.dim(),
+        model.data().n
+    ));
+    let surrogate = SurrogateSettings {
+        train: TrainOptions {
+            hidden: settings.hidden,
+            seed: settings.seed,
+            ..TrainOptions::default()
+        },
+        train_after: settings.train_after,
+        ..SurrogateSettings::default()
+    };
+    let long = SurrogateSettings {
+        steps_factor: 4,
+        ..surrogate.clone()
+    };
+    let methods: Vec<(String, Method)> = vec![
+        ("HMC".into(), Method::Hmc),
+        ("RNS-HMC".into(), Method::RnsHmc(surrogate.clone())),
+        ("ARNS-HMC".into(), Method::ArnsHmc(surrogate)),
+        ("RNS-HMC (4x steps)".into(), Method::RnsHmc(long)),
+    ];
+    let mut rows: Vec<BenchRow> = Vec::new();
+    for (label, method) in methods {
+        log(&format!("running {label} ..."));
+        let config = SampleConfig {
+            chains: 1,
+            warmup: settings.burn_in,
+            draws: settings.draws,
+            seed: settings.seed,
+            step_size: StepSize::Fixed(settings.step_size),
+            steps: Steps::Jittered(settings.steps),
+            adapt_mass: false,
+            init: Init::Values(vec![0.0; model.dim()]),
+            save_warmup: false,
+            max_energy_error: 1000.0,
+            method,
+        };
+        let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
+        let run = sample(&model, &config, sinks, &|_, _| {}, None)?;
+        let chain = &run.chains[0];
+        let last: Vec<f64> = (0..model.dim())
+            .map(|p| *chain.parameter(p).last().unwrap_or(&0.0))
+            .collect();
+        let exact_u = exact_potential_seconds(&model, &last);
+        rows.push(row(&label, &run, exact_u));
+    }
+    let hmc = rows
+        .first()
+        .map(|r| r.min_ess_per_second)
+        .ok_or_else(|| Error::invalid("no methods ran"))?;
+    for r in &mut rows {
+        r.speedup = r.min_ess_per_second / hmc;
+    }
+    Ok(rows)
+}
+
+/// The rows as the journal's Table 1.
+pub fn format_table(rows: &[BenchRow]) -> String {
+    let mut out = format!(
+        "{:<20}{:>8}{:>22}{:>11}{:>11}{:>11}{:>10}{:>9}\n",
+        "method",
+        "accept",
+        "ESS (min, med, max)",
+        "s/iter",
+        "U (s)",
+        "minESS/s",
+        "w/ train",
+        "speedup"
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{:<20}{:>8.3}{:>22}{:>11.2e}{:>11.2e}{:>11.2}{:>10.2}{:>9.2}\n",
+            r.method,
+            r.acceptance,
+            format!("({:.0}, {:.0}, {:.0})", r.ess_min, r.ess_median, r.ess_max),
+            r.seconds_per_iteration,
+            r.exact_potential_seconds,
+            r.min_ess_per_second,
+            r.min_ess_per_second_with_training,
+            r.speedup
+        ));
+    }
+    out
+}

@@ -1,0 +1,58 @@
+//! `shmc bench`: the papers' experiments side by side (see [`crate::bench`]).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::bench::{Experiment, format_table, run_experiment};
+use crate::{Error, Result};
+
+/// Arguments of `shmc bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The experiment: the logistic-regression simulation, Bank Marketing, or a9a.
+    #[arg(value_parser = ["lr-sim", "bank", "a9a"])]
+    experiment: String,
+    /// A smaller run (under a minute): fewer observations, iterations and hidden units.
+    #[arg(long)]
+    quick: bool,
+    /// Also write the rows as a JSON array to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Folder with the real data files (bank-additional-full.csv, a9a).
+    #[arg(long, default_value = "../shared/data", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Seed of the chains and networks.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// Runs `shmc bench`.
+pub fn run(args: &BenchArgs) -> Result<i32> {
+    let experiment = match args.experiment.as_str() {
+        "lr-sim" => Experiment::LrSim,
+        "bank" => Experiment::Bank,
+        _ => Experiment::A9a,
+    };
+    let mut settings = experiment.settings(args.quick, args.data_dir.clone());
+    settings.seed = args.seed;
+    eprintln!(
+        "{}: step size {}, steps 1..={}, burn-in {} (training after {}), {} draws, {} hidden units, {} cores",
+        args.experiment,
+        settings.step_size,
+        settings.steps,
+        settings.burn_in,
+        settings.train_after,
+        settings.draws,
+        settings.hidden,
+        std::thread::available_parallelism().map_or(1, usize::from)
+    );
+    let rows = run_experiment(experiment, &settings, args.quick, &|m| eprintln!("{m}"))?;
+    print!("{}", format_table(&rows));
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&rows)
+            .map_err(|e| Error::invalid(format!("cannot encode the results: {e}")))?;
+        std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,87 @@
+//! The surrogate options shared by `shmc sample` (surrogate methods) and `shmc train`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use shmc_core::{Activation, Nodes};
+
+use crate::sampler::SurrogateSettings;
+use crate::train::{Scale, TrainOptions};
+use crate::{Error, Result};
+
+/// How the surrogate network is built, trained and used.
+#[derive(Debug, Args)]
+pub struct SurrogateArgs {
+    /// Hidden units s of the surrogate network.
+    #[arg(long, default_value_t = 2000, value_name = "S")]
+    pub hidden: usize,
+    /// Hidden-unit kind.
+    #[arg(long, default_value = "softplus", value_parser = ["softplus", "sigmoid", "tanh", "rbf"])]
+    pub activation: String,
+    /// Width of RBF units, in the transformed inputs (with --activation rbf).
+    #[arg(long, default_value_t = 1.0)]
+    pub rbf_width: f64,
+    /// Ridge penalty on the output weights.
+    #[arg(long, default_value_t = 1e-6, value_name = "LAMBDA")]
+    pub ridge: f64,
+    /// Input scale of the random units, as a multiple of the training states' sd per
+    /// coordinate, or `auto` to pick it by the held-out gradient error (reported).
+    #[arg(long, default_value = "auto", value_name = "auto|C")]
+    pub surrogate_scale: String,
+    /// Warmup iterations before states are collected for training (default: a fifth of
+    /// --warmup; the papers use 1000 of 5000).
+    #[arg(long, value_name = "B")]
+    pub train_after: Option<usize>,
+    /// ARNS-HMC: collected states before the surrogate starts proposing and updating online.
+    #[arg(long, default_value_t = 300)]
+    pub start_after: usize,
+    /// ARNS-HMC: updated weights are swapped in with probability t^(-KAPPA).
+    #[arg(long, default_value_t = 0.5, value_name = "KAPPA")]
+    pub adapt_rate: f64,
+    /// Surrogate trajectories take this many times --steps leapfrog steps.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub surrogate_steps_factor: u32,
+    /// Use a surrogate saved by `shmc train --save` instead of training one.
+    #[arg(long, value_name = "FILE")]
+    pub surrogate: Option<PathBuf>,
+}
+
+impl SurrogateArgs {
+    /// The validated settings for a run with `warmup` warmup iterations and seed `seed`.
+    pub fn settings(&self, warmup: usize, seed: u64) -> Result<SurrogateSettings> {
+        let nodes = match self.activation.as_str() {
+            "softplus" => Nodes::Additive(Activation::Softplus),
+            "sigmoid" => Nodes::Additive(Activation::Sigmoid),
+            "tanh" => Nodes::Additive(Activation::Tanh),
+            _ => Nodes::Rbf {
+                width: self.rbf_width,
+            },
+        };
+        let scale = match self.surrogate_scale.as_str() {
+            "auto" => Scale::Auto,
+            text => match text.parse::<f64>() {
+                Ok(c) if c.is_finite() && c > 0.0 => Scale::Fixed(c),
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "--surrogate-scale must be `auto` or a positive number, got {text:?}"
+                    )));
+                }
+            },
+        };
+        Ok(SurrogateSettings {
+            train: TrainOptions {
+                hidden: self.hidden,
+                nodes,
+                ridge: self.ridge,
+                scale,
+                seed,
+                ..TrainOptions::default()
+            },
+            train_after: self.train_after.unwrap_or(warmup / 5),
+            start_after: self.start_after,
+            adapt_rate: self.adapt_rate,
+            steps_factor: self.surrogate_steps_factor,
+            surrogate_file: self.surrogate.clone(),
+        })
+    }
+}

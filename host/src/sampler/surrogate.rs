@@ -1,0 +1,306 @@
+//! The surrogate side of a chain: collecting warmup states, training the network, updating it
+//! online (ARNS-HMC), and deciding when the proposal changes.
+//!
+//! The state the chain is in is never touched here; when the proposal changes, the chain
+//! refreshes only the cached proposal gradient (the exact `U` it holds stays valid).
+
+use std::time::Instant;
+
+use rand::Rng;
+use shmc_core::random::uniform;
+use shmc_core::schedule::adaptation_probability;
+use shmc_core::{Dyn, OnlineGreville, State};
+
+use super::method::{Method, SurrogateSettings};
+use crate::train::{DynNetwork, TrainingSet, fit_potential, load_network};
+use crate::{Error, Result};
+
+/// The fewest collected states a fit accepts.
+const MIN_TRAINING_STATES: usize = 20;
+
+/// What the surrogate cost and how well it fits, for the output.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SurrogateReport {
+    /// States the batch fit used.
+    pub training_states: usize,
+    /// Seconds spent fitting (batch fit, scale selection, online updates).
+    pub training_seconds: f64,
+    /// The chosen input scale factor.
+    pub scale: f64,
+    /// Relative RMS error of the surrogate's gradient on held-out states.
+    pub holdout_gradient_error: f64,
+    /// Online (Greville) updates made.
+    pub online_updates: u64,
+    /// Seconds spent in online updates (part of `training_seconds`).
+    pub online_seconds: f64,
+    /// Times the updated weights were swapped into the proposal.
+    pub swaps: u64,
+    /// The warmup iteration at which the surrogate started proposing (`None`: never).
+    pub started_at: Option<usize>,
+}
+
+/// Online Greville state of ARNS-HMC. Features and targets are centred by the batch training
+/// set's means `h̄` and `t̄` (held fixed): units that vary slowly over the posterior are nearly
+/// constant, and uncentred they make the recursion badly conditioned. The network then has
+/// `z = v·(h − h̄) + t̄`, i.e. bias `t̄ − h̄·v` (the bias does not change the gradient).
+struct Online {
+    greville: OnlineGreville<Dyn>,
+    mean_features: Vec<f64>,
+    mean_target: f64,
+    features: Vec<f64>,
+    since_start: u64,
+}
+
+impl Online {
+    /// Adds the state with features `self.features` (uncentred) and potential `u`.
+    fn add(&mut self, u: f64) {
+        for (h, m) in self.features.iter_mut().zip(&self.mean_features) {
+            *h -= m;
+        }
+        self.greville.update(&self.features, u - self.mean_target);
+    }
+
+    /// The bias that goes with the current weights.
+    fn bias(&self) -> f64 {
+        let v = self.greville.weights();
+        self.mean_target
+            - v.iter()
+                .zip(&self.mean_features)
+                .map(|(a, b)| a * b)
+                .sum::<f64>()
+    }
+}
+
+/// The surrogate machinery of one chain.
+pub struct SurrogatePhase {
+    adaptive: bool,
+    settings: SurrogateSettings,
+    training: TrainingSet,
+    network: Option<DynNetwork>,
+    online: Option<Online>,
+    /// What the output reports.
+    pub report: SurrogateReport,
+}
+
+impl SurrogatePhase {
+    /// The phase for `method`, or `None` for exact HMC. A saved surrogate is loaded here.
+    pub fn new(method: &Method, dim: usize) -> Result<Option<Self>> {
+        let (adaptive, settings) = match method {
+            Method::Hmc => return Ok(None),
+            Method::RnsHmc(s) => (false, s.clone()),
+            Method::ArnsHmc(s) => (true, s.clone()),
+        };
+        let mut report = SurrogateReport::default();
+        let network = match &settings.surrogate_file {
+            Some(path) => {
+                let (network, meta) = load_network(path, dim)?;
+                report.scale = meta.scale;
+                report.holdout_gradient_error = meta.holdout_gradient_error;
+                report.started_at = Some(0);
+                Some(network)
+            }
+            None => None,
+        };
+        Ok(Some(Self {
+            adaptive,
+            settings,
+            training: TrainingSet::new(dim),
+            network,
+            online: None,
+            report,
+        }))
+    }
+
+    /// The proposal potential, once there is one.
+    pub fn network(&self) -> Option<&DynNetwork> {
+        self.network.as_ref()
+    }
+
+    /// The factor by which surrogate trajectories are longer.
+    pub fn steps_factor(&self) -> u32 {
+        self.settings.steps_factor
+    }
+
+    /// Takes the trained network (for `shmc train`).
+    pub fn into_network(self) -> Option<DynNetwork> {
+        self.network
+    }
+
+    /// Updates the surrogate after warmup iteration `i` (of `warmup`) left the chain in
+    /// `state`. `exact_gradient` says whether `state.gradient` is the exact `∇U`. Returns
+    /// whether the proposal changed, so the chain must refresh its cached proposal gradient.
+    pub fn observe<R: Rng + ?Sized>(
+        &mut self,
+        i: usize,
+        warmup: usize,
+        state: &State<Dyn>,
+        accepted: bool,
+        rng: &mut R,
+    ) -> Result<bool> {
+        if i >= warmup || self.settings.surrogate_file.is_some() {
+            return Ok(false);
+        }
+        let exact_gradient = self.network.is_none();
+        if accepted && i >= self.settings.train_after && exact_gradient {
+            self.training.push(
+                state.position.as_slice(),
+                state.potential,
+                Some(state.gradient.as_slice()),
+            );
+        }
+        let last = i + 1 == warmup;
+        if self.network.is_none() {
+            let ready = if self.adaptive {
+                self.training.len() >= self.settings.start_after || last
+            } else {
+                last
+            };
+            if ready {
+                self.fit(i)?;
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        if !self.adaptive {
+            return Ok(false);
+        }
+        let online = self
+            .online
+            .as_mut()
+            .expect("the adaptive phase has its online state");
+        if accepted {
+            let start = Instant::now();
+            let network = self.network.as_ref().expect("checked above");
+            network.features(state.position.as_slice(), &mut online.features);
+            online.add(state.potential);
+            let seconds = start.elapsed().as_secs_f64();
+            self.report.online_updates += 1;
+            self.report.online_seconds += seconds;
+            self.report.training_seconds += seconds;
+        }
+        online.since_start += 1;
+        let swap = last
+            || uniform(rng) < adaptation_probability(online.since_start, self.settings.adapt_rate);
+        if swap {
+            let network = self.network.as_mut().expect("checked above");
+            network.set_output(online.greville.weights(), online.bias())?;
+            self.report.swaps += 1;
+        }
+        Ok(swap)
+    }
+
+    /// The batch fit on the collected states; for ARNS-HMC also the online state, replaying the
+    /// collected rows so that its weights are the ridge fit of the same states.
+    fn fit(&mut self, i: usize) -> Result<()> {
+        if self.training.len() < MIN_TRAINING_STATES {
+            return Err(Error::invalid(format!(
+                "only {} accepted warmup states after --train-after {} to train the surrogate on \
+                 (at least {MIN_TRAINING_STATES}): lengthen --warmup or lower --train-after",
+                self.training.len(),
+                self.settings.train_after
+            )));
+        }
+        let trained = fit_potential(&self.training, &self.settings.train)?;
+        self.report.training_states = self.training.len();
+        self.report.training_seconds += trained.seconds;
+        self.report.scale = trained.scale;
+        self.report.holdout_gradient_error = trained.holdout_gradient_error;
+        self.report.started_at = Some(i + 1);
+        let mut network = trained.network;
+        if self.adaptive {
+            let start = Instant::now();
+            let hidden = network.hidden();
+            let n = self.training.len();
+            let mut rows = vec![0.0; n * hidden];
+            for (j, row) in rows.chunks_exact_mut(hidden).enumerate() {
+                network.features(self.training.position(j), row);
+            }
+            let mut mean_features = vec![0.0; hidden];
+            for row in rows.chunks_exact(hidden) {
+                for (m, h) in mean_features.iter_mut().zip(row) {
+                    *m += h / n as f64;
+                }
+            }
+            let mean_target = (0..n).map(|j| self.training.potential(j)).sum::<f64>() / n as f64;
+            let mut online = Online {
+                greville: OnlineGreville::ridge(Dyn(hidden), self.settings.train.ridge)?,
+                mean_features,
+                mean_target,
+                features: vec![0.0; hidden],
+                since_start: 0,
+            };
+            for (j, row) in rows.chunks_exact(hidden).enumerate() {
+                online.features.copy_from_slice(row);
+                online.add(self.training.potential(j));
+            }
+            network.set_output(online.greville.weights(), online.bias())?;
+            let seconds = start.elapsed().as_secs_f64();
+            self.report.online_updates += n as u64;
+            self.report.online_seconds += seconds;
+            self.report.training_seconds += seconds;
+            self.online = Some(online);
+        }
+        self.network = Some(network);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::gaussian::CorrelatedGaussian;
+    use crate::train::{Scale, TrainOptions};
+    use nalgebra::{DMatrix, DVector};
+    use shmc_core::Exact;
+    use shmc_core::random::fill_standard_normal;
+
+    /// ARNS-HMC's online weights after a batch start and online updates equal the ridge fit of
+    /// all the same states (with the same centring) to 1e-6 relative.
+    #[test]
+    fn online_weights_equal_the_batch_ridge_fit_of_the_same_states() {
+        let model = CorrelatedGaussian::new(3, 1.0, 0.5).unwrap();
+        let ridge = 1e-3;
+        let settings = SurrogateSettings {
+            train: TrainOptions {
+                hidden: 40,
+                ridge,
+                scale: Scale::Fixed(2.0),
+                ..TrainOptions::default()
+            },
+            train_after: 0,
+            start_after: 50,
+            ..SurrogateSettings::default()
+        };
+        let mut phase = SurrogatePhase::new(&Method::ArnsHmc(settings), 3)
+            .unwrap()
+            .unwrap();
+        let mut rng = crate::sampler::chain_rng(5, 0);
+        let mut states = Vec::new();
+        for i in 0..200 {
+            let mut q = vec![0.0; 3];
+            fill_standard_normal(&mut rng, &mut q);
+            let state = State::new(DVector::from_column_slice(&q), &Exact(&model)).unwrap();
+            phase.observe(i, 1000, &state, true, &mut rng).unwrap();
+            states.push((q, state.potential));
+        }
+        let online = phase.online.as_ref().expect("online phase started");
+        let network = phase.network.as_ref().unwrap();
+        let s = network.hidden();
+        let mut h = DMatrix::<f64>::zeros(states.len(), s);
+        let mut t = DVector::<f64>::zeros(states.len());
+        let mut row = vec![0.0; s];
+        for (j, (q, u)) in states.iter().enumerate() {
+            network.features(q, &mut row);
+            for k in 0..s {
+                h[(j, k)] = row[k] - online.mean_features[k];
+            }
+            t[j] = u - online.mean_target;
+        }
+        let normal = h.transpose() * &h + DMatrix::identity(s, s) * ridge;
+        let batch = normal.cholesky().unwrap().solve(&(h.transpose() * t));
+        let got = DVector::from_column_slice(online.greville.weights());
+        let rel = (&got - &batch).norm() / batch.norm();
+        assert!(rel < 1e-6, "relative difference {rel}");
+        assert_eq!(phase.report.online_updates, 200);
+    }
+}
