@@ -480,19 +480,9 @@ mod tests {
     fn gradient_matches_central_differences() {
         let model = BetaBinomial::cancer_mortality();
         for q in points() {
-            let mut grad = [0.0; 2];
-            model.value_and_gradient(&q, &mut grad);
-            for i in 0..2 {
-                let (mut up, mut down) = (q, q);
-                up[i] += H;
-                down[i] -= H;
-                let fd = (model.value(&up) - model.value(&down)) / (2.0 * H);
-                assert!(
-                    (grad[i] - fd).abs() <= FD_TOL * fd.abs().max(1.0),
-                    "q = {q:?}, i = {i}: {} vs {fd}",
-                    grad[i]
-                );
-            }
+            crate::models::fd_check::assert_gradient_matches_central_differences(
+                &model, &q, H, FD_TOL,
+            );
         }
     }
 

@@ -213,19 +213,9 @@ mod tests {
     fn gradient_matches_central_differences() {
         let model = GpHyper::simulate(GpHyper::DEFAULT_N, 1).unwrap();
         for q in POINTS {
-            let mut grad = [0.0; 3];
-            model.value_and_gradient(&q, &mut grad);
-            for i in 0..3 {
-                let (mut up, mut down) = (q, q);
-                up[i] += H;
-                down[i] -= H;
-                let fd = (model.value(&up) - model.value(&down)) / (2.0 * H);
-                assert!(
-                    (grad[i] - fd).abs() <= FD_TOL * fd.abs().max(1.0),
-                    "q = {q:?}, i = {i}: {} vs {fd}",
-                    grad[i]
-                );
-            }
+            crate::models::fd_check::assert_gradient_matches_central_differences(
+                &model, &q, H, FD_TOL,
+            );
         }
     }
 

@@ -3,6 +3,8 @@
 
 pub mod banana;
 pub mod beta_binomial;
+#[cfg(test)]
+mod fd_check;
 pub mod gaussian;
 pub mod gp_hyper;
 pub mod logistic;
