@@ -6,46 +6,12 @@
 //! Covariance entries are checked as means of the centred products `(xᵢ − μᵢ)(xⱼ − μⱼ)` about
 //! the *true* mean, whose expectation is exactly the true covariance.
 
-use shmc::Model;
 use shmc::core::Potential;
-use shmc::diagnostics::{Draws, mcse_mean};
 use shmc::models::gaussian::{ConjugateGaussian, CorrelatedGaussian};
-use shmc::sampler::{DrawSink, NullSink, Run, SampleConfig, sample};
+use shmc::sampler::SampleConfig;
 
-fn run(model: &dyn Model, config: &SampleConfig) -> Run {
-    let sinks: Vec<Box<dyn DrawSink>> = (0..config.chains)
-        .map(|_| Box::new(NullSink) as _)
-        .collect();
-    sample(model, config, sinks, &|_, _| {}, None).expect("sampling runs")
-}
-
-/// The per-chain series `f(draw)` for a function of the parameter vector.
-fn series(run: &Run, f: impl Fn(&[f64]) -> f64) -> Vec<Vec<f64>> {
-    let d = run.names.len();
-    run.chains
-        .iter()
-        .map(|c| {
-            (0..c.kept())
-                .map(|i| {
-                    let q: Vec<f64> = (0..d).map(|p| c.parameter(p)[i]).collect();
-                    f(&q)
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// Asserts that the mean of `chains` is within 4 MCSE of `expected`.
-fn assert_mean_within_4_mcse(what: &str, chains: &[Vec<f64>], expected: f64) {
-    let draws = Draws::new(chains).expect("equal chains");
-    let mean = draws.values().iter().sum::<f64>() / draws.values().len() as f64;
-    let mcse = mcse_mean(&draws);
-    assert!(mcse.is_finite() && mcse > 0.0, "{what}: MCSE {mcse}");
-    assert!(
-        (mean - expected).abs() < 4.0 * mcse,
-        "{what}: estimate {mean}, expected {expected}, MCSE {mcse}"
-    );
-}
+mod common;
+use common::{assert_mean_within_4_mcse, run, series};
 
 #[test]
 fn hmc_recovers_the_conjugate_gaussian_posterior() {

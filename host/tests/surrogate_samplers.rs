@@ -1,44 +1,14 @@
 //! The surrogate-accelerated samplers end to end: they stay exact with an imperfect surrogate,
 //! and a well-trained surrogate proposes as well as the exact gradient.
 
-use shmc::Model;
 use shmc::core::Potential;
-use shmc::diagnostics::{Draws, mcse_mean};
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::models::logistic::LogisticRegression;
-use shmc::sampler::{DrawSink, Method, NullSink, Run, SampleConfig, SurrogateSettings, sample};
+use shmc::sampler::{Method, SampleConfig, SurrogateSettings};
+
+mod common;
+use common::{assert_mean_within_4_mcse, run, series};
 use shmc::train::TrainOptions;
-
-fn run(model: &dyn Model, config: &SampleConfig) -> Run {
-    let sinks: Vec<Box<dyn DrawSink>> = (0..config.chains)
-        .map(|_| Box::new(NullSink) as _)
-        .collect();
-    sample(model, config, sinks, &|_, _| {}, None).expect("sampling runs")
-}
-
-fn series(run: &Run, f: impl Fn(&[f64]) -> f64) -> Vec<Vec<f64>> {
-    let d = run.names.len();
-    run.chains
-        .iter()
-        .map(|c| {
-            (0..c.kept())
-                .map(|i| f(&(0..d).map(|p| c.parameter(p)[i]).collect::<Vec<_>>()))
-                .collect()
-        })
-        .collect()
-}
-
-/// The mean of `chains` lies within 4 MCSE (sd/√ESS estimated from the chains) of `expected`.
-fn assert_mean_within_4_mcse(what: &str, chains: &[Vec<f64>], expected: f64) {
-    let draws = Draws::new(chains).unwrap();
-    let mean = draws.values().iter().sum::<f64>() / draws.values().len() as f64;
-    let mcse = mcse_mean(&draws);
-    assert!(mcse.is_finite() && mcse > 0.0, "{what}: MCSE {mcse}");
-    assert!(
-        (mean - expected).abs() < 4.0 * mcse,
-        "{what}: {mean} vs {expected} (MCSE {mcse})"
-    );
-}
 
 fn small_net() -> SurrogateSettings {
     SurrogateSettings {
