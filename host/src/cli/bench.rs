@@ -25,6 +25,13 @@ pub struct BenchArgs {
     /// Seed of the chains and networks.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Override the papers' step size (their preprocessing differs from ours, so their ε may
+    /// not suit our posterior: on a9a ε = 0.012 rejects every proposal).
+    #[arg(long, value_name = "EPS")]
+    step_size: Option<f64>,
+    /// Override the papers' maximum number of leapfrog steps.
+    #[arg(long)]
+    steps: Option<u32>,
 }
 
 /// Runs `shmc bench`.
@@ -36,6 +43,20 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     };
     let mut settings = experiment.settings(args.quick, args.data_dir.clone());
     settings.seed = args.seed;
+    if let Some(eps) = args.step_size {
+        if !(eps.is_finite() && eps > 0.0) {
+            return Err(Error::invalid(
+                "--step-size must be a finite positive number",
+            ));
+        }
+        settings.step_size = eps;
+    }
+    if let Some(steps) = args.steps {
+        if steps == 0 {
+            return Err(Error::invalid("--steps must be at least 1"));
+        }
+        settings.steps = steps;
+    }
     eprintln!(
         "{}: step size {}, steps 1..={}, burn-in {} (training after {}), {} draws, {} hidden units, {} cores",
         args.experiment,
