@@ -35,6 +35,10 @@ pub struct SurrogateArgs {
     /// ARNS-HMC: collected states before the surrogate starts proposing and updating online.
     #[arg(long, default_value_t = 300)]
     pub start_after: usize,
+    /// ARNS-HMC: the surrogate starts proposing only once its held-out relative gradient error
+    /// is at most this (else exact HMC collects half as many states again and refits).
+    #[arg(long, default_value_t = 0.1)]
+    pub start_error: f64,
     /// ARNS-HMC: updated weights are swapped in with probability t^(-KAPPA).
     #[arg(long, default_value_t = 0.5, value_name = "KAPPA")]
     pub adapt_rate: f64,
@@ -79,6 +83,7 @@ impl SurrogateArgs {
             },
             train_after: self.train_after.unwrap_or(warmup / 5),
             start_after: self.start_after,
+            start_error: self.start_error,
             adapt_rate: self.adapt_rate,
             steps_factor: self.surrogate_steps_factor,
             surrogate_file: self.surrogate.clone(),

@@ -34,6 +34,9 @@ pub struct SurrogateSettings {
     pub train_after: usize,
     /// ARNS-HMC: collected states before the first fit (the online updates follow).
     pub start_after: usize,
+    /// ARNS-HMC: the surrogate starts proposing once its held-out relative gradient error is
+    /// at most this (or when warmup ends); until then exact HMC goes on collecting states.
+    pub start_error: f64,
     /// ARNS-HMC: the swap probability is `t^(−κ)` with this `κ ∈ (0, 1]`.
     pub adapt_rate: f64,
     /// Surrogate trajectories take this many times the exact phase's steps (surrogate leapfrog
@@ -49,6 +52,7 @@ impl Default for SurrogateSettings {
             train: TrainOptions::default(),
             train_after: 1000,
             start_after: 300,
+            start_error: 0.1,
             adapt_rate: 0.5,
             steps_factor: 1,
             surrogate_file: None,

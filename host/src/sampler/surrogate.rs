@@ -156,8 +156,7 @@ impl SurrogatePhase {
                 last
             };
             if ready {
-                self.fit(i)?;
-                return Ok(true);
+                return self.fit(i, last);
             }
             return Ok(false);
         }
@@ -191,7 +190,12 @@ impl SurrogatePhase {
 
     /// The batch fit on the collected states; for ARNS-HMC also the online state, replaying the
     /// collected rows so that its weights are the ridge fit of the same states.
-    fn fit(&mut self, i: usize) -> Result<()> {
+    ///
+    /// ARNS-HMC starts proposing only once the held-out gradient error is at most
+    /// `start_error` (or warmup ends): a poor early surrogate is accepted so rarely that few new
+    /// states arrive to improve it. Until then it keeps exact HMC and tries again with half as
+    /// many states again. Returns whether the surrogate now proposes.
+    fn fit(&mut self, i: usize, last: bool) -> Result<bool> {
         if self.training.len() < MIN_TRAINING_STATES {
             return Err(Error::invalid(format!(
                 "only {} accepted warmup states after --train-after {} to train the surrogate on \
@@ -201,8 +205,13 @@ impl SurrogatePhase {
             )));
         }
         let trained = fit_potential(&self.training, &self.settings.train)?;
-        self.report.training_states = self.training.len();
         self.report.training_seconds += trained.seconds;
+        let good_enough = trained.holdout_gradient_error <= self.settings.start_error;
+        if self.adaptive && !last && !good_enough {
+            self.settings.start_after = self.training.len() * 3 / 2;
+            return Ok(false);
+        }
+        self.report.training_states = self.training.len();
         self.report.scale = trained.scale;
         self.report.holdout_gradient_error = trained.holdout_gradient_error;
         self.report.started_at = Some(i + 1);
@@ -241,7 +250,7 @@ impl SurrogatePhase {
             self.online = Some(online);
         }
         self.network = Some(network);
-        Ok(())
+        Ok(true)
     }
 }
 
