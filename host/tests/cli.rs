@@ -71,6 +71,8 @@ fn sample_writes_cmdstan_csvs_that_summary_reads() {
         assert!(!csv.interrupted);
         let text = std::fs::read_to_string(file).unwrap();
         assert!(text.contains("# Adaptation terminated") && text.contains("Elapsed Time"));
+        // Jittered trajectory lengths are the default, and the header must say so.
+        assert!(text.contains("#   jitter_steps = 1\n"), "{text}");
     }
     let args: Vec<&str> = std::iter::once("summary")
         .chain(files.iter().map(|f| f.to_str().unwrap()))
@@ -136,7 +138,13 @@ fn fixed_step_size_and_jittered_steps_are_recorded() {
         "--quiet",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let csv = read_stan_csv(&csv_files(&dir)[0]).unwrap();
+    let file = &csv_files(&dir)[0];
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(
+        text.contains("#   jitter_steps = 1\n"),
+        "header records the jitter"
+    );
+    let csv = read_stan_csv(file).unwrap();
     assert!(csv.column("stepsize__").unwrap().iter().all(|&e| e == 0.05));
     let steps = csv.column("n_leapfrog__").unwrap();
     assert!(steps.iter().all(|&n| (1.0..=6.0).contains(&n)));

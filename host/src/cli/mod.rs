@@ -7,6 +7,7 @@ mod sample;
 mod summary;
 mod surrogate_args;
 mod train;
+mod trajectory_args;
 
 use std::path::PathBuf;
 

@@ -4,11 +4,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
-use shmc_core::Steps;
 
 use super::ModelArgs;
 use super::progress::Progress;
 use super::surrogate_args::SurrogateArgs;
+use super::trajectory_args::TrajectoryArgs;
 use crate::output::{CsvHeader, CsvSink, RunTotals, format_summary};
 use crate::sampler::{DrawSink, Init, Method, SampleConfig, StepSize, sample};
 use crate::{Error, Model, Result, models};
@@ -37,24 +37,8 @@ pub struct SampleArgs {
     /// Seed; chain k uses stream k of it, so runs are reproducible.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Fixed leapfrog step size; turns step-size and metric adaptation off.
-    #[arg(long, value_name = "EPS")]
-    step_size: Option<f64>,
-    /// Maximum leapfrog steps per trajectory; each iteration draws its number of steps
-    /// uniformly from 1..=STEPS (mean (STEPS+1)/2) unless --fixed-steps is given.
-    #[arg(long, default_value_t = 20)]
-    steps: u32,
-    /// Draw the number of steps uniformly from 1..=STEPS each iteration, as the papers do (the
-    /// default; accepted so the papers' command lines run as written).
-    #[arg(long, conflicts_with = "fixed_steps")]
-    jitter_steps: bool,
-    /// Take exactly STEPS steps every iteration. A fixed trajectory length can resonate with
-    /// the posterior's scale (nearly periodic orbits) and mix badly.
-    #[arg(long)]
-    fixed_steps: bool,
-    /// Target acceptance of the step-size adaptation.
-    #[arg(long, default_value_t = 0.8)]
-    target_accept: f64,
+    #[command(flatten)]
+    trajectory: TrajectoryArgs,
     /// Keep the identity mass matrix during warmup (adapt only the step size).
     #[arg(long)]
     no_adapt_mass: bool,
@@ -94,23 +78,13 @@ impl SampleArgs {
                 radius: self.init_radius,
             },
         };
-        let step_size = match self.step_size {
-            Some(eps) => StepSize::Fixed(eps),
-            None => StepSize::Adapt {
-                target: self.target_accept,
-            },
-        };
         Ok(SampleConfig {
             chains: self.chains,
             warmup: self.warmup,
             draws: self.draws,
             seed: self.seed,
-            step_size,
-            steps: if self.fixed_steps {
-                Steps::Fixed(self.steps)
-            } else {
-                Steps::Jittered(self.steps)
-            },
+            step_size: self.trajectory.step_size(),
+            steps: self.trajectory.steps(),
             adapt_mass: !self.no_adapt_mass,
             init,
             save_warmup: self.save_warmup,
@@ -152,7 +126,7 @@ fn open_sinks(
                     ("trajectory_steps".into(), config.steps.max().to_string()),
                     (
                         "jitter_steps".into(),
-                        u8::from(args.jitter_steps).to_string(),
+                        u8::from(!args.trajectory.fixed_steps).to_string(),
                     ),
                 ],
                 parameters: model.parameter_names(),

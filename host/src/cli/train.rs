@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use shmc_core::Steps;
 
 use super::ModelArgs;
 use super::surrogate_args::SurrogateArgs;
-use crate::sampler::{DrawSink, Init, Method, NullSink, SampleConfig, StepSize, sample};
+use super::trajectory_args::TrajectoryArgs;
+use crate::sampler::{DrawSink, Init, Method, NullSink, SampleConfig, sample};
 use crate::train::{SurrogateMeta, save_network};
 use crate::{Error, Result, models};
 
@@ -23,21 +23,8 @@ pub struct TrainArgs {
     /// Seed of the chain and of the network's random weights.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Fixed leapfrog step size; without it the step size and metric adapt as in `sample`.
-    #[arg(long, value_name = "EPS")]
-    step_size: Option<f64>,
-    /// Maximum leapfrog steps per trajectory (uniform on 1..=STEPS unless --fixed-steps).
-    #[arg(long, default_value_t = 20)]
-    steps: u32,
-    /// Draw the number of steps uniformly from 1..=STEPS (the default).
-    #[arg(long, conflicts_with = "fixed_steps")]
-    jitter_steps: bool,
-    /// Take exactly STEPS steps every iteration.
-    #[arg(long)]
-    fixed_steps: bool,
-    /// Target acceptance of the step-size adaptation.
-    #[arg(long, default_value_t = 0.8)]
-    target_accept: f64,
+    #[command(flatten)]
+    trajectory: TrajectoryArgs,
     #[command(flatten)]
     surrogate: SurrogateArgs,
     /// Where to write the trained surrogate (JSON).
@@ -59,17 +46,8 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         warmup: args.warmup,
         draws: 1,
         seed: args.seed,
-        step_size: match args.step_size {
-            Some(eps) => StepSize::Fixed(eps),
-            None => StepSize::Adapt {
-                target: args.target_accept,
-            },
-        },
-        steps: if args.fixed_steps {
-            Steps::Fixed(args.steps)
-        } else {
-            Steps::Jittered(args.steps)
-        },
+        step_size: args.trajectory.step_size(),
+        steps: args.trajectory.steps(),
         adapt_mass: true,
         init: Init::Random { radius: 2.0 },
         save_warmup: false,

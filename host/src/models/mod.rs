@@ -135,6 +135,23 @@ pub fn catalogue_text() -> String {
     out
 }
 
+/// Checks what every regression model needs: at least one row and one column, and a finite
+/// positive prior variance.
+pub(crate) fn check_regression(model: &str, data: &Dataset, prior_variance: f64) -> Result<()> {
+    if data.p == 0 || data.n == 0 {
+        return Err(Error::invalid(format!(
+            "{model} needs at least one row and one column, the data are {} × {}",
+            data.n, data.p
+        )));
+    }
+    if !(prior_variance.is_finite() && prior_variance > 0.0) {
+        return Err(Error::invalid(format!(
+            "the prior variance must be positive and finite, got {prior_variance}"
+        )));
+    }
+    Ok(())
+}
+
 /// Rejects data options for a model that takes none.
 fn no_data_options(spec: &ModelSpec) -> Result<()> {
     let given = [
@@ -186,52 +203,55 @@ fn read_dataset(spec: &ModelSpec, path: &std::path::Path) -> Result<Dataset> {
     Ok(data)
 }
 
+/// A regression model from `spec`'s data file, or simulated with `defaults` = (n, d) unless
+/// `--n`/`--d` say otherwise; `--prior-variance` replaces the default prior either way.
+fn regression<M: Model + 'static>(
+    spec: &ModelSpec,
+    defaults: (usize, usize),
+    default_prior: f64,
+    simulate: fn(usize, usize, u64) -> Result<M>,
+    new: fn(Dataset, f64) -> Result<M>,
+    data: fn(&M) -> &Dataset,
+) -> Result<Box<dyn Model>> {
+    let prior = spec.prior_variance.unwrap_or(default_prior);
+    if let Some(path) = &spec.data {
+        return Ok(Box::new(new(read_dataset(spec, path)?, prior)?));
+    }
+    no_data_options(&ModelSpec {
+        prior_variance: None,
+        ..spec.clone()
+    })?;
+    let simulated = simulate(
+        spec.n.unwrap_or(defaults.0),
+        spec.d.unwrap_or(defaults.1),
+        spec.data_seed,
+    )?;
+    if spec.prior_variance.is_none() {
+        return Ok(Box::new(simulated));
+    }
+    Ok(Box::new(new(data(&simulated).clone(), prior)?))
+}
+
 /// Builds the model `spec` names.
 pub fn build(spec: &ModelSpec) -> Result<Box<dyn Model>> {
     let n = |default: usize| spec.n.unwrap_or(default);
     match spec.name.as_str() {
-        "logistic" => {
-            let prior = spec
-                .prior_variance
-                .unwrap_or(logistic::LogisticRegression::DEFAULT_PRIOR_VARIANCE);
-            let model = match &spec.data {
-                Some(path) => logistic::LogisticRegression::new(read_dataset(spec, path)?, prior)?,
-                None => {
-                    no_data_options(&ModelSpec {
-                        prior_variance: None,
-                        ..spec.clone()
-                    })?;
-                    let model = logistic::LogisticRegression::simulate(
-                        n(100_000),
-                        spec.d.unwrap_or(50),
-                        spec.data_seed,
-                    )?;
-                    logistic::LogisticRegression::new(model.data().clone(), prior)?
-                }
-            };
-            Ok(Box::new(model))
-        }
-        "probit" => {
-            let prior = spec
-                .prior_variance
-                .unwrap_or(probit::ProbitRegression::DEFAULT_PRIOR_VARIANCE);
-            let model = match &spec.data {
-                Some(path) => probit::ProbitRegression::new(read_dataset(spec, path)?, prior)?,
-                None => {
-                    no_data_options(&ModelSpec {
-                        prior_variance: None,
-                        ..spec.clone()
-                    })?;
-                    let model = probit::ProbitRegression::simulate(
-                        n(10_000),
-                        spec.d.unwrap_or(5),
-                        spec.data_seed,
-                    )?;
-                    probit::ProbitRegression::new(model.data().clone(), prior)?
-                }
-            };
-            Ok(Box::new(model))
-        }
+        "logistic" => regression(
+            spec,
+            (100_000, 50),
+            logistic::LogisticRegression::DEFAULT_PRIOR_VARIANCE,
+            logistic::LogisticRegression::simulate,
+            logistic::LogisticRegression::new,
+            logistic::LogisticRegression::data,
+        ),
+        "probit" => regression(
+            spec,
+            (10_000, 5),
+            probit::ProbitRegression::DEFAULT_PRIOR_VARIANCE,
+            probit::ProbitRegression::simulate,
+            probit::ProbitRegression::new,
+            probit::ProbitRegression::data,
+        ),
         "banana" => {
             no_data_options(spec)?;
             Ok(Box::new(banana::Banana::simulate(

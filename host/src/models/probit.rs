@@ -53,17 +53,7 @@ impl ProbitRegression {
     /// The model for `data`, one coefficient per column (add an intercept column to the data
     /// first if one is wanted), with the prior `N(0, prior_variance · I)`.
     pub fn new(data: Dataset, prior_variance: f64) -> Result<Self> {
-        if data.p == 0 || data.n == 0 {
-            return Err(Error::invalid(format!(
-                "probit regression needs at least one row and one column, the data are {} × {}",
-                data.n, data.p
-            )));
-        }
-        if !(prior_variance.is_finite() && prior_variance > 0.0) {
-            return Err(Error::invalid(format!(
-                "the prior variance must be positive and finite, got {prior_variance}"
-            )));
-        }
+        super::check_regression("probit regression", &data, prior_variance)?;
         let signs = data.y.iter().map(|&y| 2.0 * y - 1.0).collect();
         Ok(Self {
             data,
