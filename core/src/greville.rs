@@ -176,10 +176,10 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::random::{fill_standard_normal, tests::SplitMix};
+    use crate::random::{SplitMix64, fill_standard_normal};
     use nalgebra::{DMatrix, DVector, Dyn};
 
-    fn random_rows(rng: &mut SplitMix, k: usize, s: usize) -> (DMatrix<f64>, DVector<f64>) {
+    fn random_rows(rng: &mut SplitMix64, k: usize, s: usize) -> (DMatrix<f64>, DVector<f64>) {
         let mut h = DMatrix::zeros(k, s);
         fill_standard_normal(rng, h.as_mut_slice());
         let mut t = DVector::zeros(k);
@@ -205,7 +205,7 @@ mod tests {
     #[test]
     fn online_equals_batch_pseudoinverse_through_both_branches() {
         let (s, k) = (20, 45);
-        let mut rng = SplitMix(1);
+        let mut rng = SplitMix64(1);
         let (h, t) = random_rows(&mut rng, k, s);
         let mut online = OnlineGreville::new(Dyn(s), DEFAULT_TOLERANCE).unwrap();
         for j in 0..k {
@@ -224,7 +224,7 @@ mod tests {
     #[test]
     fn batch_start_then_online_equals_batch() {
         let (s, k0, k) = (20, 8, 40);
-        let mut rng = SplitMix(2);
+        let mut rng = SplitMix64(2);
         let (h, t) = random_rows(&mut rng, k, s);
         let h0 = h.rows(0, k0).into_owned();
         let pinv = h0.clone().pseudo_inverse(1e-12).unwrap();
@@ -241,7 +241,7 @@ mod tests {
     #[test]
     fn ridge_start_gives_ridge_solution() {
         let (s, k, lambda) = (12, 30, 0.5);
-        let mut rng = SplitMix(3);
+        let mut rng = SplitMix64(3);
         let (h, t) = random_rows(&mut rng, k, s);
         let mut online = OnlineGreville::ridge(Dyn(s), lambda).unwrap();
         for j in 0..k {

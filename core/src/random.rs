@@ -64,37 +64,40 @@ pub fn fill_standard_normal<R: Rng + ?Sized>(rng: &mut R, out: &mut [f64]) {
     }
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
+/// SplitMix64 (Steele, Lea & Flood 2014): a tiny, fast, well-mixed 64-bit generator with one
+/// word of state, for devices without another source of randomness, for tests, and for
+/// spreading nearby seeds apart. Not cryptographic; its period is 2⁶⁴.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitMix64(pub u64);
 
-    /// SplitMix64: a tiny, well-mixed generator for the core's own tests.
-    pub struct SplitMix(pub u64);
-
-    impl rand_core::TryRng for SplitMix {
-        type Error = core::convert::Infallible;
-        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
-            Ok((self.try_next_u64()? >> 32) as u32)
-        }
-        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            Ok(z ^ (z >> 31))
-        }
-        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
-            for chunk in dst.chunks_mut(8) {
-                let v = self.try_next_u64()?.to_le_bytes();
-                chunk.copy_from_slice(&v[..chunk.len()]);
-            }
-            Ok(())
-        }
+impl rand_core::TryRng for SplitMix64 {
+    type Error = core::convert::Infallible;
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        Ok((self.try_next_u64()? >> 32) as u32)
     }
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Ok(z ^ (z >> 31))
+    }
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        for chunk in dst.chunks_mut(8) {
+            let v = self.try_next_u64()?.to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn normal_moments_within_monte_carlo_error() {
-        let mut rng = SplitMix(7);
+        let mut rng = SplitMix64(7);
         let n = 200_000;
         let mut x = std::vec![0.0; n];
         fill_standard_normal(&mut rng, &mut x);
@@ -115,7 +118,7 @@ pub(crate) mod tests {
 
     #[test]
     fn uniform_below_is_unbiased() {
-        let mut rng = SplitMix(3);
+        let mut rng = SplitMix64(3);
         let n = 60_000;
         let mut counts = [0u32; 6];
         for _ in 0..n {
@@ -130,7 +133,7 @@ pub(crate) mod tests {
 
     #[test]
     fn uniform_stays_in_unit_interval() {
-        let mut rng = SplitMix(11);
+        let mut rng = SplitMix64(11);
         for _ in 0..10_000 {
             let u = uniform(&mut rng);
             let v = uniform_open(&mut rng);

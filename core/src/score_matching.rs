@@ -128,13 +128,13 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::random::{fill_standard_normal, tests::SplitMix};
+    use crate::random::{SplitMix64, fill_standard_normal};
     use nalgebra::{DMatrix, DVector, Dyn};
 
     #[test]
     fn online_equals_batch_ridge_solution() {
         let (d, s, n, lambda) = (3, 15, 12, 0.1);
-        let mut rng = SplitMix(5);
+        let mut rng = SplitMix64(5);
         let mut online = OnlineScoreMatching::new(Dyn(d), Dyn(s), lambda).unwrap();
         let mut normal = DMatrix::<f64>::identity(s, s) * lambda;
         let mut rhs = DVector::<f64>::zeros(s);

@@ -8,6 +8,7 @@ use std::time::Instant;
 use nalgebra::DVector;
 use rand::Rng;
 use rand_pcg::Pcg64;
+use shmc_core::random::SplitMix64;
 use shmc_core::{
     DiagonalMetric, DualAveraging, Dyn, Dynamics, Exact, Hmc, HmcConfig, State, Steps, Surrogate,
     Transition, random::uniform,
@@ -22,10 +23,7 @@ use crate::{Error, Model, Result};
 /// Independent, reproducible streams: the seed fixes the state, the chain number the stream.
 pub fn chain_rng(seed: u64, chain: usize) -> Pcg64 {
     // SplitMix64 spreads nearby seeds over the whole state space.
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
+    let z = SplitMix64(seed).next_u64();
     let state = ((z as u128) << 64) | (seed as u128);
     Pcg64::new(state, chain as u128)
 }

@@ -11,6 +11,7 @@
 
 use shmc_core::greville::DEFAULT_TOLERANCE;
 use shmc_core::nalgebra::Vector2;
+use shmc_core::random::SplitMix64;
 use shmc_core::{
     Const, Exact, FixedGreville, FixedHmc, FixedNetwork, FixedState, HmcConfig, IdentityMetric,
     InputTransform, NetworkConfig, Potential, State, Steps, Surrogate,
@@ -50,33 +51,6 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
 /// stand-in is never called.
 #[unsafe(no_mangle)]
 pub extern "C" fn rust_eh_personality() {}
-
-/// SplitMix64 (Steele, Lea & Flood 2014): enough randomness for a probe, in ten lines.
-struct SplitMix64(u64);
-
-impl rand_core::TryRng for SplitMix64 {
-    type Error = core::convert::Infallible;
-
-    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
-        Ok((self.try_next_u64()? >> 32) as u32)
-    }
-
-    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        Ok(z ^ (z >> 31))
-    }
-
-    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
-        for chunk in dst.chunks_mut(8) {
-            let bytes = self.try_next_u64()?.to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
-        }
-        Ok(())
-    }
-}
 
 /// The banana `U(q) = ½q₀² + ½(q₁ − b·q₀²)²`: a standard normal bent along a parabola.
 struct Banana {
