@@ -326,3 +326,55 @@ fn ctrl_c_stops_cleanly_keeping_finished_draws() {
         );
     }
 }
+
+/// VHMC's published acceptance rule is approximate inference: the run says so on the terminal,
+/// in every CSV (with the method name), and `shmc summary` repeats it. The exact default says
+/// nothing of the kind.
+#[test]
+fn approximate_vhmc_is_labelled_everywhere() {
+    for (approximate, name) in [(true, "vhmc-approximate"), (false, "vhmc")] {
+        let dir = temp_dir(name);
+        let mut args = vec![
+            "sample",
+            "--model",
+            "beta-binomial",
+            "--method",
+            "vhmc",
+            "--hidden",
+            "50",
+            "--chains",
+            "2",
+            "--draws",
+            "100",
+            "--warmup",
+            "200",
+            "--output",
+            dir.to_str().unwrap(),
+            "--quiet",
+        ];
+        if approximate {
+            args.push("--approximate-acceptance");
+        }
+        let out = shmc(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.contains("APPROXIMATE"), approximate, "{stdout}");
+        let files = csv_files(&dir);
+        assert_eq!(files.len(), 2);
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            assert!(text.contains(&format!("shmc_method = {name}\n")), "{text}");
+            assert_eq!(
+                read_stan_csv(file).unwrap().approximate.is_some(),
+                approximate
+            );
+        }
+        let mut summary_args = vec!["summary"];
+        summary_args.extend(files.iter().map(|f| f.to_str().unwrap()));
+        let summary = shmc(&summary_args);
+        assert!(summary.status.success(), "{}", stderr(&summary));
+        let text = String::from_utf8_lossy(&summary.stdout);
+        assert_eq!(text.contains("APPROXIMATE"), approximate, "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -21,9 +21,11 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 pub struct SampleArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// Sampling method: exact HMC, or a surrogate-accelerated one (exact MH with the true U):
-    /// rns-hmc trains a random network on warmup states, arns-hmc updates it online.
-    #[arg(long, default_value = "hmc", value_parser = ["hmc", "rns-hmc", "arns-hmc"])]
+    /// Sampling method: exact HMC, or a surrogate-accelerated one with the exact MH step (the
+    /// draws target the exact posterior): rns-hmc trains a random network on warmup states,
+    /// arns-hmc updates it online, vhmc trains it online by score matching inside a Laplace
+    /// approximation (APPROXIMATE with --approximate-acceptance).
+    #[arg(long, default_value = "hmc", value_parser = ["hmc", "rns-hmc", "arns-hmc", "vhmc"])]
     method: String,
     /// Number of chains, run in parallel on all cores.
     #[arg(long, default_value_t = 4)]
@@ -92,6 +94,7 @@ impl SampleArgs {
             method: match self.method.as_str() {
                 "rns-hmc" => Method::RnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
                 "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
+                "vhmc" => Method::Vhmc(self.surrogate.vhmc(self.seed)?),
                 _ => Method::Hmc,
             },
         })
@@ -110,7 +113,7 @@ fn open_sinks(
     };
     (1..=config.chains)
         .map(|chain| {
-            let header = CsvHeader {
+            let mut header = CsvHeader {
                 model: args.model.model.clone(),
                 chain,
                 num_samples: config.draws,
@@ -122,7 +125,7 @@ fn open_sinks(
                 seed: config.seed,
                 data_file: args.model.data.as_ref().map(|p| p.display().to_string()),
                 extra: vec![
-                    ("shmc_method".into(), args.method.clone()),
+                    ("shmc_method".into(), config.method.name().into()),
                     ("trajectory_steps".into(), config.steps.max().to_string()),
                     (
                         "jitter_steps".into(),
@@ -131,6 +134,9 @@ fn open_sinks(
                 ],
                 parameters: model.parameter_names(),
             };
+            if config.method.approximate() {
+                header.extra.push(("inference".into(), APPROXIMATE.into()));
+            }
             let path = args
                 .output
                 .join(format!("{}-{chain}.csv", args.model.model));
@@ -138,6 +144,10 @@ fn open_sinks(
         })
         .collect()
 }
+
+/// The label of VHMC's published acceptance rule, in the output and the CSV files.
+const APPROXIMATE: &str = "APPROXIMATE inference: vhmc --approximate-acceptance accepts with the \
+     surrogate V, so the draws target exp(-V), not the exact posterior (lp__ holds -V)";
 
 /// Runs `shmc sample`.
 pub fn run(args: &SampleArgs) -> Result<i32> {
@@ -148,6 +158,9 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     // A second Ctrl-C falls through to the default handler only if this one failed to install;
     // that is harmless, so the error is ignored.
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
+    if config.method.approximate() {
+        eprintln!("{APPROXIMATE}");
+    }
     let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
     let run = sample(
         model.as_ref(),
@@ -184,6 +197,9 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
                 c.sampling_evaluations.surrogate_gradients
             );
         }
+    }
+    if config.method.approximate() {
+        println!("{APPROXIMATE}");
     }
     println!("draws written to {}", args.output.display());
     if run.interrupted() {

@@ -71,6 +71,9 @@ pub fn run(args: &SummaryArgs) -> Result<i32> {
         sampling_seconds: None,
         wall_seconds: None,
     };
+    if let Some(label) = csvs.iter().find_map(|c| c.approximate.as_ref()) {
+        println!("{label}");
+    }
     print!("{}", format_summary(&summarize(&names, &chains), &totals));
     if csvs.iter().any(|c| c.interrupted) {
         eprintln!("note: some files record an interrupted run");

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 use shmc_core::{Activation, Nodes};
 
-use crate::sampler::SurrogateSettings;
-use crate::train::{Scale, TrainOptions};
+use crate::sampler::{SurrogateSettings, VhmcSettings};
+use crate::train::{FitMethod, Scale, TrainOptions};
 use crate::{Error, Result};
 
 /// How the surrogate network is built, trained and used.
@@ -24,6 +24,11 @@ pub struct SurrogateArgs {
     /// Ridge penalty on the output weights.
     #[arg(long, default_value_t = 1e-6, value_name = "LAMBDA")]
     pub ridge: f64,
+    /// What the batch fit matches: the potential values of the collected states (the papers'
+    /// RNS-HMC), or their exact gradients (score matching, d equations per state: a good fit
+    /// from far fewer states).
+    #[arg(long, default_value = "potential", value_parser = ["potential", "score"])]
+    pub fit: String,
     /// Input scale of the random units, as a multiple of the training states' sd per
     /// coordinate, or `auto` to pick it by the held-out gradient error (reported).
     #[arg(long, default_value = "auto", value_name = "auto|C")]
@@ -45,12 +50,34 @@ pub struct SurrogateArgs {
     /// Surrogate trajectories take this many times --steps leapfrog steps.
     #[arg(long, default_value_t = 1, value_name = "K")]
     pub surrogate_steps_factor: u32,
+    /// VHMC: the network's weight in the blended potential is mu_t = 1 - exp(-t/TAU) at warmup
+    /// iteration t (the Laplace approximation has the rest).
+    #[arg(long, default_value_t = 200.0)]
+    pub tau: f64,
+    /// VHMC: accept with the surrogate V as published, instead of the exact U. The draws then
+    /// target exp(-V): APPROXIMATE inference, labelled so in every output.
+    #[arg(long)]
+    pub approximate_acceptance: bool,
     /// Use a surrogate saved by `shmc train --save` instead of training one.
     #[arg(long, value_name = "FILE")]
     pub surrogate: Option<PathBuf>,
 }
 
 impl SurrogateArgs {
+    /// The VHMC settings for seed `seed`.
+    pub fn vhmc(&self, seed: u64) -> Result<VhmcSettings> {
+        if self.surrogate.is_some() {
+            return Err(Error::invalid(
+                "--surrogate is for rns-hmc and arns-hmc; vhmc trains its own network",
+            ));
+        }
+        Ok(VhmcSettings {
+            train: self.settings(1, seed)?.train,
+            tau: self.tau,
+            exact_acceptance: !self.approximate_acceptance,
+        })
+    }
+
     /// The validated settings for a run with `warmup` warmup iterations and seed `seed`.
     pub fn settings(&self, warmup: usize, seed: u64) -> Result<SurrogateSettings> {
         let nodes = match self.activation.as_str() {
@@ -80,6 +107,11 @@ impl SurrogateArgs {
                 scale,
                 seed,
                 ..TrainOptions::default()
+            },
+            fit: if self.fit == "score" {
+                FitMethod::Score
+            } else {
+                FitMethod::Potential
             },
             train_after: self.train_after.unwrap_or(warmup / 5),
             start_after: self.start_after,

@@ -52,7 +52,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         init: Init::Random { radius: 2.0 },
         save_warmup: false,
         max_energy_error: 1000.0,
-        method: Method::RnsHmc(settings),
+        method: Method::RnsHmc(settings.clone()),
     };
     let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
     let mut run = sample(model.as_ref(), &config, sinks, &|_, _| {}, None)?;
@@ -64,6 +64,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
     };
     let meta = SurrogateMeta {
         model: args.model.model.clone(),
+        method: settings.fit,
         scale: report.scale,
         holdout_gradient_error: report.holdout_gradient_error,
         training_states: report.training_states,

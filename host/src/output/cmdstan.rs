@@ -229,6 +229,9 @@ pub struct StanCsv {
     pub columns: Vec<Vec<f64>>,
     /// Whether the file records an interrupted run.
     pub interrupted: bool,
+    /// The file's `inference = …` comment when the run was approximate (VHMC with its
+    /// published acceptance rule), else `None`.
+    pub approximate: Option<String>,
 }
 
 impl StanCsv {
@@ -260,6 +263,7 @@ pub fn read_stan_csv(path: &Path) -> Result<StanCsv> {
     let mut columns: Vec<Vec<f64>> = Vec::new();
     let (mut num_warmup, mut save_warmup) = (0usize, false);
     let mut interrupted = false;
+    let mut approximate = None;
     let mut rows = 0usize;
     for (index, line) in BufReader::new(file).lines().enumerate() {
         let number = index + 1;
@@ -278,6 +282,13 @@ pub fn read_stan_csv(path: &Path) -> Result<StanCsv> {
                 }
             }
             interrupted |= text.contains("Sampling interrupted");
+            if let Some(label) = text
+                .trim_start_matches('#')
+                .trim()
+                .strip_prefix("inference = ")
+            {
+                approximate = Some(label.to_string());
+            }
             continue;
         }
         match &names {
@@ -322,6 +333,7 @@ pub fn read_stan_csv(path: &Path) -> Result<StanCsv> {
         names,
         columns,
         interrupted,
+        approximate,
     })
 }
 

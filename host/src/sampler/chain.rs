@@ -15,7 +15,7 @@ use shmc_core::{
 };
 
 use super::config::{Init, SampleConfig, StepSize};
-use super::surrogate::SurrogatePhase;
+use super::surrogate::{Proposer, proposer};
 use super::warmup::{VarianceEstimator, WindowSchedule, initial_step_size};
 use super::{ChainResult, DrawSink, SAMPLER_COLUMNS};
 use crate::{Error, Model, Result};
@@ -73,19 +73,41 @@ fn lengthen(steps: Steps, factor: u32) -> Steps {
     }
 }
 
-/// Calls `f` with the chain's current dynamics: the surrogate's once it has one, else exact.
+/// The chain's surrogate machinery, if its method has one.
+type Phase = Option<Box<dyn Proposer>>;
+
+/// Calls `f` with the chain's current dynamics: exact HMC until the surrogate proposes; then
+/// surrogate proposals judged by the exact `U`, or by the surrogate itself under VHMC's
+/// approximate rule.
 fn with_dynamics<M: Model + ?Sized, T>(
     model: &M,
-    surrogate: Option<&SurrogatePhase>,
+    surrogate: &Phase,
     f: impl FnOnce(&dyn Dynamics) -> T,
 ) -> T {
-    match surrogate.and_then(SurrogatePhase::network) {
-        Some(network) => f(&Surrogate {
+    let Some(phase) = surrogate.as_deref() else {
+        return f(&Exact(model));
+    };
+    match phase.proposal() {
+        Some(proposal) if phase.approximate() => f(&Exact(proposal)),
+        Some(proposal) => f(&Surrogate {
             target: model,
-            proposal: network,
+            proposal,
         }),
         None => f(&Exact(model)),
     }
+}
+
+/// Re-evaluates what the state caches of the proposal after it changed: its gradient, and
+/// under the approximate rule also the level `V` the MH step compares against.
+fn refresh<M: Model + ?Sized>(model: &M, surrogate: &Phase, state: &mut State<Dyn>) {
+    let approximate = surrogate.as_deref().is_some_and(|p| p.approximate());
+    with_dynamics(model, surrogate, |d| {
+        if approximate {
+            state.refresh(d);
+        } else {
+            state.refresh_gradient(d);
+        }
+    });
 }
 
 /// Runs chain `chain` (1-based) to completion or until `interrupt` is set.
@@ -101,15 +123,24 @@ pub fn run_chain<M: Model + ?Sized>(
     let mut rng = chain_rng(config.seed, chain);
     let mut metric = DiagonalMetric::new(DVector::from_element(dim, 1.0))?;
     let mut state = initial_state(model, &config.init, chain, &mut rng)?;
-    let mut surrogate = SurrogatePhase::new(&config.method, dim)?;
+    let mut surrogate: Phase = proposer(&config.method, &model, state.position.as_slice())?;
+    if let (Init::Random { .. }, Some(phase)) = (&config.init, surrogate.as_deref())
+        && let Some(q) = phase.initial_position(&mut rng)
+    {
+        let start = State::new(DVector::from_vec(q), &Exact(model))?;
+        if start.potential.is_finite() && start.gradient.iter().all(|g| g.is_finite()) {
+            state = start;
+        }
+    }
     let surrogate_steps = lengthen(
         config.steps,
-        surrogate.as_ref().map_or(1, SurrogatePhase::steps_factor),
+        surrogate.as_deref().map_or(1, |p| p.steps_factor()),
     );
-    let proposing = |s: &Option<SurrogatePhase>| s.as_ref().is_some_and(|s| s.network().is_some());
+    let proposing = |s: &Phase| s.as_deref().is_some_and(|p| p.proposal().is_some());
     if proposing(&surrogate) {
-        with_dynamics(model, surrogate.as_ref(), |d| state.refresh_gradient(d));
+        refresh(model, &surrogate, &mut state);
     }
+    let approximate = surrogate.as_deref().is_some_and(|p| p.approximate());
 
     let adapt_target = match config.step_size {
         StepSize::Adapt { target } => Some(target),
@@ -117,7 +148,7 @@ pub fn run_chain<M: Model + ?Sized>(
     };
     let mut step_size = match config.step_size {
         StepSize::Fixed(eps) => eps,
-        StepSize::Adapt { .. } => with_dynamics(model, surrogate.as_ref(), |d| {
+        StepSize::Adapt { .. } => with_dynamics(model, &surrogate, |d| {
             initial_step_size(&state, d, &metric, 1.0, &mut rng)
         }),
     };
@@ -155,7 +186,7 @@ pub fn run_chain<M: Model + ?Sized>(
         }
         let warmup = i < config.warmup;
         let surrogate_proposal = proposing(&surrogate);
-        let t: Transition = with_dynamics(model, surrogate.as_ref(), |d| {
+        let t: Transition = with_dynamics(model, &surrogate, |d| {
             hmc.transition(&mut state, d, &metric, &mut rng)
         });
         let counts = if warmup {
@@ -163,7 +194,7 @@ pub fn run_chain<M: Model + ?Sized>(
         } else {
             &mut result.sampling_evaluations
         };
-        counts.record(&t, surrogate_proposal);
+        counts.record(&t, surrogate_proposal, !approximate);
         if warmup {
             result.warmup_divergences += usize::from(t.divergent);
             if let Some(dual) = dual.as_mut() {
@@ -174,7 +205,7 @@ pub fn run_chain<M: Model + ?Sized>(
                 if schedule.window_ends_at(i) {
                     metric.set_inv_mass(&variance.regularized_variance())?;
                     variance.reset();
-                    step_size = with_dynamics(model, surrogate.as_ref(), |d| {
+                    step_size = with_dynamics(model, &surrogate, |d| {
                         initial_step_size(&state, d, &metric, step_size, &mut rng)
                     });
                     dual.restart(step_size);
@@ -184,16 +215,24 @@ pub fn run_chain<M: Model + ?Sized>(
                 }
                 hmc.config.step_size = step_size;
             }
-            if let Some(phase) = surrogate.as_mut()
-                && phase.observe(i, config.warmup, &state, t.accepted, &mut rng)?
-            {
-                with_dynamics(model, Some(&*phase), |d| state.refresh_gradient(d));
+            let changed = match surrogate.as_deref_mut() {
+                Some(phase) => {
+                    phase.observe(&model, i, config.warmup, &state, t.accepted, &mut rng)?
+                }
+                None => false,
+            };
+            if changed {
+                refresh(model, &surrogate, &mut state);
                 hmc.config.steps = surrogate_steps;
-                // Adaptation ends when the surrogate starts proposing: dual averaging towards
-                // 0.8 would shrink the step size until the surrogate's gradient error no longer
-                // shows, which makes the chain crawl. The surrogate keeps the exact phase's
-                // step size, as the papers do.
-                if let Some(d) = dual.take() {
+                // Adaptation ends when a trained surrogate starts proposing: dual averaging
+                // towards 0.8 would shrink the step size until the surrogate's gradient error
+                // no longer shows, which makes the chain crawl. The surrogate keeps the exact
+                // phase's step size, as the papers do. (VHMC proposes from the start, and
+                // adapts with its proposal.)
+                let keep_adapting = surrogate
+                    .as_deref()
+                    .is_some_and(|p| p.adapts_while_proposing());
+                if !keep_adapting && let Some(d) = dual.take() {
                     step_size = d.final_step_size();
                     hmc.config.step_size = step_size;
                 }
@@ -237,7 +276,7 @@ pub fn run_chain<M: Model + ?Sized>(
     result.step_size = step_size;
     result.inv_mass = metric.inv_mass().to_vec();
     if let Some(phase) = surrogate {
-        result.surrogate = Some(phase.report.clone());
+        result.surrogate = Some(phase.report().clone());
         result.network = phase.into_network();
     }
     sink.finish(&result)?;

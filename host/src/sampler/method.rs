@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use crate::train::TrainOptions;
+use crate::train::{FitMethod, TrainOptions};
 use crate::{Error, Result};
 
 /// The sampler.
@@ -23,6 +23,38 @@ pub enum Method {
     /// updated online (Greville, O(s²) per state) through the rest of warmup, the sampler
     /// swapping in the updated weights with probability `t^(−κ)`.
     ArnsHmc(SurrogateSettings),
+    /// VHMC (Bayesian Analysis paper, Alg. 2): the Laplace approximation at the MAP first, then
+    /// the network trained online by score matching on the exact gradients of the accepted
+    /// warmup states, blended with the Laplace quadratic by `μ_t = 1 − exp(−t/τ)`. See
+    /// [`super::variational`].
+    Vhmc(VhmcSettings),
+}
+
+/// The settings of VHMC.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VhmcSettings {
+    /// Hidden units, unit kind, seed, input scale (`Scale::Auto`: chosen on the pilot) and the
+    /// ridge `λ` of the score matching (online: `C₀ = I/λ`).
+    pub train: TrainOptions,
+    /// The time constant `τ` of `μ_t = 1 − exp(−t/τ)`, in iterations.
+    pub tau: f64,
+    /// Accept with the exact `U` (the default: an exact chain), or with `V_t` as published
+    /// (approximate inference: the chain targets `exp(−V_t)`).
+    pub exact_acceptance: bool,
+}
+
+impl Default for VhmcSettings {
+    fn default() -> Self {
+        Self {
+            train: TrainOptions {
+                hidden: 100,
+                ridge: 1e-3,
+                ..TrainOptions::default()
+            },
+            tau: 200.0,
+            exact_acceptance: true,
+        }
+    }
 }
 
 /// The settings shared by the surrogate methods.
@@ -30,6 +62,10 @@ pub enum Method {
 pub struct SurrogateSettings {
     /// How the network is built and fitted.
     pub train: TrainOptions,
+    /// What the batch fit matches: the potential values the MH steps computed (the papers), or
+    /// the exact gradients the exact leapfrog computed at the same states (score matching:
+    /// `d` equations per state instead of one, so far fewer states give a good fit).
+    pub fit: FitMethod,
     /// Warmup iterations before states are collected (the papers: 1000).
     pub train_after: usize,
     /// ARNS-HMC: collected states before the first fit (the online updates follow).
@@ -50,6 +86,7 @@ impl Default for SurrogateSettings {
     fn default() -> Self {
         Self {
             train: TrainOptions::default(),
+            fit: FitMethod::Potential,
             train_after: 1000,
             start_after: 300,
             start_error: 0.1,
@@ -67,19 +104,30 @@ impl Method {
             Method::Hmc => "hmc",
             Method::RnsHmc(_) => "rns-hmc",
             Method::ArnsHmc(_) => "arns-hmc",
+            Method::Vhmc(v) if v.exact_acceptance => "vhmc",
+            Method::Vhmc(_) => "vhmc-approximate",
         }
     }
 
-    /// The surrogate settings, for the surrogate methods.
+    /// Whether the chains target only an approximation of the posterior (VHMC with its
+    /// published acceptance rule).
+    pub fn approximate(&self) -> bool {
+        matches!(self, Method::Vhmc(v) if !v.exact_acceptance)
+    }
+
+    /// The surrogate settings, for RNS-HMC and ARNS-HMC.
     pub fn surrogate(&self) -> Option<&SurrogateSettings> {
         match self {
-            Method::Hmc => None,
+            Method::Hmc | Method::Vhmc(_) => None,
             Method::RnsHmc(s) | Method::ArnsHmc(s) => Some(s),
         }
     }
 
     /// Checks the settings against the run's warmup length.
     pub fn validate(&self, warmup: usize) -> Result<()> {
+        if let Method::Vhmc(v) = self {
+            return v.validate(warmup);
+        }
         let Some(s) = self.surrogate() else {
             return Ok(());
         };
@@ -97,11 +145,37 @@ impl Method {
                 "--surrogate-steps-factor must be at least 1",
             ));
         }
+        if matches!(self, Method::ArnsHmc(_)) && s.fit == FitMethod::Score {
+            return Err(Error::invalid(
+                "arns-hmc updates its weights online from potential values: use --fit potential \
+                 (or rns-hmc / vhmc for score matching)",
+            ));
+        }
         if s.surrogate_file.is_none() && s.train_after >= warmup {
             return Err(Error::invalid(format!(
                 "--train-after ({}) must be below --warmup ({warmup}): the surrogate trains on warmup states",
                 s.train_after
             )));
+        }
+        Ok(())
+    }
+}
+
+impl VhmcSettings {
+    fn validate(&self, warmup: usize) -> Result<()> {
+        if self.train.hidden == 0 {
+            return Err(Error::invalid("--hidden must be at least 1"));
+        }
+        if !(self.train.ridge.is_finite() && self.train.ridge > 0.0) {
+            return Err(Error::invalid("--ridge must be a finite positive number"));
+        }
+        if !(self.tau.is_finite() && self.tau > 0.0) {
+            return Err(Error::invalid("--tau must be a finite positive number"));
+        }
+        if warmup == 0 {
+            return Err(Error::invalid(
+                "vhmc trains its surrogate during warmup: --warmup must be positive",
+            ));
         }
         Ok(())
     }

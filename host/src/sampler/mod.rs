@@ -15,6 +15,7 @@ mod chain;
 mod config;
 mod method;
 mod surrogate;
+mod variational;
 pub mod warmup;
 
 use std::sync::atomic::AtomicBool;
@@ -23,8 +24,9 @@ use rayon::prelude::*;
 
 pub use chain::chain_rng;
 pub use config::{Init, SampleConfig, StepSize};
-pub use method::{Method, SurrogateSettings};
+pub use method::{Method, SurrogateSettings, VhmcSettings};
 pub use surrogate::SurrogateReport;
+pub use variational::PILOT_STATES;
 
 use crate::diagnostics::{ParameterSummary, summarize};
 use crate::train::DynNetwork;
@@ -82,10 +84,12 @@ pub struct Evaluations {
 }
 
 impl Evaluations {
-    fn record(&mut self, t: &shmc_core::Transition, surrogate: bool) {
+    /// Counts transition `t`, proposed by the surrogate or exactly, and judged by the exact `U`
+    /// or (VHMC's approximate rule) by the surrogate.
+    fn record(&mut self, t: &shmc_core::Transition, surrogate: bool, exact_judge: bool) {
         self.iterations += 1;
         if surrogate {
-            self.exact_values += 1;
+            self.exact_values += u64::from(exact_judge);
             self.surrogate_gradients += u64::from(t.steps);
         } else {
             self.exact_gradients += u64::from(t.steps);

@@ -1,19 +1,86 @@
-//! The surrogate side of a chain: collecting warmup states, training the network, updating it
-//! online (ARNS-HMC), and deciding when the proposal changes.
+//! The surrogate side of a chain: what a chain asks of a surrogate method ([`Proposer`]), and
+//! RNS-HMC and ARNS-HMC's side of it ([`NetworkPhase`]: collecting warmup states, training the
+//! network, updating it online, deciding when the proposal changes). VHMC's is in
+//! [`super::variational`].
 //!
 //! The state the chain is in is never touched here; when the proposal changes, the chain
 //! refreshes only the cached proposal gradient (the exact `U` it holds stays valid).
 
 use std::time::Instant;
 
-use rand::Rng;
+use rand_pcg::Pcg64;
 use shmc_core::random::uniform;
 use shmc_core::schedule::adaptation_probability;
-use shmc_core::{Dyn, OnlineGreville, State};
+use shmc_core::{Dyn, OnlineGreville, Potential, State};
 
 use super::method::{Method, SurrogateSettings};
-use crate::train::{DynNetwork, TrainingSet, fit_potential, load_network};
+use super::variational::VhmcPhase;
+use crate::train::{DynNetwork, FitMethod, TrainingSet, fit_potential, fit_score, load_network};
 use crate::{Error, Result};
+
+/// What a chain needs from a surrogate method: the proposal potential (once there is one), how
+/// the Metropolis–Hastings step judges it, and a look at every warmup transition.
+pub trait Proposer: Send {
+    /// The potential whose gradient drives the leapfrog, once there is one (before: exact HMC).
+    fn proposal(&self) -> Option<&dyn Potential>;
+
+    /// Whether the MH step uses the proposal potential itself instead of the exact `U`
+    /// (VHMC's published rule): the chain then targets `exp(−V)`, an approximation.
+    fn approximate(&self) -> bool {
+        false
+    }
+
+    /// Whether step-size and metric adaptation go on while the surrogate proposes (VHMC, which
+    /// proposes from the first iteration); otherwise they stop when it starts.
+    fn adapts_while_proposing(&self) -> bool {
+        false
+    }
+
+    /// Where the chain should start instead of a random point, if the method knows better.
+    fn initial_position(&self, _rng: &mut Pcg64) -> Option<Vec<f64>> {
+        None
+    }
+
+    /// The factor by which surrogate trajectories are longer.
+    fn steps_factor(&self) -> u32 {
+        1
+    }
+
+    /// Learns from warmup iteration `i` (of `warmup`), which left the chain in `state`
+    /// (`accepted`: by a new proposal). Returns whether the proposal changed, so that the chain
+    /// refreshes what it caches of it.
+    fn observe(
+        &mut self,
+        model: &dyn Potential,
+        i: usize,
+        warmup: usize,
+        state: &State<Dyn>,
+        accepted: bool,
+        rng: &mut Pcg64,
+    ) -> Result<bool>;
+
+    /// The cost and fit so far.
+    fn report(&self) -> &SurrogateReport;
+
+    /// The trained network, if any.
+    fn into_network(self: Box<Self>) -> Option<DynNetwork>;
+}
+
+/// The surrogate machinery of `method` for a chain that starts at `start`, or `None` for exact
+/// HMC. A saved surrogate is loaded here; VHMC finds its Laplace approximation here.
+pub fn proposer(
+    method: &Method,
+    model: &dyn Potential,
+    start: &[f64],
+) -> Result<Option<Box<dyn Proposer>>> {
+    Ok(match method {
+        Method::Hmc => None,
+        Method::Vhmc(settings) => Some(Box::new(VhmcPhase::new(settings, model, start)?)),
+        Method::RnsHmc(_) | Method::ArnsHmc(_) => {
+            NetworkPhase::new(method, model.dim())?.map(|p| Box::new(p) as Box<dyn Proposer>)
+        }
+    })
+}
 
 /// The fewest collected states a fit accepts.
 const MIN_TRAINING_STATES: usize = 20;
@@ -37,6 +104,9 @@ pub struct SurrogateReport {
     pub swaps: u64,
     /// The warmup iteration at which the surrogate started proposing (`None`: never).
     pub started_at: Option<usize>,
+    /// Exact evaluations made only for training, beyond those of the chain's own transitions
+    /// (VHMC: the MAP search and its Hessian, the pilot states, the score-matching targets).
+    pub extra_exact_evaluations: u64,
 }
 
 /// Online Greville state of ARNS-HMC. Features and targets are centred by the batch training
@@ -71,8 +141,8 @@ impl Online {
     }
 }
 
-/// The surrogate machinery of one chain.
-pub struct SurrogatePhase {
+/// RNS-HMC and ARNS-HMC's surrogate machinery for one chain.
+pub struct NetworkPhase {
     adaptive: bool,
     settings: SurrogateSettings,
     training: TrainingSet,
@@ -82,11 +152,11 @@ pub struct SurrogatePhase {
     pub report: SurrogateReport,
 }
 
-impl SurrogatePhase {
-    /// The phase for `method`, or `None` for exact HMC. A saved surrogate is loaded here.
+impl NetworkPhase {
+    /// The phase for `method`, or `None` for other methods. A saved surrogate is loaded here.
     pub fn new(method: &Method, dim: usize) -> Result<Option<Self>> {
         let (adaptive, settings) = match method {
-            Method::Hmc => return Ok(None),
+            Method::Hmc | Method::Vhmc(_) => return Ok(None),
             Method::RnsHmc(s) => (false, s.clone()),
             Method::ArnsHmc(s) => (true, s.clone()),
         };
@@ -111,31 +181,102 @@ impl SurrogatePhase {
         }))
     }
 
-    /// The proposal potential, once there is one.
-    pub fn network(&self) -> Option<&DynNetwork> {
-        self.network.as_ref()
+    /// The batch fit on the collected states; for ARNS-HMC also the online state, replaying the
+    /// collected rows so that its weights are the ridge fit of the same states.
+    ///
+    /// ARNS-HMC starts proposing only once the held-out gradient error is at most
+    /// `start_error` (or warmup ends): a poor early surrogate is accepted so rarely that few new
+    /// states arrive to improve it. Until then it keeps exact HMC and tries again with half as
+    /// many states again. Returns whether the surrogate now proposes.
+    fn fit(&mut self, i: usize, last: bool) -> Result<bool> {
+        if self.training.len() < MIN_TRAINING_STATES {
+            return Err(Error::invalid(format!(
+                "only {} accepted warmup states after --train-after {} to train the surrogate on \
+                 (at least {MIN_TRAINING_STATES}): lengthen --warmup or lower --train-after",
+                self.training.len(),
+                self.settings.train_after
+            )));
+        }
+        let trained = match self.settings.fit {
+            FitMethod::Potential => fit_potential(&self.training, &self.settings.train)?,
+            FitMethod::Score => fit_score(&self.training, &self.settings.train)?,
+        };
+        self.report.training_seconds += trained.seconds;
+        let good_enough = trained.holdout_gradient_error <= self.settings.start_error;
+        if self.adaptive && !last && !good_enough {
+            self.settings.start_after = self.training.len() * 3 / 2;
+            return Ok(false);
+        }
+        self.report.training_states = self.training.len();
+        self.report.scale = trained.scale;
+        self.report.holdout_gradient_error = trained.holdout_gradient_error;
+        self.report.started_at = Some(i + 1);
+        let mut network = trained.network;
+        if self.adaptive {
+            let start = Instant::now();
+            let hidden = network.hidden();
+            let n = self.training.len();
+            let mut rows = vec![0.0; n * hidden];
+            for (j, row) in rows.chunks_exact_mut(hidden).enumerate() {
+                network.features(self.training.position(j), row);
+            }
+            let mut mean_features = vec![0.0; hidden];
+            for row in rows.chunks_exact(hidden) {
+                for (m, h) in mean_features.iter_mut().zip(row) {
+                    *m += h / n as f64;
+                }
+            }
+            let mean_target = (0..n).map(|j| self.training.potential(j)).sum::<f64>() / n as f64;
+            let mut online = Online {
+                greville: OnlineGreville::ridge(Dyn(hidden), self.settings.train.ridge)?,
+                mean_features,
+                mean_target,
+                features: vec![0.0; hidden],
+                since_start: 0,
+            };
+            for (j, row) in rows.chunks_exact(hidden).enumerate() {
+                online.features.copy_from_slice(row);
+                online.add(self.training.potential(j));
+            }
+            network.set_output(online.greville.weights(), online.bias())?;
+            let seconds = start.elapsed().as_secs_f64();
+            self.report.online_updates += n as u64;
+            self.report.online_seconds += seconds;
+            self.report.training_seconds += seconds;
+            self.online = Some(online);
+        }
+        self.network = Some(network);
+        Ok(true)
+    }
+}
+
+impl Proposer for NetworkPhase {
+    fn proposal(&self) -> Option<&dyn Potential> {
+        self.network.as_ref().map(|n| n as &dyn Potential)
     }
 
-    /// The factor by which surrogate trajectories are longer.
-    pub fn steps_factor(&self) -> u32 {
+    fn steps_factor(&self) -> u32 {
         self.settings.steps_factor
     }
 
-    /// Takes the trained network (for `shmc train`).
-    pub fn into_network(self) -> Option<DynNetwork> {
+    fn report(&self) -> &SurrogateReport {
+        &self.report
+    }
+
+    fn into_network(self: Box<Self>) -> Option<DynNetwork> {
         self.network
     }
 
-    /// Updates the surrogate after warmup iteration `i` (of `warmup`) left the chain in
-    /// `state`. `exact_gradient` says whether `state.gradient` is the exact `∇U`. Returns
-    /// whether the proposal changed, so the chain must refresh its cached proposal gradient.
-    pub fn observe<R: Rng + ?Sized>(
+    /// Collects the accepted states of the exact phase (their `U` and exact `∇U` are in
+    /// `state`), fits when due, and for ARNS-HMC updates the weights online afterwards.
+    fn observe(
         &mut self,
+        _model: &dyn Potential,
         i: usize,
         warmup: usize,
         state: &State<Dyn>,
         accepted: bool,
-        rng: &mut R,
+        rng: &mut Pcg64,
     ) -> Result<bool> {
         if i >= warmup || self.settings.surrogate_file.is_some() {
             return Ok(false);
@@ -187,71 +328,6 @@ impl SurrogatePhase {
         }
         Ok(swap)
     }
-
-    /// The batch fit on the collected states; for ARNS-HMC also the online state, replaying the
-    /// collected rows so that its weights are the ridge fit of the same states.
-    ///
-    /// ARNS-HMC starts proposing only once the held-out gradient error is at most
-    /// `start_error` (or warmup ends): a poor early surrogate is accepted so rarely that few new
-    /// states arrive to improve it. Until then it keeps exact HMC and tries again with half as
-    /// many states again. Returns whether the surrogate now proposes.
-    fn fit(&mut self, i: usize, last: bool) -> Result<bool> {
-        if self.training.len() < MIN_TRAINING_STATES {
-            return Err(Error::invalid(format!(
-                "only {} accepted warmup states after --train-after {} to train the surrogate on \
-                 (at least {MIN_TRAINING_STATES}): lengthen --warmup or lower --train-after",
-                self.training.len(),
-                self.settings.train_after
-            )));
-        }
-        let trained = fit_potential(&self.training, &self.settings.train)?;
-        self.report.training_seconds += trained.seconds;
-        let good_enough = trained.holdout_gradient_error <= self.settings.start_error;
-        if self.adaptive && !last && !good_enough {
-            self.settings.start_after = self.training.len() * 3 / 2;
-            return Ok(false);
-        }
-        self.report.training_states = self.training.len();
-        self.report.scale = trained.scale;
-        self.report.holdout_gradient_error = trained.holdout_gradient_error;
-        self.report.started_at = Some(i + 1);
-        let mut network = trained.network;
-        if self.adaptive {
-            let start = Instant::now();
-            let hidden = network.hidden();
-            let n = self.training.len();
-            let mut rows = vec![0.0; n * hidden];
-            for (j, row) in rows.chunks_exact_mut(hidden).enumerate() {
-                network.features(self.training.position(j), row);
-            }
-            let mut mean_features = vec![0.0; hidden];
-            for row in rows.chunks_exact(hidden) {
-                for (m, h) in mean_features.iter_mut().zip(row) {
-                    *m += h / n as f64;
-                }
-            }
-            let mean_target = (0..n).map(|j| self.training.potential(j)).sum::<f64>() / n as f64;
-            let mut online = Online {
-                greville: OnlineGreville::ridge(Dyn(hidden), self.settings.train.ridge)?,
-                mean_features,
-                mean_target,
-                features: vec![0.0; hidden],
-                since_start: 0,
-            };
-            for (j, row) in rows.chunks_exact(hidden).enumerate() {
-                online.features.copy_from_slice(row);
-                online.add(self.training.potential(j));
-            }
-            network.set_output(online.greville.weights(), online.bias())?;
-            let seconds = start.elapsed().as_secs_f64();
-            self.report.online_updates += n as u64;
-            self.report.online_seconds += seconds;
-            self.report.training_seconds += seconds;
-            self.online = Some(online);
-        }
-        self.network = Some(network);
-        Ok(true)
-    }
 }
 
 #[cfg(test)]
@@ -280,7 +356,7 @@ mod tests {
             start_after: 50,
             ..SurrogateSettings::default()
         };
-        let mut phase = SurrogatePhase::new(&Method::ArnsHmc(settings), 3)
+        let mut phase = NetworkPhase::new(&Method::ArnsHmc(settings), 3)
             .unwrap()
             .unwrap();
         let mut rng = crate::sampler::chain_rng(5, 0);
@@ -289,7 +365,9 @@ mod tests {
             let mut q = vec![0.0; 3];
             fill_standard_normal(&mut rng, &mut q);
             let state = State::new(DVector::from_column_slice(&q), &Exact(&model)).unwrap();
-            phase.observe(i, 1000, &state, true, &mut rng).unwrap();
+            phase
+                .observe(&model, i, 1000, &state, true, &mut rng)
+                .unwrap();
             states.push((q, state.potential));
         }
         let online = phase.online.as_ref().expect("online phase started");
