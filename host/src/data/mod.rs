@@ -100,11 +100,60 @@ impl Dataset {
     pub fn positives(&self) -> usize {
         self.y.iter().filter(|&&v| v == 1.0).count()
     }
+
+    /// The data set without the rows where column `name` is nonzero, and without every column
+    /// that is constant on the rows left (the column itself, and any indicator only those rows
+    /// had). Bank Marketing needs it: `housing=unknown` and `loan=unknown` mark the same rows,
+    /// two identical columns whose coefficients only the prior separates.
+    pub fn without_rows_where(&self, name: &str) -> Result<Self> {
+        let column = self
+            .feature_names
+            .iter()
+            .position(|f| f == name)
+            .ok_or_else(|| Error::invalid(format!("no column named {name:?}")))?;
+        let rows: Vec<usize> = (0..self.n)
+            .filter(|&i| self.row(i)[column] == 0.0)
+            .collect();
+        let Some(&first) = rows.first() else {
+            return Err(Error::invalid(format!("every row has {name} nonzero")));
+        };
+        let keep: Vec<usize> = (0..self.p)
+            .filter(|&j| rows.iter().any(|&i| self.row(i)[j] != self.row(first)[j]))
+            .collect();
+        let x = rows
+            .iter()
+            .flat_map(|&i| keep.iter().map(move |&j| self.row(i)[j]))
+            .collect();
+        let y = rows.iter().map(|&i| self.y[i]).collect();
+        let names = keep
+            .iter()
+            .map(|&j| self.feature_names[j].clone())
+            .collect();
+        Self::new(x, y, rows.len(), keep.len(), names)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_where_a_column_is_set_go_with_the_columns_left_constant() {
+        let names = ["a", "u1", "u2", "b"].map(String::from).to_vec();
+        #[rustfmt::skip]
+        let x = vec![
+            1.0, 0.0, 0.0, 5.0,
+            2.0, 1.0, 1.0, 6.0,
+            3.0, 0.0, 0.0, 7.0,
+        ];
+        let data = Dataset::new(x, vec![1.0, 0.0, 0.0], 3, 4, names).unwrap();
+        let kept = data.without_rows_where("u1").unwrap();
+        assert_eq!(kept.feature_names, ["a", "b"]);
+        assert_eq!(kept.x, [1.0, 5.0, 3.0, 7.0]);
+        assert_eq!(kept.y, [1.0, 0.0]);
+        let err = data.without_rows_where("nope").unwrap_err().to_string();
+        assert!(err.contains("nope"), "{err}");
+    }
     use std::collections::BTreeSet;
     use std::path::Path;
 
