@@ -12,11 +12,13 @@
 //! - [`OnlineGreville`], [`OnlineScoreMatching`]: O(s²) online updates of the output weights.
 //! - [`schedule`]: the vanishing adaptation probability and the surrogate-weight transition.
 //! - [`random`]: uniform and normal draws from a bare `rand_core` generator.
+//! - [`fastmath`]: branch-free `exp`, logistic, softplus and `tanh` that vectorize in loops.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
 pub mod dual_averaging;
 pub mod error;
+pub mod fastmath;
 pub mod greville;
 pub mod hmc;
 pub mod leapfrog;
