@@ -7,7 +7,7 @@
 //!
 //! - [`Potential`]: `U(q)` and `∇U(q)`, implemented by exact models and by surrogates alike.
 //! - [`Network`]: the random-basis shallow network `z(q) = Σ vᵢ a(wᵢ·q + dᵢ) + b`.
-//! - [`leapfrog`], [`Hmc`]: trajectories driven by any proposal potential, accepted with the
+//! - [`leapfrog`](fn@leapfrog), [`Hmc`]: trajectories driven by any proposal potential, accepted with the
 //!   *exact* Hamiltonian, so the chain targets the exact posterior whatever the surrogate.
 //! - [`OnlineGreville`], [`OnlineScoreMatching`]: O(s²) online updates of the output weights.
 //! - [`schedule`]: the vanishing adaptation probability and the surrogate-weight transition.
