@@ -72,14 +72,14 @@ impl SurrogateArgs {
             ));
         }
         Ok(VhmcSettings {
-            train: self.settings(1, seed)?.train,
+            train: self.network(seed)?,
             tau: self.tau,
             exact_acceptance: !self.approximate_acceptance,
         })
     }
 
-    /// The validated settings for a run with `warmup` warmup iterations and seed `seed`.
-    pub fn settings(&self, warmup: usize, seed: u64) -> Result<SurrogateSettings> {
+    /// How the network is built and fitted, with seed `seed` (shared by every method).
+    fn network(&self, seed: u64) -> Result<TrainOptions> {
         let nodes = match self.activation.as_str() {
             "softplus" => Nodes::Additive(Activation::Softplus),
             "sigmoid" => Nodes::Additive(Activation::Sigmoid),
@@ -99,15 +99,20 @@ impl SurrogateArgs {
                 }
             },
         };
+        Ok(TrainOptions {
+            hidden: self.hidden,
+            nodes,
+            ridge: self.ridge,
+            scale,
+            seed,
+            ..TrainOptions::default()
+        })
+    }
+
+    /// The validated settings for a run with `warmup` warmup iterations and seed `seed`.
+    pub fn settings(&self, warmup: usize, seed: u64) -> Result<SurrogateSettings> {
         Ok(SurrogateSettings {
-            train: TrainOptions {
-                hidden: self.hidden,
-                nodes,
-                ridge: self.ridge,
-                scale,
-                seed,
-                ..TrainOptions::default()
-            },
+            train: self.network(seed)?,
             fit: if self.fit == "score" {
                 FitMethod::Score
             } else {

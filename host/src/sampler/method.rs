@@ -131,12 +131,7 @@ impl Method {
         let Some(s) = self.surrogate() else {
             return Ok(());
         };
-        if s.train.hidden == 0 {
-            return Err(Error::invalid("--hidden must be at least 1"));
-        }
-        if !(s.train.ridge.is_finite() && s.train.ridge > 0.0) {
-            return Err(Error::invalid("--ridge must be a finite positive number"));
-        }
+        check_network(&s.train)?;
         if !(s.adapt_rate > 0.0 && s.adapt_rate <= 1.0) {
             return Err(Error::invalid("--adapt-rate must lie in (0, 1]"));
         }
@@ -163,12 +158,7 @@ impl Method {
 
 impl VhmcSettings {
     fn validate(&self, warmup: usize) -> Result<()> {
-        if self.train.hidden == 0 {
-            return Err(Error::invalid("--hidden must be at least 1"));
-        }
-        if !(self.train.ridge.is_finite() && self.train.ridge > 0.0) {
-            return Err(Error::invalid("--ridge must be a finite positive number"));
-        }
+        check_network(&self.train)?;
         if !(self.tau.is_finite() && self.tau > 0.0) {
             return Err(Error::invalid("--tau must be a finite positive number"));
         }
@@ -179,4 +169,15 @@ impl VhmcSettings {
         }
         Ok(())
     }
+}
+
+/// The network options every surrogate method needs: at least one unit, a positive ridge.
+fn check_network(train: &TrainOptions) -> Result<()> {
+    if train.hidden == 0 {
+        return Err(Error::invalid("--hidden must be at least 1"));
+    }
+    if !(train.ridge.is_finite() && train.ridge > 0.0) {
+        return Err(Error::invalid("--ridge must be a finite positive number"));
+    }
+    Ok(())
 }

@@ -112,7 +112,7 @@ impl VhmcPhase {
         Ok(Self {
             settings: settings.clone(),
             factor,
-            potential: RegularizedSurrogate::from_map(network, &map)?,
+            potential: RegularizedSurrogate::new(network, map.position, precision)?,
             matcher,
             gradient,
             report,
