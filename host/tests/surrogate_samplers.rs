@@ -107,8 +107,6 @@ fn trained_surrogate_gives_hmc_level_acceptance_on_logistic_regression() {
         );
         for (h, r) in hmc.chains.iter().zip(&rns.chains) {
             assert_eq!(h.step_size, r.step_size, "same warmup, same step size");
-            let states = r.surrogate.as_ref().unwrap().training_states;
-            assert!(states <= 1000 - train_after, "{fit:?}: {states} states");
         }
         let (a_hmc, a_rns) = (hmc.mean_accept_stat(), rns.mean_accept_stat());
         assert!(
