@@ -252,20 +252,7 @@ mod tests {
     /// and that the printed error starts with the file name and that line.
     fn assert_data_error(text: &str, line: usize, needle: &str) {
         let err = parse(text).expect_err("the file is malformed");
-        let shown = err.to_string();
-        match err {
-            Error::Data {
-                path,
-                line: got,
-                message,
-            } => {
-                assert_eq!(path, Path::new("test.csv"));
-                assert_eq!(got, line, "wrong line in: {shown}");
-                assert!(message.contains(needle), "{shown} lacks {needle:?}");
-                assert!(shown.starts_with(&format!("test.csv:{line}:")), "{shown}");
-            }
-            other => panic!("expected a data error, got {other:?}"),
-        }
+        crate::data::assert_data_error_at(err, "test.csv", line, needle);
     }
 
     #[test]

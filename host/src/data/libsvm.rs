@@ -118,20 +118,7 @@ mod tests {
 
     fn assert_data_error(text: &str, features: Option<usize>, line: usize, needle: &str) {
         let err = parse(text, features).expect_err("the file is malformed");
-        let shown = err.to_string();
-        match err {
-            Error::Data {
-                path,
-                line: got,
-                message,
-            } => {
-                assert_eq!(path, Path::new("train.svm"));
-                assert_eq!(got, line, "wrong line in: {shown}");
-                assert!(message.contains(needle), "{shown} lacks {needle:?}");
-                assert!(shown.starts_with(&format!("train.svm:{line}:")), "{shown}");
-            }
-            other => panic!("expected a data error, got {other:?}"),
-        }
+        crate::data::assert_data_error_at(err, "train.svm", line, needle);
     }
 
     #[test]

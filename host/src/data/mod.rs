@@ -133,6 +133,26 @@ impl Dataset {
     }
 }
 
+/// Asserts that `err` is a data error in `file` on `line` whose message contains `needle`, and
+/// that the printed error starts with `file:line:` (the readers' tests share it).
+#[cfg(test)]
+pub(crate) fn assert_data_error_at(err: Error, file: &str, line: usize, needle: &str) {
+    let shown = err.to_string();
+    match err {
+        Error::Data {
+            path,
+            line: got,
+            message,
+        } => {
+            assert_eq!(path, std::path::Path::new(file));
+            assert_eq!(got, line, "wrong line in: {shown}");
+            assert!(message.contains(needle), "{shown} lacks {needle:?}");
+            assert!(shown.starts_with(&format!("{file}:{line}:")), "{shown}");
+        }
+        other => panic!("expected a data error, got {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
