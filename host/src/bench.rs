@@ -183,47 +183,47 @@ fn exact_potential_seconds(model: &dyn Model, q: &[f64]) -> f64 {
     times[times.len() / 2]
 }
 
-fn row(label: &str, run: &Run, exact_u: f64) -> BenchRow {
-    let chain = &run.chains[0];
-    let kept = chain.kept().max(1) as f64;
-    let ess_values: Vec<f64> = (0..run.names.len())
-        .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
-        .collect();
-    let e = ess_summary(&ess_values).unwrap_or(crate::diagnostics::EssSummary {
+/// The row of `run` (all its chains) given each parameter's ESS and the seconds a user waited
+/// for it (burn-in, training and sampling, or wall time).
+fn row(
+    label: &str,
+    run: &Run,
+    exact_u: f64,
+    ess_values: &[f64],
+    seconds_with_training: f64,
+) -> BenchRow {
+    let e = ess_summary(ess_values).unwrap_or(crate::diagnostics::EssSummary {
         min: f64::NAN,
         median: f64::NAN,
         max: f64::NAN,
     });
-    let report = chain.surrogate.clone().unwrap_or_default();
-    let total_seconds = chain.warmup_seconds + chain.sampling_seconds;
+    let kept = run.chains.iter().map(|c| c.kept()).sum::<usize>().max(1) as f64;
+    let total =
+        |f: &dyn Fn(&crate::sampler::ChainResult) -> f64| run.chains.iter().map(f).sum::<f64>();
+    let surrogate = run.chains[0].surrogate.as_ref();
+    let report = surrogate.cloned().unwrap_or_default();
+    let trained = |x: f64| if surrogate.is_some() { x } else { f64::NAN };
     BenchRow {
         method: label.to_string(),
-        acceptance: chain.mean_accept_stat(),
+        acceptance: run.mean_accept_stat(),
         ess_min: e.min,
         ess_median: e.median,
         ess_max: e.max,
         ess_min_per_iteration: e.min / kept,
-        seconds_per_iteration: chain.sampling_seconds / kept,
+        seconds_per_iteration: total(&|c| c.sampling_seconds) / kept,
         exact_potential_seconds: exact_u,
-        mean_gradient_evaluations_per_iteration: chain.sampling_evaluations.exact_gradients as f64
-            / kept,
-        min_ess_per_second: e.min / chain.sampling_seconds,
-        min_ess_per_second_with_training: e.min / total_seconds,
+        mean_gradient_evaluations_per_iteration: total(&|c| {
+            c.sampling_evaluations.exact_gradients as f64
+        }) / kept,
+        min_ess_per_second: e.min / run.sampling_seconds(),
+        min_ess_per_second_with_training: e.min / seconds_with_training,
         speedup: f64::NAN,
         training_seconds: report.training_seconds,
         online_update_seconds: report.online_seconds,
         online_updates: report.online_updates,
-        surrogate_scale: if chain.surrogate.is_some() {
-            report.scale
-        } else {
-            f64::NAN
-        },
-        holdout_gradient_error: if chain.surrogate.is_some() {
-            report.holdout_gradient_error
-        } else {
-            f64::NAN
-        },
-        chains: 1,
+        surrogate_scale: trained(report.scale),
+        holdout_gradient_error: trained(report.holdout_gradient_error),
+        chains: run.chains.len(),
         versus_nutpie: f64::NAN,
     }
 }
@@ -282,43 +282,13 @@ fn all_in_row(
             Draws::new(&series).map_or(f64::NAN, |d| ess_bulk(&d))
         })
         .collect();
-    let e = ess_summary(&bulk).ok_or_else(|| Error::invalid("no parameters"))?;
-    let kept: usize = run.chains.iter().map(|c| c.kept()).sum();
-    let sampling: f64 = run.chains.iter().map(|c| c.sampling_seconds).sum();
-    let first = &run.chains[0];
-    let report = first.surrogate.clone().unwrap_or_default();
-    let per_second = e.min / wall;
-    Ok(BenchRow {
-        method: "RNS-HMC all-in (2 chains)".into(),
-        acceptance: run.mean_accept_stat(),
-        ess_min: e.min,
-        ess_median: e.median,
-        ess_max: e.max,
-        ess_min_per_iteration: e.min / kept as f64,
-        seconds_per_iteration: sampling / kept as f64,
-        exact_potential_seconds: exact_u,
-        mean_gradient_evaluations_per_iteration: run
-            .chains
-            .iter()
-            .map(|c| c.sampling_evaluations.exact_gradients as f64)
-            .sum::<f64>()
-            / kept as f64,
-        min_ess_per_second: e.min / run.sampling_seconds(),
-        min_ess_per_second_with_training: per_second,
-        speedup: f64::NAN,
-        training_seconds: report.training_seconds,
-        online_update_seconds: report.online_seconds,
-        online_updates: report.online_updates,
-        surrogate_scale: report.scale,
-        holdout_gradient_error: report.holdout_gradient_error,
-        chains,
-        // The quick run's posterior is smaller than the one nutpie's figure is for.
-        versus_nutpie: if quick {
-            f64::NAN
-        } else {
-            per_second / NUTPIE_LR_SIM_MIN_ESS_PER_SECOND
-        },
-    })
+    let mut all_in = row("RNS-HMC all-in (2 chains)", &run, exact_u, &bulk, wall);
+    // The quick run's posterior is smaller than the one nutpie's figure is for.
+    if !quick {
+        all_in.versus_nutpie =
+            all_in.min_ess_per_second_with_training / NUTPIE_LR_SIM_MIN_ESS_PER_SECOND;
+    }
+    Ok(all_in)
 }
 
 /// Runs every method on the experiment and returns the rows, HMC first.
@@ -388,7 +358,11 @@ pub fn run_experiment(
             .map(|p| *chain.parameter(p).last().unwrap_or(&0.0))
             .collect();
         let exact_u = exact_potential_seconds(&model, &last);
-        rows.push(row(&label, &run, exact_u));
+        let geyer: Vec<f64> = (0..run.names.len())
+            .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
+            .collect();
+        let waited = chain.warmup_seconds + chain.sampling_seconds;
+        rows.push(row(&label, &run, exact_u, &geyer, waited));
     }
     let hmc = rows
         .first()
