@@ -212,7 +212,9 @@ impl NetworkPhase {
         self.report.holdout_gradient_error = trained.holdout_gradient_error;
         self.report.started_at = Some(i + 1);
         let mut network = trained.network;
-        if self.adaptive {
+        // A fit at the end of warmup gets no online updates: the batch weights are the ones the
+        // replay would give (the ridge fit of the same states), so the replay is skipped.
+        if self.adaptive && !last {
             let start = Instant::now();
             let hidden = network.hidden();
             let n = self.training.len();
