@@ -364,6 +364,13 @@ fn approximate_vhmc_is_labelled_everywhere() {
         for file in &files {
             let text = std::fs::read_to_string(file).unwrap();
             assert!(text.contains(&format!("shmc_method = {name}\n")), "{text}");
+            // VHMC's own exact evaluations (MAP, Hessian, pilot) are counted in the footer.
+            let own = text
+                .split(" exact evaluations of its own")
+                .next()
+                .and_then(|t| t.rsplit(' ').next())
+                .and_then(|n| n.parse::<u64>().ok());
+            assert!(own.is_some_and(|n| n > 100), "{text}");
             assert_eq!(
                 read_stan_csv(file).unwrap().approximate.is_some(),
                 approximate

@@ -203,9 +203,10 @@ impl DrawSink for CsvSink {
         }
         if let Some(s) = &chain.surrogate {
             text.push_str(&format!(
-                "# shmc surrogate: trained on {} states in {:.3} s (online updates {} in {:.3} s, swaps {}), scale {}, held-out gradient error {:.4}\n",
+                "# shmc surrogate: trained on {} states in {:.3} s with {} exact evaluations of its own (online updates {} in {:.3} s, swaps {}), scale {}, held-out gradient error {:.4}\n",
                 s.training_states,
                 s.training_seconds,
+                s.extra_exact_evaluations,
                 s.online_updates,
                 s.online_seconds,
                 s.swaps,

@@ -15,7 +15,7 @@ use shmc_core::{
 };
 
 use super::config::{Init, SampleConfig, StepSize};
-use super::surrogate::{Proposer, proposer};
+use super::surrogate::{Proposer, Recording, proposer};
 use super::warmup::{VarianceEstimator, WindowSchedule, initial_step_size};
 use super::{ChainResult, DrawSink, SAMPLER_COLUMNS};
 use crate::{Error, Model, Result};
@@ -87,13 +87,18 @@ fn with_dynamics<M: Model + ?Sized, T>(
     let Some(phase) = surrogate.as_deref() else {
         return f(&Exact(model));
     };
-    match phase.proposal() {
-        Some(proposal) if phase.approximate() => f(&Exact(proposal)),
-        Some(proposal) => f(&Surrogate {
+    match (phase.proposal(), phase.end_gradient()) {
+        (Some(proposal), _) if phase.approximate() => f(&Exact(proposal)),
+        (Some(proposal), Some(record)) => f(&Recording {
+            target: &model,
+            proposal,
+            record,
+        }),
+        (Some(proposal), None) => f(&Surrogate {
             target: model,
             proposal,
         }),
-        None => f(&Exact(model)),
+        (None, _) => f(&Exact(model)),
     }
 }
 

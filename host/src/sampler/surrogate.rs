@@ -6,12 +6,13 @@
 //! The state the chain is in is never touched here; when the proposal changes, the chain
 //! refreshes only the cached proposal gradient (the exact `U` it holds stays valid).
 
+use std::cell::RefCell;
 use std::time::Instant;
 
 use rand_pcg::Pcg64;
 use shmc_core::random::uniform;
 use shmc_core::schedule::adaptation_probability;
-use shmc_core::{Dyn, OnlineGreville, Potential, State};
+use shmc_core::{Dyn, Dynamics, OnlineGreville, Potential, State};
 
 use super::method::{Method, SurrogateSettings};
 use super::variational::VhmcPhase;
@@ -59,11 +60,60 @@ pub trait Proposer: Send {
         rng: &mut Pcg64,
     ) -> Result<bool>;
 
+    /// Where to keep the exact gradient of each end point, for a method that learns from the
+    /// exact gradients of accepted states (the chain then proposes with [`Recording`]).
+    fn end_gradient(&self) -> Option<&RefCell<EndGradient>> {
+        None
+    }
+
     /// The cost and fit so far.
     fn report(&self) -> &SurrogateReport;
 
     /// The trained network, if any.
     fn into_network(self: Box<Self>) -> Option<DynNetwork>;
+}
+
+/// The exact gradient at the latest exact end point, and where it was taken.
+#[derive(Clone, Debug, Default)]
+pub struct EndGradient {
+    /// The end point.
+    pub position: Vec<f64>,
+    /// `∇U` there.
+    pub gradient: Vec<f64>,
+}
+
+/// Surrogate proposals judged by the exact `U` whose end point evaluates `U` and `∇U` in one
+/// fused pass and keeps `∇U` in `record`. A method that learns from the exact gradients of
+/// accepted states then pays a fraction of a pass for each (the fused kernel's extra over `U`
+/// alone) instead of a separate gradient pass.
+pub struct Recording<'a> {
+    /// The exact potential (MH step).
+    pub target: &'a dyn Potential,
+    /// The potential whose gradient drives the leapfrog.
+    pub proposal: &'a dyn Potential,
+    /// Where the end point's exact gradient goes.
+    pub record: &'a RefCell<EndGradient>,
+}
+
+impl Dynamics for Recording<'_> {
+    fn dim(&self) -> usize {
+        self.target.dim()
+    }
+
+    fn proposal_gradient(&self, q: &[f64], grad: &mut [f64]) {
+        self.proposal.gradient(q, grad);
+    }
+
+    fn end_point(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        let mut record = self.record.borrow_mut();
+        let EndGradient { position, gradient } = &mut *record;
+        position.clear();
+        position.extend_from_slice(q);
+        gradient.resize(q.len(), 0.0);
+        let u = self.target.value_and_gradient(q, gradient);
+        self.proposal.gradient(q, grad);
+        u
+    }
 }
 
 /// The surrogate machinery of `method` for a chain that starts at `start`, or `None` for exact

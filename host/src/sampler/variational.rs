@@ -20,6 +20,7 @@
 //! too, as published: the chain then targets `exp(−V_t)`, **approximate inference**, and every
 //! output says so.
 
+use std::cell::RefCell;
 use std::time::Instant;
 
 use nalgebra::{DMatrix, DVector};
@@ -29,7 +30,7 @@ use shmc_core::{Dyn, OnlineScoreMatching, Potential, State};
 
 use super::chain_rng;
 use super::method::VhmcSettings;
-use super::surrogate::{Proposer, SurrogateReport};
+use super::surrogate::{EndGradient, Proposer, SurrogateReport};
 use crate::optimize::{MapOptions, find_map};
 use crate::train::{DynNetwork, TrainingSet, fit_score};
 use crate::vhmc::RegularizedSurrogate;
@@ -48,8 +49,12 @@ pub struct VhmcPhase {
     factor: DMatrix<f64>,
     potential: RegularizedSurrogate,
     matcher: OnlineScoreMatching<Dyn, Dyn>,
-    /// The exact gradient at the latest accepted state.
+    /// The exact gradient at the latest accepted state, when it was not recorded.
     gradient: Vec<f64>,
+    /// The exact gradient of the latest end point (exact MH rule, during warmup).
+    end_gradient: RefCell<EndGradient>,
+    /// Whether warmup, and with it the training, is still going on.
+    training: bool,
     report: SurrogateReport,
 }
 
@@ -115,6 +120,8 @@ impl VhmcPhase {
             potential: RegularizedSurrogate::new(network, map.position, precision)?,
             matcher,
             gradient,
+            end_gradient: RefCell::default(),
+            training: true,
             report,
         })
     }
@@ -151,6 +158,12 @@ impl Proposer for VhmcPhase {
         true
     }
 
+    /// Under the exact rule the MH step evaluates `U` at every end point anyway; fusing `∇U`
+    /// into it gives the score-matching target of an accepted state almost for free.
+    fn end_gradient(&self) -> Option<&RefCell<EndGradient>> {
+        (self.training && self.settings.exact_acceptance).then_some(&self.end_gradient)
+    }
+
     fn report(&self) -> &SurrogateReport {
         &self.report
     }
@@ -176,17 +189,26 @@ impl Proposer for VhmcPhase {
         let begin = Instant::now();
         if accepted {
             let q = state.position.as_slice();
-            model.gradient(q, &mut self.gradient);
-            self.report.extra_exact_evaluations += 1;
-            if self.gradient.iter().all(|g| g.is_finite()) {
+            let recorded = self.end_gradient.get_mut();
+            // The record may be of a later trial point (the step-size heuristic after a
+            // metric window), so it is used only if it is this state's.
+            if recorded.position != q {
+                model.gradient(q, &mut self.gradient);
+                self.report.extra_exact_evaluations += 1;
+                recorded.position.clear();
+                recorded.position.extend_from_slice(q);
+                recorded.gradient.clone_from(&self.gradient);
+            }
+            let gradient = &recorded.gradient;
+            if gradient.iter().all(|g| g.is_finite()) {
                 let network = self.potential.network_mut();
-                self.matcher
-                    .update_from_network(network, q, &self.gradient)?;
+                self.matcher.update_from_network(network, q, gradient)?;
                 network.set_output(self.matcher.weights(), 0.0)?;
                 self.report.online_updates += 1;
                 self.report.training_states += 1;
             }
         }
+        self.training = i + 1 < warmup;
         self.potential.advance(i as u64 + 1, self.settings.tau)?;
         let seconds = begin.elapsed().as_secs_f64();
         self.report.online_seconds += seconds;
