@@ -6,7 +6,7 @@ use clap::Args;
 use shmc_core::{Activation, Nodes};
 
 use crate::sampler::{SurrogateSettings, VhmcSettings};
-use crate::train::{FitMethod, Scale, TrainOptions};
+use crate::train::{FitMethod, Inputs, Scale, TrainOptions};
 use crate::{Error, Result};
 
 /// How the surrogate network is built, trained and used.
@@ -29,10 +29,15 @@ pub struct SurrogateArgs {
     /// from far fewer states).
     #[arg(long, default_value = "potential", value_parser = ["potential", "score"])]
     pub fit: String,
-    /// Input scale of the random units, as a multiple of the training states' sd per
-    /// coordinate, or `auto` to pick it by the held-out gradient error (reported).
+    /// Input scale of the random units, as a multiple of the training states' spread (see
+    /// --inputs), or `auto` to pick it by the held-out gradient error (reported).
     #[arg(long, default_value = "auto", value_name = "auto|C")]
     pub surrogate_scale: String,
+    /// The coordinates the random units see: the training states whitened by their covariance
+    /// (correlations taken out; for correlated posteriors), or only standardized per
+    /// coordinate. RBF units are always standardized.
+    #[arg(long, default_value = "whitened", value_parser = ["whitened", "standardized"])]
+    pub inputs: String,
     /// Warmup iterations before states are collected for training (default: a fifth of
     /// --warmup; the papers use 1000 of 5000).
     #[arg(long, value_name = "B")]
@@ -104,6 +109,11 @@ impl SurrogateArgs {
             nodes,
             ridge: self.ridge,
             scale,
+            inputs: if self.inputs == "standardized" {
+                Inputs::Standardized
+            } else {
+                Inputs::Whitened
+            },
             seed,
             ..TrainOptions::default()
         })

@@ -26,7 +26,7 @@ use shmc_core::linalg::dot;
 use shmc_core::random::uniform_below;
 use shmc_core::{InputTransform, Network, NetworkConfig, Nodes, Potential};
 
-use super::{DynNetwork, FitMethod, TrainOptions, TrainingSet};
+use super::{DynNetwork, FitMethod, Inputs, TrainOptions, TrainingSet};
 use crate::sampler::chain_rng;
 use crate::{Error, Result};
 
@@ -41,6 +41,18 @@ const SCORE_BLOCK_ROWS: usize = 4096;
 /// `⌊(i+1)f⌋ > ⌊if⌋`, i.e. every `1/f`-th state (for `f = 0.2`: states 4, 9, 14, …).
 pub(super) fn is_held_out(i: usize, fraction: f64) -> bool {
     ((i + 1) as f64 * fraction).floor() > (i as f64 * fraction).floor()
+}
+
+/// The lower Cholesky factor `L` of the covariance of the states (about `centre`), or `None`
+/// when it is not positive definite (too few states, or a direction they never moved in).
+fn covariance_factor(set: &TrainingSet, order: &[usize], centre: &[f64]) -> Option<DMatrix<f64>> {
+    let (d, n) = (centre.len(), order.len());
+    if n <= d {
+        return None;
+    }
+    let centred = DMatrix::from_fn(d, n, |k, j| set.position(order[j])[k] - centre[k]);
+    let covariance = (&centred * centred.transpose()) / (n - 1) as f64;
+    covariance.cholesky().map(|c| c.l())
 }
 
 fn par() -> Par {
@@ -60,11 +72,15 @@ pub(super) struct Prepared<'a> {
     order: Vec<usize>,
     centre: Vec<f64>,
     sd: Vec<f64>,
-    /// `n × d` row-major, rows in `order`: `(q − m) / sd`.
+    /// `n × d` row-major, rows in `order`: the unit inputs at `c = 1`, `(q − m) / sd` or, when
+    /// whitened, `L⁻¹(q − m)`.
     standardized: Vec<f64>,
     /// `d × s` column-major. Additive: the raw weights `wᵢ`. Radial: the centres in standardized
     /// coordinates (the raw centres at `c = 1`).
     raw_weights: Vec<f64>,
+    /// Additive units: `d × s` column-major, each unit's direction in `q` at `c = 1`, so that
+    /// `wᵢ·u = w̃ᵢ·(q − m)`: `wₖᵢ / sdₖ`, or `L⁻ᵀwᵢ` when whitened. The network stores these.
+    directions: Vec<f64>,
     /// The raw offsets `dᵢ` (zero for radial units).
     raw_offsets: Vec<f64>,
     /// `n × s` column-major, rows in `order`: `P` (additive) or `D²` (radial).
@@ -73,10 +89,10 @@ pub(super) struct Prepared<'a> {
     targets: Vec<f64>,
     /// Exact gradients, `n × d` row-major in `order` (score matching only).
     gradients: Vec<f64>,
-    /// Additive score matching: `R = G̃ W` (`n × s` column-major), `G̃ₙₖ = ∂ₖUₙ / sdₖ`.
+    /// Additive score matching: `R = G W̃` (`n × s` column-major), `G` the exact gradients.
     gradient_projection: Vec<f64>,
-    /// Additive score matching: `M = W̃ᵀW̃` (`s × s` column-major), `W̃ₖᵢ = wₖᵢ / sdₖ`: the inner
-    /// products of the units' directions at `c = 1`.
+    /// Additive score matching: `M = W̃ᵀW̃` (`s × s` column-major): the inner products of the
+    /// units' directions at `c = 1`.
     direction_gram: Vec<f64>,
 }
 
@@ -127,11 +143,26 @@ impl<'a> Prepared<'a> {
             // A coordinate the states never moved in carries no information; any scale will do.
             *v = if x.is_finite() && x > 0.0 { x } else { 1.0 };
         }
+        let whitening = match (opts.nodes, opts.inputs) {
+            (Nodes::Additive(_), Inputs::Whitened) => covariance_factor(set, &order, &centre),
+            _ => None,
+        };
         let mut standardized = vec![0.0; n * d];
         for (row, &i) in standardized.chunks_exact_mut(d).zip(&order) {
             for k in 0..d {
-                row[k] = (set.position(i)[k] - centre[k]) / sd[k];
+                row[k] = set.position(i)[k] - centre[k];
             }
+        }
+        match &whitening {
+            // Every row at once: the rows are the columns of a column-major d × n matrix.
+            Some(l) => {
+                let mut rows = DMatrix::from_column_slice(d, n, &standardized);
+                l.solve_lower_triangular_mut(&mut rows);
+                standardized.copy_from_slice(rows.as_slice());
+            }
+            None => standardized.chunks_exact_mut(d).for_each(|row| {
+                row.iter_mut().zip(&sd).for_each(|(x, s)| *x /= s);
+            }),
         }
         let targets: Vec<f64> = order.iter().map(|&i| set.potential(i)).collect();
 
@@ -185,6 +216,19 @@ impl<'a> Prepared<'a> {
             }
         }
 
+        let directions = match (opts.nodes, &whitening) {
+            (Nodes::Rbf { .. }, _) => Vec::new(),
+            (Nodes::Additive(_), Some(l)) => {
+                let mut w = DMatrix::from_column_slice(d, s, &raw_weights);
+                l.tr_solve_lower_triangular_mut(&mut w);
+                w.as_slice().to_vec()
+            }
+            (Nodes::Additive(_), None) => raw_weights
+                .chunks_exact(d)
+                .flat_map(|w| w.iter().zip(&sd).map(|(w, s)| w / s))
+                .collect(),
+        };
+
         let mut gradients = Vec::new();
         let mut gradient_projection = Vec::new();
         let mut direction_gram = Vec::new();
@@ -194,24 +238,16 @@ impl<'a> Prepared<'a> {
                 row.copy_from_slice(set.gradient(i).expect("validated: all gradients present"));
             }
             if let Nodes::Additive(_) = opts.nodes {
-                let scaled: Vec<f64> = gradients
-                    .chunks_exact(d)
-                    .flat_map(|g| g.iter().zip(&sd).map(|(g, s)| g / s))
-                    .collect();
+                let directions = MatRef::from_column_major_slice(&directions, d, s);
                 gradient_projection = vec![0.0; n * s];
                 matmul(
                     MatMut::from_column_major_slice_mut(&mut gradient_projection, n, s),
                     Accum::Replace,
-                    MatRef::from_row_major_slice(&scaled, n, d),
-                    MatRef::from_column_major_slice(&raw_weights, d, s),
+                    MatRef::from_row_major_slice(&gradients, n, d),
+                    directions,
                     1.0,
                     par(),
                 );
-                let directions: Vec<f64> = raw_weights
-                    .chunks_exact(d)
-                    .flat_map(|w| w.iter().zip(&sd).map(|(w, s)| w / s))
-                    .collect();
-                let directions = MatRef::from_column_major_slice(&directions, d, s);
                 direction_gram = vec![0.0; s * s];
                 matmul(
                     MatMut::from_column_major_slice_mut(&mut direction_gram, s, s),
@@ -237,6 +273,7 @@ impl<'a> Prepared<'a> {
             sd,
             standardized,
             raw_weights,
+            directions,
             raw_offsets,
             base,
             targets,
@@ -276,14 +313,19 @@ impl<'a> Prepared<'a> {
 
     /// The network with scale factor `c` and zero output weights.
     pub(super) fn network(&self, c: f64) -> Result<DynNetwork> {
+        // Additive units carry their directions in `q`, so their transform only centres and
+        // applies `c`; radial units keep the per-coordinate scale their distances need.
+        let (scale, raw) = match self.nodes {
+            Nodes::Additive(_) => (vec![c; self.dim], self.directions.clone()),
+            Nodes::Rbf { .. } => (
+                self.sd.iter().map(|s| c * s).collect(),
+                self.raw_weights.iter().map(|x| x / c).collect(),
+            ),
+        };
         let transform = InputTransform::new(
             DVector::from_column_slice(&self.centre),
-            DVector::from_iterator(self.dim, self.sd.iter().map(|s| c * s)),
+            DVector::from_vec(scale),
         )?;
-        let raw = match self.nodes {
-            Nodes::Additive(_) => self.raw_weights.clone(),
-            Nodes::Rbf { .. } => self.raw_weights.iter().map(|x| x / c).collect(),
-        };
         Ok(Network::from_raw(
             self.nodes,
             transform,

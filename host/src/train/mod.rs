@@ -8,7 +8,9 @@
 //!   the bias set so that `z − U` has mean zero over the training states.
 //!
 //! Both see the input through `u = (q − m) / (c·sd)`, with `m` and `sd` the mean and per-coordinate
-//! standard deviation of the training positions and `c` a scale factor: the larger `c`, the
+//! standard deviation of the training positions (or, for additive units by default, through
+//! the whitened `u = L⁻¹(q − m) / c` with `LLᵀ` their covariance: see [`Inputs`]) and `c` a
+//! scale factor: the larger `c`, the
 //! more slowly the random units vary over the posterior (near-quadratic pieces, good for
 //! near-Gaussian targets); the smaller, the more nonlinear. [`Scale::Auto`] picks `c` from
 //! [`AUTO_SCALE_GRID`] by the held-out gradient error. Every fit holds out every k-th state
@@ -62,6 +64,24 @@ pub enum Scale {
     Fixed(f64),
 }
 
+/// The coordinates additive units see, before the scale factor `c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Inputs {
+    /// `(q − m) / sd`: every coordinate centred and scaled by the training states' mean and
+    /// standard deviation.
+    Standardized,
+    /// `L⁻¹(q − m)` with `LLᵀ` the training states' covariance: the posterior's correlations
+    /// taken out as well, so that random unit directions are spread evenly over its shape.
+    /// Correlated posteriors need it: on Bank Marketing (d = 51, posterior sds from 0.006 to
+    /// 0.35 along strongly correlated directions; 3000 Laplace draws, s = 2000) the held-out
+    /// gradient error of score matching is 0.29 standardized and 0.035 whitened (potential
+    /// matching: 0.48 and 0.048), while on the near-isotropic logistic-regression simulation
+    /// both are below 0.01. Falls back to `Standardized` when the covariance is singular (fewer
+    /// states than dimensions) and for radial units, whose distances are per coordinate.
+    #[default]
+    Whitened,
+}
+
 /// Which quantity the output weights were fitted to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -85,6 +105,8 @@ pub struct TrainOptions {
     pub ridge: f64,
     /// The scale factor of the input transform. Default [`Scale::Auto`].
     pub scale: Scale,
+    /// The coordinates additive units see. Default [`Inputs::Whitened`].
+    pub inputs: Inputs,
     /// The seed of the random input parameters (stream [`chain_rng`](crate::sampler::chain_rng)
     /// `(seed, 0x5EED_7EA1)`). Default 1.
     pub seed: u64,
@@ -101,6 +123,7 @@ impl Default for TrainOptions {
             nodes: Nodes::default(),
             ridge: 1e-6,
             scale: Scale::Auto,
+            inputs: Inputs::Whitened,
             seed: 1,
             holdout_fraction: 0.2,
         }

@@ -257,12 +257,18 @@ fn ridge_solution_matches_direct_dense_solve() {
         Nodes::Additive(Activation::Tanh),
         Nodes::Rbf { width: 0.7 },
     ] {
-        for holdout_fraction in [0.0, 0.2] {
+        for (holdout_fraction, inputs) in [
+            (0.0, Inputs::Standardized),
+            (0.2, Inputs::Standardized),
+            (0.0, Inputs::Whitened),
+            (0.2, Inputs::Whitened),
+        ] {
             let opts = TrainOptions {
                 hidden: 9,
                 nodes,
                 ridge: 1e-2,
                 scale: Scale::Fixed(1.5),
+                inputs,
                 seed: 3,
                 holdout_fraction,
             };
@@ -270,7 +276,10 @@ fn ridge_solution_matches_direct_dense_solve() {
             let all: Vec<usize> = (0..set.len()).collect();
             let (v, b) = dense_potential_solution(&fit.network, &set, &all, opts.ridge);
             let err = max_relative_difference(fit.network.output().as_slice(), v.as_slice());
-            assert!(err < 1e-9, "{nodes:?}, holdout {holdout_fraction}: {err:e}");
+            assert!(
+                err < 1e-9,
+                "{nodes:?}, {inputs:?}, holdout {holdout_fraction}: {err:e}"
+            );
             assert!(
                 (fit.network.bias() - b).abs() < 1e-9 * (1.0 + b.abs()),
                 "{nodes:?}: bias {} vs {b}",
@@ -288,13 +297,19 @@ fn score_fit_matches_direct_dense_solve() {
         Nodes::Additive(Activation::Sigmoid),
         Nodes::Rbf { width: 1.3 },
     ] {
-        for holdout_fraction in [0.0, 0.2] {
+        for (holdout_fraction, inputs) in [
+            (0.0, Inputs::Standardized),
+            (0.2, Inputs::Standardized),
+            (0.0, Inputs::Whitened),
+            (0.2, Inputs::Whitened),
+        ] {
             let (d, s, ridge) = (set.dim(), 12, 1e-3);
             let opts = TrainOptions {
                 hidden: s,
                 nodes,
                 ridge,
                 scale: Scale::Fixed(2.0),
+                inputs,
                 seed: 9,
                 holdout_fraction,
             };
@@ -311,7 +326,10 @@ fn score_fit_matches_direct_dense_solve() {
             }
             let v = normal.cholesky().unwrap().solve(&rhs);
             let err = max_relative_difference(network.output().as_slice(), v.as_slice());
-            assert!(err < 1e-9, "{nodes:?}, holdout {holdout_fraction}: {err:e}");
+            assert!(
+                err < 1e-9,
+                "{nodes:?}, {inputs:?}, holdout {holdout_fraction}: {err:e}"
+            );
             // The bias makes z − U average zero over the states.
             let mean: f64 = (0..set.len())
                 .map(|i| network.value(set.position(i)) - set.potential(i))
@@ -338,6 +356,46 @@ fn score_fit_needs_gradients_and_learns_the_gaussian() {
         fit.scale, fit.holdout_gradient_error
     );
     assert!(fit.holdout_gradient_error < 0.05);
+}
+
+/// `n` states of a `d`-dimensional Gaussian with correlation 0.99 between every pair of
+/// coordinates and sds from 1 down to 0.1: `q = A z`, `U = ½‖z‖²`, `∇U = A⁻ᵀz`.
+fn correlated_set(n: usize, d: usize, seed: u64) -> TrainingSet {
+    let correlation = DMatrix::from_fn(d, d, |i, j| if i == j { 1.0 } else { 0.99 });
+    let sds = DMatrix::from_diagonal(&DVector::from_fn(d, |i, _| {
+        0.1f64.powf(i as f64 / (d - 1) as f64)
+    }));
+    let a = &sds * correlation.cholesky().unwrap().l();
+    let a_inv_t = a.clone().try_inverse().unwrap().transpose();
+    let mut rng = chain_rng(seed, 0);
+    let mut set = TrainingSet::new(d);
+    for _ in 0..n {
+        let z = DVector::from_vec(normals(&mut rng, d));
+        let q = &a * &z;
+        let g = &a_inv_t * &z;
+        set.push(q.as_slice(), 0.5 * z.norm_squared(), Some(g.as_slice()));
+    }
+    set
+}
+
+#[test]
+fn whitened_inputs_learn_a_correlated_gaussian_that_standardized_ones_miss() {
+    let set = correlated_set(600, 8, 5);
+    let error = |inputs| {
+        let opts = TrainOptions {
+            hidden: 60,
+            inputs,
+            ..TrainOptions::default()
+        };
+        fit_score(&set, &opts).unwrap().holdout_gradient_error
+    };
+    let (whitened, standardized) = (error(Inputs::Whitened), error(Inputs::Standardized));
+    eprintln!("held-out gradient error: whitened {whitened:.3e}, standardized {standardized:.3e}");
+    assert!(whitened < 0.02, "{whitened}");
+    assert!(
+        standardized > 5.0 * whitened,
+        "{standardized} vs {whitened}"
+    );
 }
 
 #[test]
