@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::bench::{Experiment, format_table, run_experiment};
+use crate::bench::{Experiment, METHOD_KEYS, format_table, run_experiment};
 use crate::{Error, Result};
 
 /// Arguments of `shmc bench`.
@@ -32,6 +32,16 @@ pub struct BenchArgs {
     /// Override the papers' maximum number of leapfrog steps.
     #[arg(long)]
     steps: Option<u32>,
+    /// Override the papers' number of hidden units s (a network holds a d-dimensional
+    /// quadratic only with s ≥ d(d + 1)/2).
+    #[arg(long, value_name = "S")]
+    hidden: Option<usize>,
+    /// Run only these rows, comma-separated: hmc, rns, rns-score, arns, rns-long (RNS-HMC
+    /// with 4x longer surrogate trajectories) and all-in (2 chains with adapted step size and
+    /// metric, timed from the MAP search to the last draw, as nutpie's figure is). Default:
+    /// all of them, all-in on lr-sim only. Speed-ups need the hmc row.
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = METHOD_KEYS)]
+    methods: Option<Vec<String>>,
 }
 
 /// Runs `shmc bench`.
@@ -43,6 +53,15 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     };
     let mut settings = experiment.settings(args.quick, args.data_dir.clone());
     settings.seed = args.seed;
+    if let Some(hidden) = args.hidden {
+        if hidden == 0 {
+            return Err(Error::invalid("--hidden must be at least 1"));
+        }
+        settings.hidden = hidden;
+    }
+    if let Some(methods) = &args.methods {
+        settings.methods = methods.clone();
+    }
     if let Some(eps) = args.step_size {
         if !(eps.is_finite() && eps > 0.0) {
             return Err(Error::invalid(
