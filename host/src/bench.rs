@@ -6,6 +6,16 @@
 //! methods collect and train on it), then kept draws. ESS is Geyer's initial monotone sequence
 //! estimate per parameter, the papers' definition. Methods run one after another, so each has
 //! a core to itself, and every chain starts at the MAP.
+//!
+//! When do longer surrogate trajectories (the `rns-long` row) pay? Along a direction of
+//! posterior sd σ a leapfrog step of size ε turns the phase by θ ≈ ε/σ, and an accepted move of
+//! L steps leaves lag-1 autocorrelation cos(Lθ) there; averaged over the jittered L, negative
+//! means antithetic draws (ESS above the draw count). On the logistic-regression simulation
+//! (isotropic, σ ≈ 0.065, θ ≈ 0.72) L in 1..=6 averages cos −0.32 and L in 1..=24 only −0.08,
+//! which with 23% rejections predicts ESS per draw 1.0 against 0.71: measured 1.09 and 0.71.
+//! So there HMC's trajectories are already the right length and longer ones lose. On Bank
+//! Marketing the widest direction (σ = 0.35) is longer than HMC's longest trajectory (45 ×
+//! 0.008 = 0.36), and 4× steps multiply the min ESS by 5.6.
 
 use std::path::PathBuf;
 use std::time::Instant;
