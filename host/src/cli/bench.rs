@@ -42,6 +42,11 @@ pub struct BenchArgs {
     /// all of them, all-in on lr-sim only. Speed-ups need the hmc row.
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = METHOD_KEYS)]
     methods: Option<Vec<String>>,
+    /// nutpie's min ESS_bulk per second on this machine, which the all-in row is compared
+    /// with: run `python host/benches/nutpie_lr_sim.py` (it needs nutpie and pymc from PyPI).
+    /// Default: the 43.8, measured on a 2-core AMD EPYC.
+    #[arg(long, value_name = "RATE")]
+    nutpie: Option<f64>,
 }
 
 /// Runs `shmc bench`.
@@ -69,6 +74,12 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
             ));
         }
         settings.step_size = eps;
+    }
+    if let Some(rate) = args.nutpie {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(Error::invalid("--nutpie must be a finite positive rate"));
+        }
+        settings.nutpie_rate = rate;
     }
     if let Some(steps) = args.steps {
         if steps == 0 {

@@ -209,6 +209,11 @@ impl Run {
         summarize(&self.names, &draws)
     }
 
+    /// Each chain's kept draws of parameter `p` (0-based), in chain order.
+    pub fn series(&self, p: usize) -> Vec<&[f64]> {
+        self.chains.iter().map(|c| c.parameter(p)).collect()
+    }
+
     /// The mean acceptance statistic over all kept draws.
     pub fn mean_accept_stat(&self) -> f64 {
         let (sum, n) = self.chains.iter().fold((0.0, 0usize), |(s, n), c| {

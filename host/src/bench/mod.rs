@@ -16,6 +16,10 @@
 //! So there HMC's trajectories are already the right length and longer ones lose. On Bank
 //! Marketing the widest direction (σ = 0.35) is longer than HMC's longest trajectory (45 ×
 //! 0.008 = 0.36), and 4× steps multiply the min ESS by 5.6.
+//!
+//! The all-in row is measured against the general-purpose sampler in the same run: nutpie's
+//! NUTS ([`nuts`]) on the same kernel, and against nutpie's own figure on this machine when it
+//! is given (`--nutpie`, measured by `host/benches/nutpie_lr_sim.py`).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -24,14 +28,16 @@ use serde::Serialize;
 use shmc_core::{Potential, Steps};
 
 use crate::data::{Preprocessing, Projection, read_csv, read_libsvm};
-use crate::diagnostics::{Draws, ess, ess_bulk, ess_summary};
+use crate::diagnostics::{Draws, ess, ess_bulk, ess_summary, ess_tail};
 use crate::models::logistic::LogisticRegression;
 use crate::optimize::{MapOptions, find_map};
 use crate::sampler::{
     DrawSink, Init, Method, NullSink, Run, SampleConfig, StepSize, SurrogateSettings, sample,
 };
 use crate::train::{FitMethod, TrainOptions};
-use crate::{Model, Result};
+use crate::{Error, Model, Result};
+
+pub mod nuts;
 
 /// The experiments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,12 +72,27 @@ pub struct BenchSettings {
     pub data_dir: PathBuf,
     /// The rows to run, by their keys in [`METHOD_KEYS`].
     pub methods: Vec<String>,
+    /// nutpie's min ESS_bulk per second on the LR simulation, on the machine the bench runs on
+    /// (`host/benches/nutpie_lr_sim.py` measures it); the all-in row is compared with it.
+    pub nutpie_rate: f64,
 }
 
 /// The keys of the rows a bench can run, in the order they run: HMC, RNS-HMC (potential and
 /// score fits), ARNS-HMC, RNS-HMC with 4× longer surrogate trajectories, and the all-in run
 /// (2 chains, adapted, accounted as nutpie's figure; by default on lr-sim only).
-pub const METHOD_KEYS: [&str; 6] = ["hmc", "rns", "rns-score", "arns", "rns-long", "all-in"];
+pub const METHOD_KEYS: [&str; 7] = [
+    "hmc",
+    "rns",
+    "rns-score",
+    "arns",
+    "rns-long",
+    "all-in",
+    "nuts",
+];
+
+/// The rows that compare whole runs on both cores rather than the papers' single chains: by
+/// default on lr-sim only, the posterior nutpie's figure is for.
+const WALL_TIME_KEYS: [&str; 2] = ["all-in", "nuts"];
 
 impl Experiment {
     /// The papers' settings (METHODS.md section 7, with the exceptions below), or a run of
@@ -99,9 +120,10 @@ impl Experiment {
             data_dir,
             methods: METHOD_KEYS
                 .iter()
-                .filter(|&&k| k != "all-in" || self == Experiment::LrSim)
+                .filter(|k| !WALL_TIME_KEYS.contains(k) || self == Experiment::LrSim)
                 .map(|k| k.to_string())
                 .collect(),
+            nutpie_rate: NUTPIE_LR_SIM_MIN_ESS_PER_SECOND,
         };
         if quick {
             // Bank's 45 steps make an exact iteration ~8x the others': fewer iterations keep
@@ -158,6 +180,8 @@ impl Experiment {
 /// One row of the table (and one object of `--json`).
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchRow {
+    /// The row's key in [`METHOD_KEYS`].
+    pub key: String,
     /// The method (with its variant).
     pub method: String,
     /// Mean acceptance probability of the kept draws.
@@ -168,6 +192,9 @@ pub struct BenchRow {
     pub ess_median: f64,
     /// Largest Geyer ESS.
     pub ess_max: f64,
+    /// Smallest tail ESS (5 % and 95 % quantiles) over the parameters: a trajectory length
+    /// that only made draws antithetic would raise the bulk ESS and not this one.
+    pub ess_tail_min: f64,
     /// `ess_min` per kept draw.
     pub ess_min_per_iteration: f64,
     /// Sampling seconds per kept draw.
@@ -194,15 +221,21 @@ pub struct BenchRow {
     pub holdout_gradient_error: f64,
     /// Chains run at once (one per core); the papers' rows run one.
     pub chains: usize,
-    /// For the all-in row: `min_ess_per_second_with_training` over nutpie's
-    /// [`NUTPIE_LR_SIM_MIN_ESS_PER_SECOND`] (else NaN, `null` in JSON).
+    /// For the all-in row: `min_ess_per_second_with_training` over nutpie's figure
+    /// ([`BenchSettings::nutpie_rate`]; else NaN, `null` in JSON).
     pub versus_nutpie: f64,
+    /// The nutpie figure `versus_nutpie` is relative to.
+    pub nutpie_rate: f64,
+    /// For the all-in row: `min_ess_per_second_with_training` over the NUTS row's, measured in
+    /// the same run (else NaN).
+    pub versus_nuts: f64,
 }
 
 /// nutpie's NUTS on the LR simulation (diagonal mass matrix, 4 chains × (1000 warmup + 5000
-/// draws), both cores of a machine like ours): min ESS_bulk per second of wall time, warmup
-/// included. Measured outside this project (the issue's figure); the all-in row is compared
-/// with it.
+/// draws), both cores): min ESS_bulk per second of wall time, warmup included, as the issue
+/// gives it for a 2-core AMD EPYC. `host/benches/nutpie_lr_sim.py` measures it on the machine
+/// at hand (`shmc bench lr-sim --nutpie RATE`): a Python package cannot run inside this
+/// process, and a figure from another machine makes a ratio of two machines.
 pub const NUTPIE_LR_SIM_MIN_ESS_PER_SECOND: f64 = 43.8;
 
 /// Median seconds of one exact `U` at `q`, over repeated evaluations.
@@ -221,12 +254,16 @@ fn exact_potential_seconds(model: &dyn Model, q: &[f64]) -> f64 {
 /// The row of `run` (all its chains) given each parameter's ESS and the seconds a user waited
 /// for it (burn-in, training and sampling, or wall time).
 fn row(
+    key: &str,
     label: &str,
     run: &Run,
     exact_u: f64,
     ess_values: &[f64],
     seconds_with_training: f64,
 ) -> BenchRow {
+    let tail = (0..run.names.len())
+        .map(|p| Draws::new(&run.series(p)).map_or(f64::NAN, |d| ess_tail(&d)))
+        .fold(f64::INFINITY, f64::min);
     let e = ess_summary(ess_values).unwrap_or(crate::diagnostics::EssSummary {
         min: f64::NAN,
         median: f64::NAN,
@@ -239,11 +276,13 @@ fn row(
     let report = surrogate.cloned().unwrap_or_default();
     let trained = |x: f64| if surrogate.is_some() { x } else { f64::NAN };
     BenchRow {
+        key: key.to_string(),
         method: label.to_string(),
         acceptance: run.mean_accept_stat(),
         ess_min: e.min,
         ess_median: e.median,
         ess_max: e.max,
+        ess_tail_min: tail,
         ess_min_per_iteration: e.min / kept,
         seconds_per_iteration: total(&|c| c.sampling_seconds) / kept,
         exact_potential_seconds: exact_u,
@@ -260,6 +299,8 @@ fn row(
         holdout_gradient_error: trained(report.holdout_gradient_error),
         chains: run.chains.len(),
         versus_nutpie: f64::NAN,
+        nutpie_rate: f64::NAN,
+        versus_nuts: f64::NAN,
     }
 }
 
@@ -267,9 +308,8 @@ fn row(
 /// figure is. RNS-HMC with score matching on 2 chains at once (one per core), each from the
 /// MAP (the search is timed and counted), a short exact warmup that adapts the step size and a
 /// diagonal metric and collects states from iteration 100 on, the network fitted on their exact
-/// gradients, then the kept draws with surrogate trajectories twice as long. ESS is the
-/// rank-normalized bulk ESS of the pooled chains; time is wall time from the MAP search to the
-/// last draw.
+/// gradients, then the kept draws with surrogate trajectories twice as long. ESS is the rank-normalized bulk ESS of the pooled chains (the tail ESS is reported
+/// beside it); time is wall time from the MAP search to the last draw.
 fn all_in_row(
     experiment: Experiment,
     model: &LogisticRegression,
@@ -325,16 +365,20 @@ fn all_in_row(
         ));
     }
     let bulk: Vec<f64> = (0..run.names.len())
-        .map(|p| {
-            let series: Vec<&[f64]> = run.chains.iter().map(|c| c.parameter(p)).collect();
-            Draws::new(&series).map_or(f64::NAN, |d| ess_bulk(&d))
-        })
+        .map(|p| Draws::new(&run.series(p)).map_or(f64::NAN, |d| ess_bulk(&d)))
         .collect();
-    let mut all_in = row("RNS-HMC all-in (2 chains)", &run, exact_u, &bulk, wall);
+    let mut all_in = row(
+        "all-in",
+        "RNS-HMC all-in (2 chains)",
+        &run,
+        exact_u,
+        &bulk,
+        wall,
+    );
     // The quick run's posterior is smaller than the one nutpie's figure is for.
     if experiment == Experiment::LrSim && !quick {
-        all_in.versus_nutpie =
-            all_in.min_ess_per_second_with_training / NUTPIE_LR_SIM_MIN_ESS_PER_SECOND;
+        all_in.nutpie_rate = settings.nutpie_rate;
+        all_in.versus_nutpie = all_in.min_ess_per_second_with_training / settings.nutpie_rate;
     }
     Ok(all_in)
 }
@@ -413,7 +457,7 @@ pub fn run_experiment(
             .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
             .collect();
         let waited = chain.warmup_seconds + chain.sampling_seconds;
-        rows.push(row(label, &run, exact_u, &geyer, waited));
+        rows.push(row(key, label, &run, exact_u, &geyer, waited));
     }
     // Speed-ups are over HMC's row, so without one they stay NaN.
     if let Some(hmc) = rows
@@ -435,7 +479,73 @@ pub fn run_experiment(
             experiment, &model, settings, quick, exact_u, log,
         )?);
     }
+    if settings.methods.iter().any(|m| m == "nuts") {
+        rows.push(nuts_row(&model, settings, quick, log)?);
+    }
+    let nuts = rows.iter().find(|r| r.key == "nuts");
+    if let Some(rate) = nuts.map(|r| r.min_ess_per_second_with_training) {
+        for r in rows.iter_mut().filter(|r| r.key == "all-in") {
+            r.versus_nuts = r.min_ess_per_second_with_training / rate;
+        }
+    }
     Ok(rows)
+}
+
+/// The general-purpose baseline: nutpie's NUTS ([`nuts::run_nuts`]) on the same posterior and
+/// kernel with nutpie's protocol, 4 chains × (1000 warmup + 5000 draws) on both cores (the quick
+/// run: 300 + the quick draws), accounted as the all-in row: pooled bulk ESS over wall time.
+fn nuts_row(
+    model: &LogisticRegression,
+    settings: &BenchSettings,
+    quick: bool,
+    log: &dyn Fn(&str),
+) -> Result<BenchRow> {
+    let (chains, warmup) = (4, if quick { 300 } else { 1000 });
+    log(&format!(
+        "running NUTS (nuts-rs, nutpie's sampler): {chains} chains x ({warmup} + {}) ...",
+        settings.draws
+    ));
+    let run = nuts::run_nuts(model, chains, warmup, settings.draws, settings.seed)?;
+    let per_parameter = |f: fn(&Draws) -> f64| -> Vec<f64> {
+        (0..model.dim())
+            .map(|p| {
+                let series: Vec<&[f64]> = run.draws.iter().map(|c| c[p].as_slice()).collect();
+                Draws::new(&series).map_or(f64::NAN, |d| f(&d))
+            })
+            .collect()
+    };
+    let bulk = per_parameter(ess_bulk);
+    let tail = per_parameter(ess_tail);
+    let e = ess_summary(&bulk).ok_or_else(|| Error::invalid("NUTS left no diagnosable draws"))?;
+    log(&format!(
+        "  NUTS: {:.1} s, {:.1} gradients per iteration, {} divergences",
+        run.wall_seconds, run.gradients_per_draw, run.divergences
+    ));
+    Ok(BenchRow {
+        key: "nuts".into(),
+        method: format!("NUTS (nuts-rs, {chains} chains)"),
+        acceptance: f64::NAN,
+        ess_min: e.min,
+        ess_median: e.median,
+        ess_max: e.max,
+        ess_tail_min: tail.iter().copied().fold(f64::INFINITY, f64::min),
+        ess_min_per_iteration: e.min / (chains * settings.draws) as f64,
+        seconds_per_iteration: f64::NAN,
+        exact_potential_seconds: f64::NAN,
+        mean_gradient_evaluations_per_iteration: run.gradients_per_draw,
+        min_ess_per_second: f64::NAN,
+        min_ess_per_second_with_training: e.min / run.wall_seconds,
+        speedup: f64::NAN,
+        training_seconds: f64::NAN,
+        online_update_seconds: f64::NAN,
+        online_updates: 0,
+        surrogate_scale: f64::NAN,
+        holdout_gradient_error: f64::NAN,
+        chains,
+        versus_nutpie: f64::NAN,
+        nutpie_rate: f64::NAN,
+        versus_nuts: f64::NAN,
+    })
 }
 
 /// The rows as the journal's Table 1.
@@ -481,21 +591,34 @@ pub fn format_table(rows: &[BenchRow]) -> String {
             }
         ));
     }
-    if let Some(r) = rows.iter().find(|r| r.chains > 1) {
-        let versus = if r.versus_nutpie.is_finite() {
-            format!(
-                "{:.2}x nutpie's {NUTPIE_LR_SIM_MIN_ESS_PER_SECOND}/s",
-                r.versus_nutpie
-            )
-        } else {
-            "(quick run: a smaller posterior than nutpie's figure is for)".into()
-        };
+    for r in rows
+        .iter()
+        .filter(|r| WALL_TIME_KEYS.contains(&r.key.as_str()))
+    {
+        let mut versus = Vec::new();
+        if r.versus_nuts.is_finite() {
+            versus.push(format!("{:.2}x NUTS's in this run", r.versus_nuts));
+        }
+        if r.versus_nutpie.is_finite() {
+            versus.push(format!(
+                "{:.2}x nutpie's {}/s",
+                r.versus_nutpie, r.nutpie_rate
+            ));
+        }
         out.push_str(&format!(
-            "{}: min ESS_bulk {:.0} in {:.1} s of wall time (MAP, warmup, training and draws) = {:.1}/s, {versus}\n",
+            "{}: min ESS_bulk {:.0} (ESS_tail {:.0}) in {:.1} s of wall time ({}) = {:.1}/s{}{}\n",
             r.method,
             r.ess_min,
+            r.ess_tail_min,
             r.ess_min / r.min_ess_per_second_with_training,
+            if r.key == "nuts" {
+                "warmup and draws"
+            } else {
+                "MAP, warmup, training and draws"
+            },
             r.min_ess_per_second_with_training,
+            if versus.is_empty() { "" } else { ", " },
+            versus.join(", ")
         ));
     }
     out
