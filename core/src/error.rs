@@ -17,6 +17,8 @@ pub enum Error {
     InvalidStepSize,
     /// A trajectory length of zero steps.
     ZeroSteps,
+    /// A range of trajectory lengths whose smallest exceeds its largest.
+    EmptyStepRange,
     /// A scale, width, mass or regularization that must be finite and positive is not.
     NotPositive(&'static str),
     /// A value that must be finite is not.
@@ -31,6 +33,9 @@ impl fmt::Display for Error {
             }
             Error::InvalidStepSize => f.write_str("step size must be finite and positive"),
             Error::ZeroSteps => f.write_str("number of leapfrog steps must be at least 1"),
+            Error::EmptyStepRange => {
+                f.write_str("the smallest number of leapfrog steps exceeds the largest")
+            }
             Error::NotPositive(what) => write!(f, "{what} must be finite and positive"),
             Error::NotFinite(what) => write!(f, "{what} must be finite"),
         }

@@ -22,29 +22,41 @@ pub enum Steps {
     /// Uniform on `1..=L` afresh each transition (Neal 2011), as the papers do: it avoids the
     /// periodic trajectories a fixed length can fall into.
     Jittered(u32),
+    /// Uniform on `min..=max` afresh each transition: jittered, without the short trajectories
+    /// that barely move (where the posterior's scales are known, e.g. from a surrogate).
+    Between(u32, u32),
 }
 
 impl Steps {
     /// The largest number of steps a trajectory can take.
     pub fn max(self) -> u32 {
         match self {
-            Steps::Fixed(n) | Steps::Jittered(n) => n,
+            Steps::Fixed(n) | Steps::Jittered(n) | Steps::Between(_, n) => n,
+        }
+    }
+
+    /// The smallest number of steps a trajectory can take.
+    pub fn min(self) -> u32 {
+        match self {
+            Steps::Fixed(n) => n,
+            Steps::Jittered(_) => 1,
+            Steps::Between(n, _) => n,
         }
     }
 
     /// The mean number of steps per trajectory.
     pub fn mean(self) -> f64 {
-        match self {
-            Steps::Fixed(n) => n as f64,
-            Steps::Jittered(n) => (n as f64 + 1.0) / 2.0,
-        }
+        (self.min() as f64 + self.max() as f64) / 2.0
     }
 
     /// Draws a trajectory length.
     pub fn draw<R: Rng + ?Sized>(self, rng: &mut R) -> u32 {
         match self {
             Steps::Fixed(n) => n,
-            Steps::Jittered(n) => 1 + uniform_below(rng, n as u64) as u32,
+            Steps::Jittered(_) | Steps::Between(..) => {
+                let (lo, hi) = (self.min(), self.max());
+                lo + uniform_below(rng, u64::from(hi - lo) + 1) as u32
+            }
         }
     }
 }
@@ -78,8 +90,11 @@ impl HmcConfig {
         if !(self.step_size.is_finite() && self.step_size > 0.0) {
             return Err(Error::InvalidStepSize);
         }
-        if self.steps.max() == 0 {
+        if self.steps.min() == 0 {
             return Err(Error::ZeroSteps);
+        }
+        if self.steps.min() > self.steps.max() {
+            return Err(Error::EmptyStepRange);
         }
         if self.max_energy_error.is_nan() || self.max_energy_error <= 0.0 {
             return Err(Error::NotPositive("divergence threshold"));
@@ -236,5 +251,47 @@ where
             divergent,
             steps: n,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random::SplitMix64;
+
+    /// Every length in the range comes up, equally often within 5 binomial sd, and none outside.
+    #[test]
+    fn between_draws_each_length_in_its_range_uniformly() {
+        let mut rng = SplitMix64(7);
+        let steps = Steps::Between(4, 9);
+        let n = 60_000;
+        let mut counts = [0u32; 12];
+        for _ in 0..n {
+            counts[steps.draw(&mut rng) as usize] += 1;
+        }
+        let (p, k) = (1.0 / 6.0, n as f64);
+        let sd = (k * p * (1.0 - p)).sqrt();
+        for (len, &c) in counts.iter().enumerate() {
+            if (4..=9).contains(&len) {
+                assert!((c as f64 - k * p).abs() < 5.0 * sd, "{len}: {c}");
+            } else {
+                assert_eq!(c, 0, "{len} is outside 4..=9");
+            }
+        }
+        assert_eq!((steps.min(), steps.max(), steps.mean()), (4, 9, 6.5));
+        assert_eq!(Steps::Jittered(6).mean(), 3.5);
+    }
+
+    #[test]
+    fn step_ranges_are_validated() {
+        assert_eq!(
+            HmcConfig::new(0.1, Steps::Between(5, 4)),
+            Err(Error::EmptyStepRange)
+        );
+        assert_eq!(
+            HmcConfig::new(0.1, Steps::Between(0, 4)),
+            Err(Error::ZeroSteps)
+        );
+        assert!(HmcConfig::new(0.1, Steps::Between(4, 4)).is_ok());
     }
 }

@@ -154,6 +154,67 @@ fn fixed_step_size_and_jittered_steps_are_recorded() {
     );
 }
 
+/// `--surrogate-steps-factor auto`: the range the network's curvature chose is reported on the
+/// terminal and in each CSV's footer, and every kept draw's trajectory length lies in it.
+#[test]
+fn auto_surrogate_trajectories_are_reported_and_used() {
+    let dir = temp_dir("auto-steps");
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "logistic",
+        "--n",
+        "2000",
+        "--d",
+        "5",
+        "--method",
+        "rns-hmc",
+        "--fit",
+        "score",
+        "--hidden",
+        "200",
+        "--chains",
+        "1",
+        "--warmup",
+        "400",
+        "--train-after",
+        "100",
+        "--draws",
+        "300",
+        "--steps",
+        "6",
+        "--surrogate-steps-factor",
+        "auto",
+        "--output",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("surrogate trajectories of "), "{stdout}");
+    let file = &csv_files(&dir)[0];
+    let text = std::fs::read_to_string(file).unwrap();
+    let range = text
+        .split("# shmc surrogate trajectories: ")
+        .nth(1)
+        .and_then(|t| t.split(" steps").next())
+        .and_then(|r| r.split_once("..="))
+        .map(|(lo, hi)| (lo.parse::<f64>().unwrap(), hi.parse::<f64>().unwrap()))
+        .unwrap_or_else(|| panic!("no trajectory line in {text}"));
+    // At most 8 times the exact phase's 6 steps.
+    assert!(
+        range.0 >= 1.0 && range.0 <= range.1 && range.1 <= 48.0,
+        "{range:?}"
+    );
+    let csv = read_stan_csv(file).unwrap();
+    let steps = csv.column("n_leapfrog__").unwrap();
+    assert!(
+        steps.iter().all(|n| (range.0..=range.1).contains(n)),
+        "{range:?}: {steps:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Runs `shmc` with `args`, expecting exit code 1 and a single stderr line containing `needle`.
 fn assert_one_line_error(args: &[&str], needle: &str) {
     let out = shmc(args);
@@ -190,6 +251,20 @@ fn bad_input_gives_one_clear_line() {
     assert_one_line_error(
         &["sample", "--model", "banana", "--steps", "0", "--output", o],
         "--steps must be at least 1",
+    );
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "banana",
+            "--method",
+            "rns-hmc",
+            "--surrogate-steps-factor",
+            "long",
+            "--output",
+            o,
+        ],
+        "--surrogate-steps-factor must be `auto` or a whole number of at least 1, got \"long\"",
     );
     assert_one_line_error(
         &[

@@ -15,7 +15,9 @@
 //! which with 23% rejections predicts ESS per draw 1.0 against 0.71: measured 1.09 and 0.71.
 //! So there HMC's trajectories are already the right length and longer ones lose. On Bank
 //! Marketing the widest direction (σ = 0.35) is longer than HMC's longest trajectory (45 ×
-//! 0.008 = 0.36), and 4× steps multiply the min ESS by 5.6.
+//! 0.008 = 0.36), and 4× steps multiply the min ESS by 5.6. The all-in row lets the surrogate's
+//! own curvature choose the range of lengths by this very picture
+//! ([`crate::sampler::trajectory`]).
 //!
 //! The all-in row is measured against the general-purpose sampler in the same run: nutpie's
 //! NUTS ([`nuts`]) on the same kernel, and against nutpie's own figure on this machine when it
@@ -32,7 +34,8 @@ use crate::diagnostics::{Draws, ess, ess_bulk, ess_summary, ess_tail};
 use crate::models::logistic::LogisticRegression;
 use crate::optimize::{MapOptions, find_map};
 use crate::sampler::{
-    DrawSink, Init, Method, NullSink, Run, SampleConfig, StepSize, SurrogateSettings, sample,
+    DrawSink, Init, Method, NullSink, Run, SampleConfig, StepSize, SurrogateSettings,
+    SurrogateSteps, sample,
 };
 use crate::train::{FitMethod, TrainOptions};
 use crate::{Error, Model, Result};
@@ -308,7 +311,8 @@ fn row(
 /// figure is. RNS-HMC with score matching on 2 chains at once (one per core), each from the
 /// MAP (the search is timed and counted), a short exact warmup that adapts the step size and a
 /// diagonal metric and collects states from iteration 100 on, the network fitted on their exact
-/// gradients, then the kept draws with surrogate trajectories twice as long. ESS is the rank-normalized bulk ESS of the pooled chains (the tail ESS is reported
+/// gradients, then the kept draws with the trajectory lengths the network's curvature predicts
+/// mix best. ESS is the rank-normalized bulk ESS of the pooled chains (the tail ESS is reported
 /// beside it); time is wall time from the MAP search to the last draw.
 fn all_in_row(
     experiment: Experiment,
@@ -333,7 +337,7 @@ fn all_in_row(
         },
         fit: FitMethod::Score,
         train_after: 100,
-        steps_factor: 2,
+        trajectory: SurrogateSteps::Auto,
         ..SurrogateSettings::default()
     };
     let config = SampleConfig {
@@ -356,12 +360,16 @@ fn all_in_row(
     for c in &run.chains {
         log(&format!(
             "  chain {}: MAP {map_seconds:.1} s, warmup {:.1} s (training {:.1} s), draws {:.1} s, \
-             step size {:.4}",
+             step size {:.4}, trajectories of {}",
             c.chain,
             c.warmup_seconds,
             c.surrogate.as_ref().map_or(0.0, |r| r.training_seconds),
             c.sampling_seconds,
-            c.step_size
+            c.step_size,
+            c.surrogate
+                .as_ref()
+                .and_then(|r| r.trajectory)
+                .map_or("the exact phase's steps".into(), |t| t.to_string())
         ));
     }
     let bulk: Vec<f64> = (0..run.names.len())
@@ -406,7 +414,7 @@ pub fn run_experiment(
         ..SurrogateSettings::default()
     };
     let long = SurrogateSettings {
-        steps_factor: 4,
+        trajectory: SurrogateSteps::Factor(4),
         ..surrogate.clone()
     };
     let score = SurrogateSettings {

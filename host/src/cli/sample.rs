@@ -196,6 +196,9 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
                 c.sampling_evaluations.exact_values,
                 c.sampling_evaluations.surrogate_gradients
             );
+            if let Some(t) = &s.trajectory {
+                println!("chain {}: surrogate trajectories of {t}", c.chain);
+            }
         }
     }
     if config.method.approximate() {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use shmc_core::{Activation, Nodes};
 
-use crate::sampler::{SurrogateSettings, VhmcSettings};
+use crate::sampler::{SurrogateSettings, SurrogateSteps, VhmcSettings};
 use crate::train::{FitMethod, Inputs, Scale, TrainOptions};
 use crate::{Error, Result};
 
@@ -52,9 +52,11 @@ pub struct SurrogateArgs {
     /// ARNS-HMC: updated weights are swapped in with probability t^(-KAPPA).
     #[arg(long, default_value_t = 0.5, value_name = "KAPPA")]
     pub adapt_rate: f64,
-    /// Surrogate trajectories take this many times --steps leapfrog steps.
-    #[arg(long, default_value_t = 1, value_name = "K")]
-    pub surrogate_steps_factor: u32,
+    /// Surrogate trajectories take K times --steps leapfrog steps, or with `auto` the range of
+    /// lengths the trained network's curvature predicts mixes best for means and variances
+    /// alike (up to 8x --steps; reported).
+    #[arg(long, default_value = "1", value_name = "K|auto")]
+    pub surrogate_steps_factor: String,
     /// VHMC: the network's weight in the blended potential is mu_t = 1 - exp(-t/TAU) at warmup
     /// iteration t (the Laplace approximation has the rest).
     #[arg(long, default_value_t = 200.0)]
@@ -132,7 +134,17 @@ impl SurrogateArgs {
             start_after: self.start_after,
             start_error: self.start_error,
             adapt_rate: self.adapt_rate,
-            steps_factor: self.surrogate_steps_factor,
+            trajectory: match self.surrogate_steps_factor.as_str() {
+                "auto" => SurrogateSteps::Auto,
+                text => match text.parse::<u32>() {
+                    Ok(k) if k > 0 => SurrogateSteps::Factor(k),
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "--surrogate-steps-factor must be `auto` or a whole number of at least 1, got {text:?}"
+                        )));
+                    }
+                },
+            },
             surrogate_file: self.surrogate.clone(),
         })
     }

@@ -213,6 +213,9 @@ impl DrawSink for CsvSink {
                 s.scale,
                 s.holdout_gradient_error
             ));
+            if let Some(t) = &s.trajectory {
+                text.push_str(&format!("# shmc surrogate trajectories: {t}\n"));
+            }
         }
         self.write(&text)?;
         self.flush()

@@ -10,7 +10,7 @@ use rand::Rng;
 use rand_pcg::Pcg64;
 use shmc_core::random::SplitMix64;
 use shmc_core::{
-    DiagonalMetric, DualAveraging, Dyn, Dynamics, Exact, Hmc, HmcConfig, State, Steps, Surrogate,
+    DiagonalMetric, DualAveraging, Dyn, Dynamics, Exact, Hmc, HmcConfig, State, Surrogate,
     Transition, random::uniform,
 };
 
@@ -62,14 +62,6 @@ fn initial_state<M: Model + ?Sized, R: Rng + ?Sized>(
                 "chain {chain}: no finite potential at 100 random initial points in (-{radius}, {radius})"
             )))
         }
-    }
-}
-
-/// `steps` with every trajectory length multiplied by `factor`.
-fn lengthen(steps: Steps, factor: u32) -> Steps {
-    match steps {
-        Steps::Fixed(n) => Steps::Fixed(n * factor),
-        Steps::Jittered(n) => Steps::Jittered(n * factor),
     }
 }
 
@@ -137,10 +129,6 @@ pub fn run_chain<M: Model + ?Sized>(
             state = start;
         }
     }
-    let surrogate_steps = lengthen(
-        config.steps,
-        surrogate.as_deref().map_or(1, |p| p.steps_factor()),
-    );
     let proposing = |s: &Phase| s.as_deref().is_some_and(|p| p.proposal().is_some());
     if proposing(&surrogate) {
         refresh(model, &surrogate, &mut state);
@@ -157,15 +145,17 @@ pub fn run_chain<M: Model + ?Sized>(
             initial_step_size(&state, d, &metric, 1.0, &mut rng)
         }),
     };
+    let steps = match surrogate.as_deref_mut() {
+        Some(phase) if phase.proposal().is_some() => {
+            phase.trajectory(config.steps, metric.inv_mass(), step_size)
+        }
+        _ => config.steps,
+    };
     let mut hmc = Hmc::new(
         Dyn(dim),
         HmcConfig {
             step_size,
-            steps: if proposing(&surrogate) {
-                surrogate_steps
-            } else {
-                config.steps
-            },
+            steps,
             max_energy_error: config.max_energy_error,
         },
     )?;
@@ -228,7 +218,6 @@ pub fn run_chain<M: Model + ?Sized>(
             };
             if changed {
                 refresh(model, &surrogate, &mut state);
-                hmc.config.steps = surrogate_steps;
                 // Adaptation ends when a trained surrogate starts proposing: dual averaging
                 // towards 0.8 would shrink the step size until the surrogate's gradient error
                 // no longer shows, which makes the chain crawl. The surrogate keeps the exact
@@ -240,6 +229,11 @@ pub fn run_chain<M: Model + ?Sized>(
                 if !keep_adapting && let Some(d) = dual.take() {
                     step_size = d.final_step_size();
                     hmc.config.step_size = step_size;
+                }
+                // The trajectory is set once, with the step size and metric the surrogate
+                // starts proposing with.
+                if let (false, Some(phase)) = (surrogate_proposal, surrogate.as_deref_mut()) {
+                    hmc.config.steps = phase.trajectory(config.steps, metric.inv_mass(), step_size);
                 }
             }
         }

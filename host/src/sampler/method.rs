@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use super::trajectory::SurrogateSteps;
 use crate::train::{FitMethod, TrainOptions};
 use crate::{Error, Result};
 
@@ -75,9 +76,9 @@ pub struct SurrogateSettings {
     pub start_error: f64,
     /// ARNS-HMC: the swap probability is `t^(−κ)` with this `κ ∈ (0, 1]`.
     pub adapt_rate: f64,
-    /// Surrogate trajectories take this many times the exact phase's steps (surrogate leapfrog
-    /// steps cost almost nothing, longer trajectories decorrelate more).
-    pub steps_factor: u32,
+    /// How long surrogate trajectories are: a multiple of the exact phase's, or the range the
+    /// surrogate's curvature predicts mixes best (surrogate leapfrog steps cost almost nothing).
+    pub trajectory: SurrogateSteps,
     /// A saved surrogate to use instead of training one (`shmc train --save`).
     pub surrogate_file: Option<PathBuf>,
 }
@@ -91,7 +92,7 @@ impl Default for SurrogateSettings {
             start_after: 300,
             start_error: 0.1,
             adapt_rate: 0.5,
-            steps_factor: 1,
+            trajectory: SurrogateSteps::Factor(1),
             surrogate_file: None,
         }
     }
@@ -135,7 +136,7 @@ impl Method {
         if !(s.adapt_rate > 0.0 && s.adapt_rate <= 1.0) {
             return Err(Error::invalid("--adapt-rate must lie in (0, 1]"));
         }
-        if s.steps_factor == 0 {
+        if s.trajectory == SurrogateSteps::Factor(0) {
             return Err(Error::invalid(
                 "--surrogate-steps-factor must be at least 1",
             ));

@@ -15,6 +15,7 @@ mod chain;
 mod config;
 mod method;
 mod surrogate;
+pub mod trajectory;
 mod variational;
 pub mod warmup;
 
@@ -26,6 +27,7 @@ pub use chain::chain_rng;
 pub use config::{Init, SampleConfig, StepSize};
 pub use method::{Method, SurrogateSettings, VhmcSettings};
 pub use surrogate::SurrogateReport;
+pub use trajectory::SurrogateSteps;
 pub use variational::PILOT_STATES;
 
 use crate::diagnostics::{ParameterSummary, summarize};

@@ -12,9 +12,12 @@ use std::time::Instant;
 use rand_pcg::Pcg64;
 use shmc_core::random::uniform;
 use shmc_core::schedule::adaptation_probability;
-use shmc_core::{Dyn, Dynamics, OnlineGreville, Potential, State};
+use shmc_core::{Dyn, Dynamics, OnlineGreville, Potential, State, Steps};
 
 use super::method::{Method, SurrogateSettings};
+use super::trajectory::{
+    AUTO_CAP_FACTOR, SurrogateSteps, TrajectoryChoice, choose_steps, lengthen,
+};
 use super::variational::VhmcPhase;
 use crate::train::{DynNetwork, FitMethod, TrainingSet, fit_potential, fit_score, load_network};
 use crate::{Error, Result};
@@ -42,9 +45,10 @@ pub trait Proposer: Send {
         None
     }
 
-    /// The factor by which surrogate trajectories are longer.
-    fn steps_factor(&self) -> u32 {
-        1
+    /// The trajectory lengths of surrogate proposals, given the exact phase's `base` and the
+    /// metric and step size the surrogate starts proposing with.
+    fn trajectory(&mut self, base: Steps, _inv_mass: &[f64], _step_size: f64) -> Steps {
+        base
     }
 
     /// Learns from warmup iteration `i` (of `warmup`), which left the chain in `state`
@@ -157,6 +161,8 @@ pub struct SurrogateReport {
     /// Exact evaluations made only for training, beyond those of the chain's own transitions
     /// (VHMC: the MAP search and its Hessian, the pilot states, the score-matching targets).
     pub extra_exact_evaluations: u64,
+    /// The trajectory lengths chosen from the surrogate's curvature, if they were.
+    pub trajectory: Option<TrajectoryChoice>,
 }
 
 /// Online Greville state of ARNS-HMC. Features and targets are centred by the batch training
@@ -307,8 +313,25 @@ impl Proposer for NetworkPhase {
         self.network.as_ref().map(|n| n as &dyn Potential)
     }
 
-    fn steps_factor(&self) -> u32 {
-        self.settings.steps_factor
+    /// A multiple of `base`, or (`Auto`) the range the fitted network's curvature predicts
+    /// mixes best, reported; `base` where no prediction applies (a loaded surrogate, which has
+    /// no training states, or a curvature that is not positive definite).
+    fn trajectory(&mut self, base: Steps, inv_mass: &[f64], step_size: f64) -> Steps {
+        let factor = match self.settings.trajectory {
+            SurrogateSteps::Factor(k) => return lengthen(base, k),
+            SurrogateSteps::Auto => 1,
+        };
+        let chosen = self.network.as_ref().and_then(|network| {
+            choose_steps(
+                network,
+                &self.training,
+                inv_mass,
+                step_size,
+                AUTO_CAP_FACTOR * base.max(),
+            )
+        });
+        self.report.trajectory = chosen;
+        chosen.map_or(lengthen(base, factor), |c| c.steps)
     }
 
     fn report(&self) -> &SurrogateReport {
