@@ -37,9 +37,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "S")]
     hidden: Option<usize>,
     /// Run only these rows, comma-separated: hmc, rns, rns-score, arns, rns-long (RNS-HMC
-    /// with 4x longer surrogate trajectories) and all-in (2 chains with adapted step size and
-    /// metric, timed from the MAP search to the last draw, as nutpie's figure is). Default:
-    /// all of them, all-in on lr-sim only. Speed-ups need the hmc row.
+    /// with 4x longer surrogate trajectories), rns-auto (with the lengths its curvature picks),
+    /// all-in (2 chains with adapted step size and metric, timed from the MAP search to the last
+    /// draw, as nutpie's figure is) and nuts (nutpie's NUTS on the same kernel, 4 chains, timed
+    /// likewise). Default: all of them, all-in and nuts on lr-sim only. Speed-ups need the hmc
+    /// row.
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = METHOD_KEYS)]
     methods: Option<Vec<String>>,
     /// nutpie's min ESS_bulk per second on this machine, which the all-in row is compared

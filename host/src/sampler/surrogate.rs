@@ -317,10 +317,9 @@ impl Proposer for NetworkPhase {
     /// mixes best, reported; `base` where no prediction applies (a loaded surrogate, which has
     /// no training states, or a curvature that is not positive definite).
     fn trajectory(&mut self, base: Steps, inv_mass: &[f64], step_size: f64) -> Steps {
-        let factor = match self.settings.trajectory {
-            SurrogateSteps::Factor(k) => return lengthen(base, k),
-            SurrogateSteps::Auto => 1,
-        };
+        if let SurrogateSteps::Factor(k) = self.settings.trajectory {
+            return lengthen(base, k);
+        }
         let chosen = self.network.as_ref().and_then(|network| {
             choose_steps(
                 network,
@@ -331,7 +330,7 @@ impl Proposer for NetworkPhase {
             )
         });
         self.report.trajectory = chosen;
-        chosen.map_or(lengthen(base, factor), |c| c.steps)
+        chosen.map_or(base, |c| c.steps)
     }
 
     fn report(&self) -> &SurrogateReport {
