@@ -4,7 +4,7 @@
 use shmc::core::Potential;
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::models::logistic::LogisticRegression;
-use shmc::sampler::{Method, SampleConfig, SurrogateSettings};
+use shmc::sampler::{Method, SampleConfig, SurrogateSettings, SurrogateSteps};
 
 mod common;
 use common::{assert_mean_within_4_mcse, run, series};
@@ -24,13 +24,29 @@ fn small_net() -> SurrogateSettings {
 }
 
 /// RNS-HMC and ARNS-HMC with an imperfect net on the 32-D Gaussian: the surrogate is off
-/// (acceptance well below HMC's), the chain must still be right.
+/// (acceptance well below HMC's), the chain must still be right; so must RNS-HMC with the
+/// trajectory lengths its curvature picks (a range of lengths drawn afresh each iteration).
 #[test]
 fn surrogate_methods_are_exact_on_the_32d_gaussian() {
     let model = CorrelatedGaussian::journal();
     let d = model.dim() as f64;
-    for method in [Method::RnsHmc(small_net()), Method::ArnsHmc(small_net())] {
-        let name = method.name();
+    // The curvature of 64 units in 32-D is not positive definite, so `auto` would fall back
+    // to the exact phase's steps: 600 units (a 32-D quadratic needs 528) give it a range.
+    let auto = SurrogateSettings {
+        trajectory: SurrogateSteps::Auto,
+        train: TrainOptions {
+            hidden: 600,
+            ..small_net().train
+        },
+        ..small_net()
+    };
+    for (method, label) in [
+        (Method::RnsHmc(small_net()), "rns-hmc"),
+        (Method::ArnsHmc(small_net()), "arns-hmc"),
+        (Method::RnsHmc(auto), "rns-hmc, auto steps"),
+    ] {
+        let name = label;
+        let auto = method.surrogate().unwrap().trajectory == SurrogateSteps::Auto;
         let config = SampleConfig {
             warmup: 1000,
             draws: 5000,
@@ -46,6 +62,7 @@ fn surrogate_methods_are_exact_on_the_32d_gaussian() {
                 c.sampling_evaluations.exact_gradients, 0,
                 "{name} used exact gradients"
             );
+            assert_eq!(report.trajectory.is_some(), auto, "{name}: {report:?}");
         }
         let along = |q: &[f64]| q.iter().sum::<f64>() / d.sqrt();
         assert_mean_within_4_mcse(&format!("{name} mean along"), &series(&run, along), 0.0);
