@@ -271,6 +271,20 @@ fn bad_input_gives_one_clear_line() {
             "sample",
             "--model",
             "banana",
+            "--method",
+            "vhmc",
+            "--surrogate-steps-factor",
+            "auto",
+            "--output",
+            o,
+        ],
+        "--surrogate-steps-factor is for rns-hmc and arns-hmc",
+    );
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "banana",
             "--standardize",
             "--output",
             o,

@@ -78,6 +78,12 @@ impl SurrogateArgs {
                 "--surrogate is for rns-hmc and arns-hmc; vhmc trains its own network",
             ));
         }
+        if self.surrogate_steps_factor != "1" {
+            return Err(Error::invalid(
+                "--surrogate-steps-factor is for rns-hmc and arns-hmc; vhmc's trajectories are \
+                 the exact phase's (--steps)",
+            ));
+        }
         Ok(VhmcSettings {
             train: self.network(seed)?,
             tau: self.tau,
