@@ -271,7 +271,7 @@ fn row(
 ) -> BenchRow {
     let tail = (0..run.names.len())
         .map(|p| Draws::new(&run.series(p)).map_or(f64::NAN, |d| ess_tail(&d)))
-        .fold(f64::INFINITY, f64::min);
+        .fold(f64::NAN, f64::min);
     let e = ess_summary(ess_values).unwrap_or(crate::diagnostics::EssSummary {
         min: f64::NAN,
         median: f64::NAN,
@@ -481,7 +481,7 @@ pub fn run_experiment(
     // Speed-ups are over HMC's row, so without one they stay NaN.
     if let Some(hmc) = rows
         .iter()
-        .find(|r| r.method == "HMC")
+        .find(|r| r.key == "hmc")
         .map(|r| r.min_ess_per_second)
     {
         for r in &mut rows {
@@ -547,7 +547,7 @@ fn nuts_row(
         ess_min: e.min,
         ess_median: e.median,
         ess_max: e.max,
-        ess_tail_min: tail.iter().copied().fold(f64::INFINITY, f64::min),
+        ess_tail_min: tail.iter().copied().fold(f64::NAN, f64::min),
         ess_min_per_iteration: e.min / (chains * settings.draws) as f64,
         seconds_per_iteration: f64::NAN,
         exact_potential_seconds: f64::NAN,
