@@ -100,8 +100,8 @@ fn nuts_recovers_a_gaussian_through_the_adapter() {
     }
     assert!(run.gradients_per_draw >= 1.0, "{}", run.gradients_per_draw);
     for p in 0..4 {
-        let chains: Vec<&[f64]> = run.draws.iter().map(|c| c[p].as_slice()).collect();
-        let ess = shmc::diagnostics::ess_bulk(&shmc::diagnostics::Draws::new(&chains).unwrap());
+        let ess =
+            shmc::diagnostics::ess_bulk(&shmc::diagnostics::Draws::new(&run.series(p)).unwrap());
         // ~1150 of 4000 with the right gradient; a wrong one (halved, wrong sign) still samples
         // the right target, but at ESS 10–30.
         assert!(ess > 400.0, "parameter {p}: ESS_bulk {ess} of 4000 draws");

@@ -40,12 +40,11 @@ fn surrogate_methods_are_exact_on_the_32d_gaussian() {
         },
         ..small_net()
     };
-    for (method, label) in [
+    for (method, name) in [
         (Method::RnsHmc(small_net()), "rns-hmc"),
         (Method::ArnsHmc(small_net()), "arns-hmc"),
         (Method::RnsHmc(auto), "rns-hmc, auto steps"),
     ] {
-        let name = label;
         let auto = method.surrogate().unwrap().trajectory == SurrogateSteps::Auto;
         let config = SampleConfig {
             warmup: 1000,

@@ -259,6 +259,23 @@ fn exact_potential_seconds(model: &dyn Model, q: &[f64]) -> f64 {
     times[times.len() / 2]
 }
 
+/// `ess` of each of `dim` parameters over all chains, `series(p)` giving each chain's draws of
+/// parameter `p`; NaN where the draws cannot be diagnosed.
+fn per_parameter<'a>(
+    dim: usize,
+    series: impl Fn(usize) -> Vec<&'a [f64]>,
+    ess: fn(&Draws) -> f64,
+) -> Vec<f64> {
+    (0..dim)
+        .map(|p| Draws::new(&series(p)).map_or(f64::NAN, |d| ess(&d)))
+        .collect()
+}
+
+/// The smallest of `values`, NaN if every one is.
+fn smallest(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::NAN, f64::min)
+}
+
 /// The row of `run` (all its chains) given each parameter's ESS and the seconds a user waited
 /// for it (burn-in, training and sampling, or wall time).
 fn row(
@@ -269,9 +286,7 @@ fn row(
     ess_values: &[f64],
     seconds_with_training: f64,
 ) -> BenchRow {
-    let tail = (0..run.names.len())
-        .map(|p| Draws::new(&run.series(p)).map_or(f64::NAN, |d| ess_tail(&d)))
-        .fold(f64::NAN, f64::min);
+    let tail = smallest(&per_parameter(run.names.len(), |p| run.series(p), ess_tail));
     let e = ess_summary(ess_values).unwrap_or(crate::diagnostics::EssSummary {
         min: f64::NAN,
         median: f64::NAN,
@@ -378,9 +393,7 @@ fn all_in_row(
                 .map_or("the exact phase's steps".into(), |t| t.to_string())
         ));
     }
-    let bulk: Vec<f64> = (0..run.names.len())
-        .map(|p| Draws::new(&run.series(p)).map_or(f64::NAN, |d| ess_bulk(&d)))
-        .collect();
+    let bulk = per_parameter(run.names.len(), |p| run.series(p), ess_bulk);
     let mut all_in = row(
         "all-in",
         "RNS-HMC all-in (2 chains)",
@@ -525,16 +538,8 @@ fn nuts_row(
         settings.draws
     ));
     let run = nuts::run_nuts(model, chains, warmup, settings.draws, settings.seed)?;
-    let per_parameter = |f: fn(&Draws) -> f64| -> Vec<f64> {
-        (0..model.dim())
-            .map(|p| {
-                let series: Vec<&[f64]> = run.draws.iter().map(|c| c[p].as_slice()).collect();
-                Draws::new(&series).map_or(f64::NAN, |d| f(&d))
-            })
-            .collect()
-    };
-    let bulk = per_parameter(ess_bulk);
-    let tail = per_parameter(ess_tail);
+    let bulk = per_parameter(model.dim(), |p| run.series(p), ess_bulk);
+    let tail = per_parameter(model.dim(), |p| run.series(p), ess_tail);
     let e = ess_summary(&bulk).ok_or_else(|| Error::invalid("NUTS left no diagnosable draws"))?;
     log(&format!(
         "  NUTS: {:.1} s, {:.1} gradients per iteration, {} divergences",
@@ -547,7 +552,7 @@ fn nuts_row(
         ess_min: e.min,
         ess_median: e.median,
         ess_max: e.max,
-        ess_tail_min: tail.iter().copied().fold(f64::NAN, f64::min),
+        ess_tail_min: smallest(&tail),
         ess_min_per_iteration: e.min / (chains * settings.draws) as f64,
         seconds_per_iteration: f64::NAN,
         exact_potential_seconds: f64::NAN,

@@ -33,6 +33,13 @@ pub struct NutsRun {
     pub divergences: usize,
 }
 
+impl NutsRun {
+    /// Each chain's kept draws of parameter `p`, in chain order (as [`crate::sampler::Run`]).
+    pub fn series(&self, p: usize) -> Vec<&[f64]> {
+        self.draws.iter().map(|c| c[p].as_slice()).collect()
+    }
+}
+
 /// `log p = −U` and its gradient, for nuts-rs.
 struct LogDensity<'a> {
     model: &'a dyn Model,

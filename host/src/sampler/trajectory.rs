@@ -86,8 +86,8 @@ pub fn choose_steps(
     step_size: f64,
     cap: u32,
 ) -> Option<TrajectoryChoice> {
-    let spectrum = Spectrum::new(&frequencies(network, states, inv_mass)?, step_size, cap)?;
     let cap = cap.max(1);
+    let spectrum = Spectrum::new(&frequencies(network, states, inv_mass)?, step_size, cap)?;
     let scored: Vec<(u32, u32, f64)> = (1..=cap)
         .flat_map(|lo| (lo..=cap).map(move |hi| (lo, hi)))
         .map(|(lo, hi)| (lo, hi, spectrum.worst_ess(lo, hi)))
@@ -110,10 +110,10 @@ struct Spectrum {
 }
 
 impl Spectrum {
-    /// The tables for `frequencies` at `step_size`; `None` if the leapfrog is unstable in some
-    /// direction (`εω ≥ 2`) even with the frequency errors.
+    /// The tables for `frequencies` at `step_size` up to `cap ≥ 1` steps; `None` if the
+    /// leapfrog is unstable in some direction (`εω ≥ 2`) with any of the frequency errors.
     fn new(frequencies: &[f64], step_size: f64, cap: u32) -> Option<Self> {
-        let cap = cap.max(1) as usize;
+        let cap = cap as usize;
         let mut sums = Vec::with_capacity(FREQUENCY_ERRORS.len() * frequencies.len());
         for error in FREQUENCY_ERRORS {
             for &omega in frequencies {
@@ -211,8 +211,8 @@ mod tests {
     /// On a Gaussian (frequency 1 in the metric's units) the chosen integration time lies where
     /// both the coordinates and their squares are antithetic, `εL` inside `(π/2, 3π/4)` on
     /// average, and it is predicted to mix better than the papers' jittered `1..=L` at any `L`
-    /// up to the cap (by 15% here, in the worst case of the frequency errors); the same posterior in other units, with the metric that
-    /// undoes them, gets the same choice.
+    /// up to the cap (by 15% here, in the worst case of the frequency errors); the same
+    /// posterior in other units, with the metric that undoes them, gets the same choice.
     #[test]
     fn a_gaussian_gets_antithetic_trajectories_whatever_its_units() {
         let (eps, cap) = (0.3, 48);
