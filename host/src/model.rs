@@ -17,6 +17,13 @@ pub trait Model: Potential + Send + Sync {
     fn write_parameters(&self, q: &[f64], out: &mut Vec<f64>) {
         out.extend_from_slice(q);
     }
+
+    /// The model's own expensive work so far, by name (for example PDE solves), for models
+    /// whose cost is not simply one `U` or `∇U` evaluation: the run reports it per iteration
+    /// and per effective sample. Counters only grow; take differences to cost one run.
+    fn work(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// `prefix.1 … prefix.n`, CmdStan's names for the entries of a vector parameter.

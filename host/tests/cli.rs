@@ -228,6 +228,48 @@ fn assert_one_line_error(args: &[&str], needle: &str) {
 }
 
 #[test]
+fn pde_runs_report_their_solves() {
+    let dir = temp_dir("pde");
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "elliptic-pde",
+        "--mesh",
+        "8",
+        "--kl-modes",
+        "3",
+        "--prior-sd",
+        "1",
+        "--seed-data",
+        "2",
+        "--chains",
+        "2",
+        "--warmup",
+        "100",
+        "--draws",
+        "100",
+        "--output",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("exact model work:"))
+        .unwrap_or_else(|| panic!("no work line in:\n{stdout}"));
+    assert!(
+        line.contains("forward solves")
+            && line.contains("adjoint solves")
+            && line.contains("per iteration")
+            && line.contains("per effective sample"),
+        "{line}"
+    );
+    assert!(stdout.contains("theta.3") && !stdout.contains("theta.4"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn bad_input_gives_one_clear_line() {
     let dir = temp_dir("errors");
     let out_dir = dir.join("out");
@@ -251,6 +293,34 @@ fn bad_input_gives_one_clear_line() {
     assert_one_line_error(
         &["sample", "--model", "banana", "--steps", "0", "--output", o],
         "--steps must be at least 1",
+    );
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "elliptic-pde",
+            "--mesh",
+            "1",
+            "--output",
+            o,
+        ],
+        "at least 2×2",
+    );
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "elliptic-pde",
+            "--kl-modes",
+            "0",
+            "--output",
+            o,
+        ],
+        "modes",
+    );
+    assert_one_line_error(
+        &["sample", "--model", "banana", "--mesh", "10", "--output", o],
+        "--mesh does not apply to model banana",
     );
     assert_one_line_error(
         &[
@@ -355,6 +425,7 @@ fn models_lists_every_builtin_model() {
         "gaussian-32",
         "beta-binomial",
         "gp-hyper",
+        "elliptic-pde",
     ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }

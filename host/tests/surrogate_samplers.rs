@@ -2,6 +2,8 @@
 //! and a well-trained surrogate proposes as well as the exact gradient.
 
 use shmc::core::Potential;
+use shmc::diagnostics::{Draws, mcse_mean};
+use shmc::models::elliptic_pde::{EllipticPde, PdeSettings};
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::models::logistic::LogisticRegression;
 use shmc::sampler::{Method, SampleConfig, SurrogateSettings, SurrogateSteps};
@@ -238,6 +240,73 @@ fn vhmc_matches_long_hmc_on_probit() {
             (m - r).abs() < 0.05 && (m - r).abs() < tolerance,
             "{name} theta.{}: {m} against HMC's {r} (MCSE {se}, {se_r})",
             k + 1
+        );
+    }
+}
+
+/// The mean of the pooled chains and its Monte Carlo standard error.
+fn mean_and_mcse(chains: &[Vec<f64>]) -> (f64, f64) {
+    let draws = Draws::new(chains).expect("equal chains");
+    let mean = draws.values().iter().sum::<f64>() / draws.values().len() as f64;
+    (mean, mcse_mean(&draws))
+}
+
+#[test]
+fn hmc_and_rns_hmc_agree_on_the_coarse_five_mode_posterior() {
+    // The sparse-grid paper's d = 5 form (prior sd 1) on a coarse 10×10 mesh, so that a solve
+    // takes tens of microseconds.
+    let model = EllipticPde::simulate(PdeSettings {
+        mesh: 10,
+        modes: EllipticPde::SPARSE_GRID_MODES,
+        prior_sd: EllipticPde::SPARSE_GRID_PRIOR_SD,
+        data_seed: 2,
+    })
+    .unwrap();
+    let base = SampleConfig {
+        chains: 2,
+        warmup: 600,
+        draws: 2000,
+        seed: 11,
+        ..SampleConfig::default()
+    };
+    let hmc = run(&model, &base);
+    let surrogate = SurrogateSettings {
+        train: TrainOptions {
+            hidden: 300,
+            seed: 5,
+            ..TrainOptions::default()
+        },
+        fit: FitMethod::Score,
+        train_after: 150,
+        ..SurrogateSettings::default()
+    };
+    let rns = run(
+        &model,
+        &SampleConfig {
+            seed: 12,
+            method: Method::RnsHmc(surrogate),
+            ..base.clone()
+        },
+    );
+    let report = rns.chains[0]
+        .surrogate
+        .as_ref()
+        .expect("a surrogate report");
+    assert!(report.started_at.is_some(), "the surrogate never proposed");
+    assert!(
+        rns.chains[0].sampling_evaluations.exact_gradients == 0,
+        "RNS-HMC's draws should cost no exact gradient"
+    );
+    assert!(rns.mean_accept_stat() > 0.5, "{}", rns.mean_accept_stat());
+    for p in 0..5 {
+        let (a, sa) = mean_and_mcse(&series(&hmc, |q| q[p]));
+        let (b, sb) = mean_and_mcse(&series(&rns, |q| q[p]));
+        let se = (sa * sa + sb * sb).sqrt();
+        assert!(se.is_finite() && se > 0.0, "theta.{}: se {se}", p + 1);
+        assert!(
+            (a - b).abs() < 4.0 * se,
+            "theta.{}: HMC {a} vs RNS-HMC {b}, combined MCSE {se}",
+            p + 1
         );
     }
 }

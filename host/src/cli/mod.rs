@@ -75,11 +75,20 @@ pub struct ModelArgs {
     #[arg(long, value_name = "D")]
     pub d: Option<usize>,
     /// Seed of the simulated data.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, alias = "seed-data")]
     pub data_seed: u64,
     /// Prior variance of regression coefficients.
     #[arg(long, value_name = "VAR")]
     pub prior_variance: Option<f64>,
+    /// Elements per side of the PDE model's finite-element mesh [default: 30].
+    #[arg(long, value_name = "N")]
+    pub mesh: Option<usize>,
+    /// Karhunen-Loeve modes of the PDE model's coefficient, its dimension [default: 20].
+    #[arg(long, value_name = "D")]
+    pub kl_modes: Option<usize>,
+    /// Prior sd of the PDE model's mode weights [default: 0.5].
+    #[arg(long, value_name = "SD")]
+    pub prior_sd: Option<f64>,
 }
 
 impl ModelArgs {
@@ -97,6 +106,9 @@ impl ModelArgs {
             d: self.d,
             data_seed: self.data_seed,
             prior_variance: self.prior_variance,
+            mesh: self.mesh,
+            kl_modes: self.kl_modes,
+            prior_sd: self.prior_sd,
         }
     }
 }

@@ -9,7 +9,7 @@ use super::ModelArgs;
 use super::progress::Progress;
 use super::surrogate_args::SurrogateArgs;
 use super::trajectory_args::TrajectoryArgs;
-use crate::output::{CsvHeader, CsvSink, RunTotals, format_summary};
+use crate::output::{CsvHeader, CsvSink, RunTotals, format_model_work, format_summary};
 use crate::sampler::{DrawSink, Init, Method, SampleConfig, StepSize, sample};
 use crate::{Error, Model, Result, models};
 
@@ -180,7 +180,18 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
             sampling_seconds: Some(run.sampling_seconds()),
             wall_seconds: Some(run.wall_seconds),
         };
-        print!("{}", format_summary(&run.summary(), &totals));
+        let summary = run.summary();
+        print!("{}", format_summary(&summary, &totals));
+        let iterations = run
+            .chains
+            .iter()
+            .map(|c| c.warmup_evaluations.iterations + c.sampling_evaluations.iterations)
+            .sum();
+        let min_ess = summary
+            .iter()
+            .map(|p| p.ess_bulk)
+            .fold(f64::INFINITY, f64::min);
+        print!("{}", format_model_work(&model.work(), iterations, min_ess));
     }
     for c in &run.chains {
         if let Some(s) = &c.surrogate {

@@ -3,6 +3,7 @@
 
 pub mod banana;
 pub mod beta_binomial;
+pub mod elliptic_pde;
 #[cfg(test)]
 mod fd_check;
 pub mod gaussian;
@@ -42,6 +43,12 @@ pub struct ModelSpec {
     pub data_seed: u64,
     /// The prior variance of regression coefficients.
     pub prior_variance: Option<f64>,
+    /// Elements per side of a PDE model's finite-element mesh.
+    pub mesh: Option<usize>,
+    /// Karhunen–Loève modes of a PDE model's coefficient field (its dimension).
+    pub kl_modes: Option<usize>,
+    /// The prior standard deviation of a PDE model's mode weights.
+    pub prior_sd: Option<f64>,
 }
 
 impl ModelSpec {
@@ -60,6 +67,9 @@ impl ModelSpec {
             d: None,
             data_seed: 1,
             prior_variance: None,
+            mesh: None,
+            kl_modes: None,
+            prior_sd: None,
         }
     }
 }
@@ -116,6 +126,12 @@ pub const CATALOGUE: &[ModelInfo] = &[
         options: "(embedded data)",
     },
     ModelInfo {
+        name: "elliptic-pde",
+        description: "elliptic PDE inverse problem: the diffusion coefficient of div(c grad u) = 0 on the unit square from u observed on an 11x11 grid with noise sd 0.1; Q1 finite elements, log c a Gaussian process (squared exponential, sd 1, length 0.2) by its Karhunen-Loeve modes (journal paper 5.2)",
+        parameters: "theta.1 .. theta.d (the mode weights)",
+        options: "--mesh (30) --kl-modes (20; 5 in the sparse-grid paper) --prior-sd (0.5; 1 in the sparse-grid paper) --data-seed",
+    },
+    ModelInfo {
         name: "gp-hyper",
         description: "Gaussian-process hyperparameters, priors N(-1, 1) on the logs (precomputing paper 4.3)",
         parameters: "log_eta, log_l, log_J",
@@ -161,6 +177,9 @@ fn no_data_options(spec: &ModelSpec) -> Result<()> {
         (spec.intercept, "--intercept"),
         (spec.project.is_some(), "--project"),
         (spec.prior_variance.is_some(), "--prior-variance"),
+        (spec.mesh.is_some(), "--mesh"),
+        (spec.kl_modes.is_some(), "--kl-modes"),
+        (spec.prior_sd.is_some(), "--prior-sd"),
     ];
     match given.iter().find(|(set, _)| *set) {
         Some((_, option)) => Err(Error::invalid(format!(
@@ -278,6 +297,23 @@ pub fn build(spec: &ModelSpec) -> Result<Box<dyn Model>> {
         "beta-binomial" => {
             no_data_options(spec)?;
             Ok(Box::new(beta_binomial::BetaBinomial::cancer_mortality()))
+        }
+        "elliptic-pde" => {
+            no_data_options(&ModelSpec {
+                mesh: None,
+                kl_modes: None,
+                prior_sd: None,
+                ..spec.clone()
+            })?;
+            let defaults = elliptic_pde::PdeSettings::default();
+            Ok(Box::new(elliptic_pde::EllipticPde::simulate(
+                elliptic_pde::PdeSettings {
+                    mesh: spec.mesh.unwrap_or(defaults.mesh),
+                    modes: spec.kl_modes.unwrap_or(defaults.modes),
+                    prior_sd: spec.prior_sd.unwrap_or(defaults.prior_sd),
+                    data_seed: spec.data_seed,
+                },
+            )?))
         }
         "gp-hyper" => {
             no_data_options(spec)?;

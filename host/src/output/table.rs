@@ -100,3 +100,33 @@ pub fn format_summary(params: &[ParameterSummary], totals: &RunTotals) -> String
     }
     out
 }
+
+/// The model's own work over a run (see [`crate::Model::work`]; counters that stayed zero are
+/// left out), per iteration and per effective sample: for an expensive model, the cost that
+/// matters.
+pub fn format_model_work(work: &[(&str, u64)], iterations: u64, min_ess_bulk: f64) -> String {
+    let done: Vec<&(&str, u64)> = work.iter().filter(|(_, n)| *n > 0).collect();
+    if done.is_empty() || iterations == 0 {
+        return String::new();
+    }
+    let list = |f: &dyn Fn(u64) -> String| {
+        done.iter()
+            .map(|(name, n)| format!("{} {name}", f(*n)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = format!(
+        "exact model work: {} over {iterations} iterations, warmup included ({} per iteration)",
+        list(&|n| n.to_string()),
+        list(&|n| format!("{:.2}", n as f64 / iterations as f64))
+    );
+    if min_ess_bulk.is_finite() && min_ess_bulk > 0.0 {
+        let _ = write!(
+            out,
+            "; per effective sample (min ESS_bulk {min_ess_bulk:.0}): {}",
+            list(&|n| format!("{:.1}", n as f64 / min_ess_bulk))
+        );
+    }
+    out.push('\n');
+    out
+}

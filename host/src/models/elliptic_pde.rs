@@ -1,0 +1,587 @@
+//! The elliptic PDE inverse problem of the journal paper (section 5.2) and the precomputing
+//! paper (section 4.4): infer the diffusion coefficient `c` of `∇·(c∇u) = 0` on the unit square
+//! from noisy observations of `u`.
+//!
+//! `log c` has a Gaussian-process prior with the squared-exponential kernel (`σ² = 1`,
+//! `ℓ = 0.2`), written by its Karhunen–Loève expansion truncated at `d` modes:
+//! `c(x, θ) = exp(Σᵢ θᵢ √λᵢ vᵢ(x))`, `θᵢ ~ N(0, σ_θ²)` (`σ_θ = 0.5` in the journal paper, 1 in
+//! the precomputing paper). The forward model solves the PDE by Q1 finite elements on an
+//! `n × n` mesh (30×30 in the papers) and reads `u` at the 11×11 uniform grid; the data add
+//! `N(0, 0.1²)` noise. So
+//!
+//! `U(θ) = ‖y − u(θ)‖² / (2 · 0.1²) + ‖θ‖² / (2σ_θ²)`.
+//!
+//! The data are simulated from a seeded draw of `θ` from the prior, solved on a finer 51×51
+//! mesh so that the model that generates the data is not the one that fits them (the "inverse
+//! crime", which makes a posterior look better resolved than it is).
+//!
+//! Cost: `U` is one forward solve (assembly, sparse Cholesky, one triangular-solve pair), and
+//! `∇U` one more triangular-solve pair with the same factor, the adjoint: with `K λ = ∂J/∂u`
+//! (`J` the misfit), `∂U/∂θᵢ = −λᵀ (∂K/∂θᵢ) u + θᵢ/σ_θ²`, and `∂K/∂θᵢ` is the stiffness matrix of
+//! the coefficient `c √λᵢ vᵢ`, so the whole gradient is one contraction of the per-quadrature-
+//! point products `∇λ·∇u` with the tabulated modes. [`EllipticPde::work`] counts the solves.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
+use shmc_core::random::fill_standard_normal;
+use shmc_core::{Potential, fastmath};
+
+use crate::model::indexed_names;
+use crate::pde::{KarhunenLoeve, Mesh, Workspace};
+use crate::{Error, Model, Result};
+
+/// How to build the model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PdeSettings {
+    /// Elements per side of the forward model's mesh.
+    pub mesh: usize,
+    /// Karhunen–Loève modes kept: the dimension `d`.
+    pub modes: usize,
+    /// The prior standard deviation `σ_θ` of every mode weight.
+    pub prior_sd: f64,
+    /// The seed of the true `θ` and the noise.
+    pub data_seed: u64,
+}
+
+impl Default for PdeSettings {
+    /// The journal paper's setting: 30×30 mesh, 20 modes, `σ_θ = 0.5`.
+    fn default() -> Self {
+        Self {
+            mesh: EllipticPde::PAPER_MESH,
+            modes: EllipticPde::PAPER_MODES,
+            prior_sd: EllipticPde::PAPER_PRIOR_SD,
+            data_seed: 1,
+        }
+    }
+}
+
+/// The posterior of the Karhunen–Loève weights `θ`.
+#[derive(Debug)]
+pub struct EllipticPde {
+    settings: PdeSettings,
+    mesh: Mesh,
+    /// `√λᵢ vᵢ` at the mesh's quadrature points, row-major (`point · d + i`).
+    modes: Vec<f64>,
+    /// The observation operator: four `(node, weight)` pairs per observed point.
+    observation: Vec<[(usize, f64); 4]>,
+    y: Vec<f64>,
+    truth: Vec<f64>,
+    /// One set of buffers per concurrent evaluation (chains run on several threads).
+    scratch: Mutex<Vec<Scratch>>,
+    forward_solves: AtomicU64,
+    adjoint_solves: AtomicU64,
+    sensitivity_solves: AtomicU64,
+}
+
+/// The buffers of one evaluation.
+#[derive(Debug)]
+struct Scratch {
+    workspace: Workspace,
+    /// The coefficient at the quadrature points.
+    coefficient: Vec<f64>,
+    /// The solution, a nodal vector.
+    u: Vec<f64>,
+    /// The adjoint (or a sensitivity), a nodal vector.
+    dual: Vec<f64>,
+    /// Per-quadrature-point products.
+    products: Vec<f64>,
+    /// Right-hand sides over the unknowns.
+    rhs: Vec<f64>,
+}
+
+impl EllipticPde {
+    /// The papers' mesh, 30×30.
+    pub const PAPER_MESH: usize = 30;
+    /// The journal paper's truncation, 20 modes.
+    pub const PAPER_MODES: usize = 20;
+    /// The precomputing paper's truncation, 5 modes.
+    pub const SPARSE_GRID_MODES: usize = 5;
+    /// The journal paper's prior sd of the mode weights.
+    pub const PAPER_PRIOR_SD: f64 = 0.5;
+    /// The precomputing paper's prior sd of the mode weights.
+    pub const SPARSE_GRID_PRIOR_SD: f64 = 1.0;
+    /// The mesh the data are simulated on (finer than the model's: no inverse crime).
+    pub const DATA_MESH: usize = 51;
+    /// Observed points per side of the uniform observation grid.
+    pub const OBSERVATION_GRID: usize = 11;
+    /// The observation noise sd.
+    pub const NOISE_SD: f64 = 0.1;
+    /// The prior covariance's variance `σ²`.
+    pub const KERNEL_VARIANCE: f64 = 1.0;
+    /// The prior covariance's length scale `ℓ`.
+    pub const LENGTH_SCALE: f64 = 0.2;
+
+    /// Builds the model with data simulated as `settings` says. Fails on a mesh below 2×2, no
+    /// modes, or a prior sd that is not positive and finite.
+    pub fn simulate(settings: PdeSettings) -> Result<Self> {
+        if !(settings.prior_sd.is_finite() && settings.prior_sd > 0.0) {
+            return Err(Error::invalid(format!(
+                "the prior sd of the mode weights must be positive and finite, got {}",
+                settings.prior_sd
+            )));
+        }
+        let kl = KarhunenLoeve::new(Self::KERNEL_VARIANCE, Self::LENGTH_SCALE, settings.modes)?;
+        let mesh = Mesh::new(settings.mesh)?;
+        let modes = kl.tabulate(&mesh.quadrature_points());
+        let points = observation_points();
+        let observation = points
+            .iter()
+            .map(|&x| mesh.interpolation_weights(x))
+            .collect::<Result<Vec<_>>>()?;
+
+        let mut rng = Pcg64::seed_from_u64(settings.data_seed);
+        let mut truth = vec![0.0; settings.modes];
+        fill_standard_normal(&mut rng, &mut truth);
+        truth.iter_mut().for_each(|t| *t *= settings.prior_sd);
+        let fine = Mesh::new(Self::DATA_MESH)?;
+        let fine_modes = kl.tabulate(&fine.quadrature_points());
+        let u = solve_log_coefficient(&fine, &fine_modes, &truth)?;
+        let mut noise = vec![0.0; points.len()];
+        fill_standard_normal(&mut rng, &mut noise);
+        let y = points
+            .iter()
+            .zip(&noise)
+            .map(|(&x, e)| Ok(fine.interpolate(&u, x)? + Self::NOISE_SD * e))
+            .collect::<Result<Vec<_>>>()?;
+
+        Ok(Self {
+            settings,
+            mesh,
+            modes,
+            observation,
+            y,
+            truth,
+            scratch: Mutex::new(Vec::new()),
+            forward_solves: AtomicU64::new(0),
+            adjoint_solves: AtomicU64::new(0),
+            sensitivity_solves: AtomicU64::new(0),
+        })
+    }
+
+    /// The settings it was built with.
+    pub fn settings(&self) -> PdeSettings {
+        self.settings
+    }
+
+    /// The `θ` the data were simulated from.
+    pub fn truth(&self) -> &[f64] {
+        &self.truth
+    }
+
+    /// The observations, row by row of the 11×11 grid (`x₁` fastest).
+    pub fn observations(&self) -> &[f64] {
+        &self.y
+    }
+
+    /// The forward model: `u(θ)` at the observed points.
+    pub fn forward(&self, theta: &[f64]) -> Result<Vec<f64>> {
+        self.check_dim(theta)?;
+        self.with_scratch(|s| {
+            self.solve(theta, s)?;
+            Ok(self.observe(&s.u))
+        })
+    }
+
+    /// The diagonal of the Hessian of `U` at `θ` (the journal paper's RMHMC metric for this
+    /// problem): `1/σ_θ² + Σⱼ (∂uⱼ/∂θᵢ)²/σ_y² − Σⱼ (rⱼ/σ_y²) ∂²uⱼ/∂θᵢ²`, with `r = y − u`. It
+    /// takes the forward solve, the adjoint and `d` sensitivity solves with one factorization.
+    /// The last term can make an entry negative far from the data; see
+    /// [`EllipticPde::gauss_newton_diagonal`] for a form that never is.
+    pub fn hessian_diagonal(&self, theta: &[f64]) -> Result<Vec<f64>> {
+        self.curvature(theta, true)
+    }
+
+    /// The Gauss–Newton part of [`EllipticPde::hessian_diagonal`],
+    /// `1/σ_θ² + Σⱼ (∂uⱼ/∂θᵢ)²/σ_y²`: positive everywhere, and equal to the Hessian's diagonal
+    /// where the residuals vanish.
+    pub fn gauss_newton_diagonal(&self, theta: &[f64]) -> Result<Vec<f64>> {
+        self.curvature(theta, false)
+    }
+
+    /// The model's solves so far: forward (one per `U`), adjoint (one per `∇U`) and
+    /// sensitivity (`d` per Hessian diagonal), each sharing its factorization with a forward one.
+    pub fn solves(&self) -> [(&'static str, u64); 3] {
+        [
+            (
+                "forward solves",
+                self.forward_solves.load(Ordering::Relaxed),
+            ),
+            (
+                "adjoint solves",
+                self.adjoint_solves.load(Ordering::Relaxed),
+            ),
+            (
+                "sensitivity solves",
+                self.sensitivity_solves.load(Ordering::Relaxed),
+            ),
+        ]
+    }
+
+    fn dim_(&self) -> usize {
+        self.settings.modes
+    }
+
+    fn check_dim(&self, theta: &[f64]) -> Result<()> {
+        if theta.len() != self.dim_() {
+            return Err(Error::invalid(format!(
+                "the PDE model has {} parameters, got {}",
+                self.dim_(),
+                theta.len()
+            )));
+        }
+        if !theta.iter().all(|t| t.is_finite()) {
+            return Err(Error::invalid("a mode weight is not finite"));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` with a scratch set of its own, taken from (and returned to) the pool.
+    fn with_scratch<T>(&self, f: impl FnOnce(&mut Scratch) -> T) -> T {
+        let taken = self
+            .scratch
+            .lock()
+            .map(|mut pool| pool.pop())
+            .ok()
+            .flatten();
+        let mut scratch = taken.unwrap_or_else(|| Scratch {
+            workspace: self.mesh.workspace(self.dim_()),
+            coefficient: vec![0.0; self.mesh.quadrature_len()],
+            u: vec![0.0; self.mesh.nodes()],
+            dual: vec![0.0; self.mesh.nodes()],
+            products: vec![0.0; self.mesh.quadrature_len()],
+            rhs: vec![0.0; self.mesh.unknowns() * self.dim_()],
+        });
+        let out = f(&mut scratch);
+        if let Ok(mut pool) = self.scratch.lock() {
+            pool.push(scratch);
+        }
+        out
+    }
+
+    /// The coefficient at the quadrature points and the forward solution into `s`.
+    fn solve(&self, theta: &[f64], s: &mut Scratch) -> Result<()> {
+        let d = self.dim_();
+        for (c, row) in s.coefficient.iter_mut().zip(self.modes.chunks_exact(d)) {
+            let log_c: f64 = row.iter().zip(theta).map(|(m, t)| m * t).sum();
+            *c = fastmath::exp(log_c);
+        }
+        if !s.coefficient.iter().all(|c| c.is_finite() && *c > 0.0) {
+            return Err(Error::invalid(
+                "the diffusion coefficient overflows or vanishes at these mode weights",
+            ));
+        }
+        self.forward_solves.fetch_add(1, Ordering::Relaxed);
+        self.mesh.solve(&s.coefficient, &mut s.workspace, &mut s.u)
+    }
+
+    /// `u` at the observed points.
+    fn observe(&self, u: &[f64]) -> Vec<f64> {
+        self.observation
+            .iter()
+            .map(|w| w.iter().map(|&(node, a)| a * u[node]).sum())
+            .collect()
+    }
+
+    /// The misfit part of `U` for the solution in `s`.
+    fn misfit(&self, u: &[f64]) -> f64 {
+        let scale = 0.5 / (Self::NOISE_SD * Self::NOISE_SD);
+        self.observation
+            .iter()
+            .zip(&self.y)
+            .map(|(w, y)| {
+                let r = y - w.iter().map(|&(node, a)| a * u[node]).sum::<f64>();
+                r * r
+            })
+            .sum::<f64>()
+            * scale
+    }
+
+    fn prior(&self, theta: &[f64]) -> f64 {
+        let v = self.settings.prior_sd * self.settings.prior_sd;
+        theta.iter().map(|t| t * t).sum::<f64>() / (2.0 * v)
+    }
+
+    /// The adjoint `λ` (nodal, zero on the Dirichlet sides) of the solution in `s`:
+    /// `K λ = ∂J/∂u = −Oᵀ r / σ_y²`, and the products `c · (λᵀ G_k u)` per quadrature point.
+    fn adjoint(&self, s: &mut Scratch) {
+        let inv_var = 1.0 / (Self::NOISE_SD * Self::NOISE_SD);
+        s.dual.fill(0.0);
+        for (w, y) in self.observation.iter().zip(&self.y) {
+            let r = y - w.iter().map(|&(node, a)| a * s.u[node]).sum::<f64>();
+            for &(node, a) in w {
+                s.dual[node] -= a * r * inv_var;
+            }
+        }
+        let n = self.mesh.unknowns();
+        self.mesh.restrict(&s.dual, &mut s.rhs[..n]);
+        self.mesh.solve_again(&mut s.workspace, &mut s.rhs[..n]);
+        self.adjoint_solves.fetch_add(1, Ordering::Relaxed);
+        self.mesh.expand_homogeneous(&s.rhs[..n], &mut s.dual);
+        self.mesh.gradient_products(&s.dual, &s.u, &mut s.products);
+        for (p, c) in s.products.iter_mut().zip(&s.coefficient) {
+            *p *= c;
+        }
+    }
+
+    fn curvature(&self, theta: &[f64], exact: bool) -> Result<Vec<f64>> {
+        self.check_dim(theta)?;
+        let d = self.dim_();
+        let n = self.mesh.unknowns();
+        let inv_var = 1.0 / (Self::NOISE_SD * Self::NOISE_SD);
+        let prior_precision = 1.0 / (self.settings.prior_sd * self.settings.prior_sd);
+        self.with_scratch(|s| {
+            self.solve(theta, s)?;
+            self.adjoint(s);
+            // Sensitivities sᵢ = −K⁻¹ (∂K/∂θᵢ u), all d in one multi-column solve.
+            s.rhs.fill(0.0);
+            let mut weight = vec![0.0; self.mesh.quadrature_len()];
+            for i in 0..d {
+                for ((w, c), row) in weight
+                    .iter_mut()
+                    .zip(&s.coefficient)
+                    .zip(self.modes.chunks_exact(d))
+                {
+                    *w = -c * row[i];
+                }
+                self.mesh
+                    .apply_weighted(&weight, &s.u, &mut s.rhs[i * n..(i + 1) * n]);
+            }
+            self.mesh.solve_again(&mut s.workspace, &mut s.rhs);
+            self.sensitivity_solves
+                .fetch_add(d as u64, Ordering::Relaxed);
+            let lambda = s.dual.clone();
+            let mut sensitivity = vec![0.0; self.mesh.nodes()];
+            let mut cross = vec![0.0; self.mesh.quadrature_len()];
+            let mut out = vec![prior_precision; d];
+            for (i, h) in out.iter_mut().enumerate() {
+                self.mesh
+                    .expand_homogeneous(&s.rhs[i * n..(i + 1) * n], &mut sensitivity);
+                let os = self.observe(&sensitivity);
+                *h += os.iter().map(|v| v * v).sum::<f64>() * inv_var;
+                if exact {
+                    // λᵀ K ∂²u = −λᵀ (2 ∂K_i sᵢ + ∂²K_ii u), with ∂K_i = Σ c φᵢ G and
+                    // ∂²K_ii = Σ c φᵢ² G; s.products already holds c · (λᵀ G u).
+                    self.mesh
+                        .gradient_products(&lambda, &sensitivity, &mut cross);
+                    let mut second = 0.0;
+                    for (((x, p), c), row) in cross
+                        .iter()
+                        .zip(&s.products)
+                        .zip(&s.coefficient)
+                        .zip(self.modes.chunks_exact(d))
+                    {
+                        let phi = row[i];
+                        second += 2.0 * c * phi * x + phi * phi * p;
+                    }
+                    *h -= second;
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// The uniform 11×11 observation grid, `x₁` fastest.
+fn observation_points() -> Vec<[f64; 2]> {
+    let m = EllipticPde::OBSERVATION_GRID;
+    let step = 1.0 / (m - 1) as f64;
+    (0..m)
+        .flat_map(|j| (0..m).map(move |i| [i as f64 * step, j as f64 * step]))
+        .collect()
+}
+
+/// The solution on `mesh` for `log c = modes · θ` at its quadrature points (the data's truth).
+fn solve_log_coefficient(mesh: &Mesh, modes: &[f64], theta: &[f64]) -> Result<Vec<f64>> {
+    let coefficient: Vec<f64> = modes
+        .chunks_exact(theta.len())
+        .map(|row| row.iter().zip(theta).map(|(m, t)| m * t).sum::<f64>().exp())
+        .collect();
+    let mut u = vec![0.0; mesh.nodes()];
+    mesh.solve(&coefficient, &mut mesh.workspace(1), &mut u)?;
+    Ok(u)
+}
+
+impl Potential for EllipticPde {
+    fn dim(&self) -> usize {
+        self.dim_()
+    }
+
+    /// `+∞` where the solve fails (a non-finite `θ`, or a coefficient that overflows): the
+    /// sampler rejects such a proposal as divergent.
+    fn value(&self, q: &[f64]) -> f64 {
+        if self.check_dim(q).is_err() {
+            return f64::INFINITY;
+        }
+        self.with_scratch(|s| match self.solve(q, s) {
+            Ok(()) => self.misfit(&s.u) + self.prior(q),
+            Err(_) => f64::INFINITY,
+        })
+    }
+
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        if self.check_dim(q).is_err() {
+            grad.fill(f64::NAN);
+            return f64::INFINITY;
+        }
+        let d = self.dim_();
+        let prior_var = self.settings.prior_sd * self.settings.prior_sd;
+        self.with_scratch(|s| {
+            if self.solve(q, s).is_err() {
+                grad.fill(f64::NAN);
+                return f64::INFINITY;
+            }
+            let u = self.misfit(&s.u) + self.prior(q);
+            self.adjoint(s);
+            for (g, t) in grad.iter_mut().zip(q) {
+                *g = t / prior_var;
+            }
+            for (p, row) in s.products.iter().zip(self.modes.chunks_exact(d)) {
+                for (g, m) in grad.iter_mut().zip(row) {
+                    *g -= p * m;
+                }
+            }
+            u
+        })
+    }
+}
+
+impl Model for EllipticPde {
+    fn parameter_names(&self) -> Vec<String> {
+        indexed_names("theta", self.dim_())
+    }
+
+    fn work(&self) -> Vec<(&'static str, u64)> {
+        self.solves().to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::fd_check::assert_gradient_matches_central_differences;
+
+    fn small(modes: usize) -> EllipticPde {
+        EllipticPde::simulate(PdeSettings {
+            mesh: 12,
+            modes,
+            prior_sd: 0.5,
+            data_seed: 3,
+        })
+        .unwrap()
+    }
+
+    fn random_theta(d: usize, seed: u64) -> Vec<f64> {
+        let mut rng = Pcg64::seed_from_u64(seed);
+        let mut q = vec![0.0; d];
+        fill_standard_normal(&mut rng, &mut q);
+        q.iter().map(|v| 0.5 * v).collect()
+    }
+
+    #[test]
+    fn adjoint_gradient_matches_central_differences() {
+        let model = small(8);
+        for seed in 1..=3 {
+            let q = random_theta(8, seed);
+            assert_gradient_matches_central_differences(&model, &q, 1e-5, 1e-5);
+        }
+        let solves = model.solves();
+        assert!(solves[0].1 > 0 && solves[1].1 == 3, "{solves:?}");
+    }
+
+    #[test]
+    fn hessian_diagonal_matches_differences_of_the_gradient() {
+        let model = small(6);
+        let q = random_theta(6, 7);
+        let diag = model.hessian_diagonal(&q).unwrap();
+        let gn = model.gauss_newton_diagonal(&q).unwrap();
+        let h = 1e-4;
+        let mut up = vec![0.0; 6];
+        let mut down = vec![0.0; 6];
+        for i in 0..6 {
+            let (mut a, mut b) = (q.clone(), q.clone());
+            a[i] += h;
+            b[i] -= h;
+            model.value_and_gradient(&a, &mut up);
+            model.value_and_gradient(&b, &mut down);
+            let fd = (up[i] - down[i]) / (2.0 * h);
+            assert!(
+                (diag[i] - fd).abs() <= 1e-5 * fd.abs().max(1.0),
+                "i = {i}: {} vs {fd}",
+                diag[i]
+            );
+            assert!(gn[i] > 0.0);
+        }
+        // The residual term is not negligible here, so the two forms differ: the exact one is
+        // really computed, not the Gauss–Newton one twice.
+        let gap = diag
+            .iter()
+            .zip(&gn)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(gap > 1e-3, "gap {gap}");
+    }
+
+    #[test]
+    fn data_potential_and_gradient_are_reproducible_from_the_seed() {
+        let (a, b) = (small(5), small(5));
+        assert_eq!(a.observations(), b.observations());
+        assert_eq!(a.truth(), b.truth());
+        let q = random_theta(5, 2);
+        let (mut ga, mut gb) = (vec![0.0; 5], vec![0.0; 5]);
+        assert_eq!(
+            a.value_and_gradient(&q, &mut ga).to_bits(),
+            b.value_and_gradient(&q, &mut gb).to_bits()
+        );
+        assert_eq!(ga, gb);
+        let other = EllipticPde::simulate(PdeSettings {
+            data_seed: 4,
+            ..a.settings()
+        })
+        .unwrap();
+        assert_ne!(a.observations(), other.observations());
+    }
+
+    #[test]
+    fn the_data_fit_the_truth_to_the_noise_level() {
+        // Observations minus the (finer-mesh) truth are the noise: their mean square is
+        // σ² = 0.01 up to its sampling error (√(2/121) relative) and the mesh difference.
+        let model = EllipticPde::simulate(PdeSettings::default()).unwrap();
+        let u = model.forward(model.truth()).unwrap();
+        let ms = u
+            .iter()
+            .zip(model.observations())
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum::<f64>()
+            / u.len() as f64;
+        let sd = 0.01 * (2.0f64 / 121.0).sqrt();
+        assert!((ms - 0.01).abs() < 4.0 * sd, "mean square residual {ms}");
+    }
+
+    #[test]
+    fn bad_input_is_an_error_or_an_infinite_potential() {
+        let bad = |s: PdeSettings| EllipticPde::simulate(s).err().unwrap().to_string();
+        let base = PdeSettings::default();
+        assert!(bad(PdeSettings { mesh: 1, ..base }).contains("at least 2×2"));
+        assert!(bad(PdeSettings { modes: 0, ..base }).contains("modes"));
+        assert!(
+            bad(PdeSettings {
+                prior_sd: -1.0,
+                ..base
+            })
+            .contains("prior sd")
+        );
+        let model = small(3);
+        let mut g = vec![0.0; 3];
+        assert_eq!(model.value(&[f64::NAN, 0.0, 0.0]), f64::INFINITY);
+        assert_eq!(
+            model.value_and_gradient(&[0.0, f64::INFINITY, 0.0], &mut g),
+            f64::INFINITY
+        );
+        // exp overflows: a rejected proposal, not a panic.
+        assert_eq!(model.value(&[1e6, 0.0, 0.0]), f64::INFINITY);
+        assert!(model.forward(&[0.0; 2]).is_err());
+    }
+}
