@@ -10,8 +10,9 @@ use crate::{Error, Result};
 /// Arguments of `shmc bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// The experiment: the logistic-regression simulation, Bank Marketing, or a9a.
-    #[arg(value_parser = ["lr-sim", "bank", "a9a"])]
+    /// The experiment: the logistic-regression simulation, Bank Marketing, a9a, or the elliptic
+    /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve).
+    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde"])]
     experiment: String,
     /// A smaller run (under a minute): fewer observations, iterations and hidden units.
     #[arg(long)]
@@ -40,7 +41,7 @@ pub struct BenchArgs {
     /// with 4x longer surrogate trajectories), rns-auto (with the lengths its curvature picks),
     /// all-in (2 chains with adapted step size and metric, timed from the MAP search to the last
     /// draw, as nutpie's figure is) and nuts (nutpie's NUTS on the same kernel, 4 chains, timed
-    /// likewise). Default: all of them, all-in and nuts on lr-sim only. Speed-ups need the hmc
+    /// likewise). Default: all of them, all-in and nuts on lr-sim and pde only. Speed-ups need the hmc
     /// row.
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = METHOD_KEYS)]
     methods: Option<Vec<String>>,
@@ -56,6 +57,7 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     let experiment = match args.experiment.as_str() {
         "lr-sim" => Experiment::LrSim,
         "bank" => Experiment::Bank,
+        "pde" => Experiment::Pde,
         _ => Experiment::A9a,
     };
     let mut settings = experiment.settings(args.quick, args.data_dir.clone());
