@@ -1,12 +1,197 @@
 //! Precomputed grids over a domain of interest: grid HMC's force map and sparse-grid HMC's
 //! Smolyak interpolant (the precomputing paper; METHODS.md section 5).
 //!
-//! Both need, first, the box they cover: [`Domain`].
+//! Both replace the exact `∇U` in the leapfrog by something read off a table that was filled once,
+//! before sampling, inside a box [`Domain`]. Outside the box there is no table, and [`Hybrid`]
+//! hands the point to the exact potential (the paper's eq. 3.11):
+//!
+//! ```text
+//! Û(q) = Ũ(q) if q ∈ D, U(q) otherwise
+//! ```
+//!
+//! - [`ForceGrid`] (naive grid HMC): `U` and `∇U` at every cell centre of a uniform grid,
+//!   piecewise constant. Cost and memory grow as `(extent/h)ᵈ`, so only a few dimensions.
+//!
+//! # Still exact
+//! Used as the proposal of [`shmc_core::Surrogate`] (the Metropolis–Hastings step judges with
+//! the exact `U`), a grid costs acceptance rate but not correctness: each leapfrog half-kick
+//! `p ← p − ε/2 ∇Û(q)` is a shear that moves `p` by an amount depending on `q` alone, and each
+//! drift `q ← q + ε M⁻¹ p` one depending on `p` alone, so the trajectory map is volume
+//! preserving and, with the momentum flipped, its own inverse, whatever (even discontinuous)
+//! position-only force `∇Û` is (the paper's Appendix A). Only the "complete" variant, which also
+//! accepts with `Û`, is approximate: it samples `∝ exp(−Û)`, within `KL ≤ 2‖U − Û‖∞` of the
+//! target (Theorem 5.1).
+//!
+//! # Memory
+//! Builders take a memory limit in bytes and count their storage with checked arithmetic
+//! before allocating or evaluating anything, so a grid that cannot fit is an error stating the
+//! bytes it would need, not an abort.
 
 pub mod domain;
 mod exact;
+pub mod force_grid;
+
+use std::time::Instant;
+
+use shmc_core::Potential;
 
 pub use domain::Domain;
+pub use force_grid::ForceGrid;
+
+use crate::{Error, Result};
+
+/// What a sampler needs from a precomputed approximation `Ũ` of `U` over a box: whether a point
+/// is in the box, and `Ũ`, `∇Ũ` there. [`Hybrid`] turns any implementation into a
+/// [`Potential`] on all of `ℝᵈ`.
+///
+/// Outside the box an implementation has nothing to say: `value` returns NaN and `gradient`
+/// fills NaN, so a caller that forgets [`GridApproximation::contains`] sees a divergent
+/// trajectory, not a silently wrong force.
+pub trait GridApproximation {
+    /// The box the approximation covers.
+    fn domain(&self) -> &Domain;
+
+    /// Whether `q` is in the box (closed), i.e. whether `value` and `gradient` mean anything.
+    fn contains(&self, q: &[f64]) -> bool {
+        self.domain().contains(q)
+    }
+
+    /// `Ũ(q)` for `q` in the box, NaN outside.
+    fn value(&self, q: &[f64]) -> f64;
+
+    /// Writes `∇Ũ(q)` into `grad` for `q` in the box, NaN outside.
+    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
+        self.value_and_gradient(q, grad);
+    }
+
+    /// Writes `∇Ũ(q)` into `grad` and returns `Ũ(q)`; NaN for both outside the box.
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64;
+}
+
+impl<G: GridApproximation + ?Sized> GridApproximation for &G {
+    fn domain(&self) -> &Domain {
+        (**self).domain()
+    }
+    fn contains(&self, q: &[f64]) -> bool {
+        (**self).contains(q)
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        (**self).value(q)
+    }
+    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
+        (**self).gradient(q, grad)
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        (**self).value_and_gradient(q, grad)
+    }
+}
+
+/// The paper's eq. 3.11: the grid's `Ũ` inside its box, the exact `U` outside, as one
+/// [`Potential`].
+///
+/// As the proposal of [`shmc_core::Surrogate`] it gives grid HMC (or sparse-grid HMC), exact
+/// because the Metropolis–Hastings step uses the exact `U` (see the [module docs](self)). Its
+/// `value` is `Ũ` inside the box, which only matters to a caller that accepts with it (the
+/// approximate "complete" variant, to be labelled as such).
+#[derive(Clone, Debug)]
+pub struct Hybrid<G, P> {
+    grid: G,
+    exact: P,
+}
+
+impl<G: GridApproximation, P: Potential> Hybrid<G, P> {
+    /// The grid inside its box and `exact` outside. Errors when their dimensions differ.
+    pub fn new(grid: G, exact: P) -> Result<Self> {
+        let (g, e) = (grid.domain().dim(), exact.dim());
+        if g != e {
+            return Err(Error::invalid(format!(
+                "the grid has {g} coordinates but the exact potential {e}"
+            )));
+        }
+        Ok(Self { grid, exact })
+    }
+
+    /// The grid.
+    pub fn grid(&self) -> &G {
+        &self.grid
+    }
+
+    /// The exact potential used outside the box.
+    pub fn exact(&self) -> &P {
+        &self.exact
+    }
+}
+
+impl<G: GridApproximation, P: Potential> Potential for Hybrid<G, P> {
+    fn dim(&self) -> usize {
+        self.exact.dim()
+    }
+
+    fn value(&self, q: &[f64]) -> f64 {
+        if self.grid.contains(q) {
+            self.grid.value(q)
+        } else {
+            self.exact.value(q)
+        }
+    }
+
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        if self.grid.contains(q) {
+            self.grid.value_and_gradient(q, grad)
+        } else {
+            self.exact.value_and_gradient(q, grad)
+        }
+    }
+
+    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
+        if self.grid.contains(q) {
+            self.grid.gradient(q, grad)
+        } else {
+            self.exact.gradient(q, grad)
+        }
+    }
+}
+
+/// What filling a grid cost: the exact evaluations (the expensive part, the thing a grid must
+/// pay back in cheaper trajectories) and the wall time they took.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Precomputation {
+    /// Calls into the exact potential.
+    pub evaluations: u64,
+    /// Wall-clock seconds of the construction (evaluations in parallel).
+    pub seconds: f64,
+}
+
+impl Precomputation {
+    fn since(start: Instant, evaluations: u64) -> Self {
+        Self {
+            evaluations,
+            seconds: start.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// `Ok` when `bytes` fits in `limit` and in this machine's address space, otherwise the error
+/// stating both (`None`: the count overflowed 128 bits). `what` names the grid in the message.
+fn check_memory(what: &str, bytes: Option<u128>, limit: u64) -> Result<()> {
+    const GIB: f64 = (1u64 << 30) as f64;
+    let limit_text = format!("{limit} bytes ({:.3} GiB)", limit as f64 / GIB);
+    match bytes {
+        Some(b) if b <= u128::from(limit) => match usize::try_from(b) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Error::invalid(format!(
+                "{what} would need {b} bytes, more than this machine can address"
+            ))),
+        },
+        Some(b) => Err(Error::invalid(format!(
+            "{what} would need {b} bytes ({:.3e} GiB), above the memory limit of {limit_text}",
+            b as f64 / GIB
+        ))),
+        None => Err(Error::invalid(format!(
+            "{what} would need more than 2^128 bytes, above the memory limit of {limit_text}"
+        ))),
+    }
+}
 
 #[cfg(test)]
 mod tests;

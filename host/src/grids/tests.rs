@@ -1,8 +1,94 @@
-//! Tests of the domain of interest.
+//! Tests of the domain, the force grid and the hybrid potential.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64;
+use shmc_core::Potential;
 
 use super::*;
 use crate::models::gaussian::ConjugateGaussian;
 use crate::optimize::{MapEstimate, MapOptions, find_map};
+
+fn rng(seed: u64) -> Pcg64 {
+    Pcg64::seed_from_u64(seed)
+}
+
+/// A potential known only by its value: all a sparse grid asks for (its gradient is NaN, so a
+/// grid that asked would fail loudly).
+struct Values<F> {
+    dim: usize,
+    f: F,
+}
+
+impl<F: Fn(&[f64]) -> f64> Potential for Values<F> {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        (self.f)(q)
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        grad.fill(f64::NAN);
+        (self.f)(q)
+    }
+}
+
+/// `U(q) = q₀² + ½ q₁² + sin(q₀ q₁)`, with its exact gradient.
+struct Wavy;
+
+impl Potential for Wavy {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        q[0] * q[0] + 0.5 * q[1] * q[1] + (q[0] * q[1]).sin()
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        let c = (q[0] * q[1]).cos();
+        grad[0] = 2.0 * q[0] + q[1] * c;
+        grad[1] = q[1] + q[0] * c;
+        self.value(q)
+    }
+}
+
+/// Counts every call into the potential it wraps.
+struct Counted<P> {
+    inner: P,
+    calls: AtomicU64,
+}
+
+impl<P> Counted<P> {
+    fn new(inner: P) -> Self {
+        Self {
+            inner,
+            calls: AtomicU64::new(0),
+        }
+    }
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+}
+
+impl<P: Potential> Potential for Counted<P> {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.value(q)
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.value_and_gradient(q, grad)
+    }
+}
+
+fn unit_box(d: usize) -> Domain {
+    Domain::new(vec![0.0; d], vec![1.0; d]).unwrap()
+}
+
+const GIB: u64 = 1 << 30;
 
 // ---------------------------------------------------------------------------------------------
 // Domain
@@ -152,4 +238,169 @@ fn laplace_domain_refuses_bad_input() {
     assert!(error.to_string().contains("did not converge"), "{error}");
     let indefinite = nalgebra::DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0]);
     assert!(Domain::from_gaussian(&[0.0, 0.0], &indefinite, 0.9).is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Force grid
+
+#[test]
+fn force_grid_returns_the_centre_value_of_the_cell_holding_a_point() {
+    let (lower, upper, h) = ([-1.0, 0.0], [1.0, 2.0], 0.25);
+    let domain = Domain::new(lower.to_vec(), upper.to_vec()).unwrap();
+    let grid = ForceGrid::build(&Wavy, domain, h, GIB).unwrap();
+    assert_eq!(grid.cells(), &[8, 8]);
+    assert_eq!(grid.precomputation().evaluations, 64);
+
+    let mut r = rng(1);
+    let mut points: Vec<Vec<f64>> = (0..500)
+        .map(|_| {
+            (0..2)
+                .map(|k| lower[k] + r.random::<f64>() * (upper[k] - lower[k]))
+                .collect()
+        })
+        .collect();
+    // The corners and a cell face: the upper faces belong to the last cell, others to the cell
+    // above.
+    points.extend([vec![-1.0, 0.0], vec![1.0, 2.0], vec![-0.5, 1.0]]);
+    let (mut grad, mut exact) = ([0.0; 2], [0.0; 2]);
+    for q in &points {
+        let centre: Vec<f64> = (0..2)
+            .map(|k| {
+                let i = (((q[k] - lower[k]) / h).floor()).min(7.0);
+                lower[k] + (i + 0.5) * h
+            })
+            .collect();
+        let u = Wavy.value_and_gradient(&centre, &mut exact);
+        assert!((grid.value(q) - u).abs() <= 1e-12, "{q:?}");
+        let v = grid.value_and_gradient(q, &mut grad);
+        assert_eq!(v.to_bits(), grid.value(q).to_bits());
+        for k in 0..2 {
+            assert!((grad[k] - exact[k]).abs() <= 1e-12, "{q:?}");
+        }
+    }
+    // Outside: nothing.
+    assert!(grid.value(&[1.5, 1.0]).is_nan());
+    grid.gradient(&[1.5, 1.0], &mut grad);
+    assert!(grad.iter().all(|g| g.is_nan()));
+}
+
+#[test]
+fn force_grid_cell_counts_round_to_the_box() {
+    /// `U(q) = q`: finite everywhere, with a finite gradient.
+    struct Slope;
+    impl Potential for Slope {
+        fn dim(&self) -> usize {
+            1
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            q[0]
+        }
+        fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+            grad[0] = 1.0;
+            q[0]
+        }
+    }
+    let one = Slope;
+    let cells = |lo: f64, hi: f64, h: f64| {
+        let grid = ForceGrid::build(&one, Domain::new(vec![lo], vec![hi]).unwrap(), h, GIB);
+        grid.unwrap().cells()[0]
+    };
+    // 1/0.1 and 3.5/0.1 are a hair off 10 and 35 in floating point; the slack takes the integer.
+    assert_eq!(cells(0.0, 1.0, 0.1), 10);
+    assert_eq!(cells(0.0, 3.5, 0.1), 35);
+    assert_eq!(cells(-0.3, 0.4, 0.1), 7);
+    // Not a whole number of cells: round up and shrink the cells to fit.
+    assert_eq!(cells(0.0, 1.0, 0.3), 4);
+    assert_eq!(cells(0.0, 1.0, 5.0), 1);
+    let grid = ForceGrid::build(&one, unit_box(1), 0.3, GIB).unwrap();
+    assert_eq!(grid.widths(), &[0.25]);
+    assert!(ForceGrid::build(&one, unit_box(1), 0.0, GIB).is_err());
+    assert!(ForceGrid::build(&one, unit_box(2), 0.1, GIB).is_err());
+}
+
+#[test]
+fn force_grid_over_the_memory_limit_is_refused_before_any_evaluation() {
+    // d = 10, h = 0.01 on [0, 1]¹⁰: 100¹⁰ cells of 11 floats. That count overflows 64 bits, so
+    // an attempt to allocate it would abort the test rather than fail it.
+    let ten = Counted::new(Values {
+        dim: 10,
+        f: |_: &[f64]| 0.0,
+    });
+    let bytes = 100u128.pow(10) * 11 * 8;
+    let error = ForceGrid::build(&ten, unit_box(10), 0.01, GIB).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains(&format!("{bytes} bytes")), "{message}");
+    assert!(message.contains(&format!("{GIB} bytes")), "{message}");
+    assert_eq!(ten.calls(), 0);
+
+    // At the boundary: 64 × 64 cells of 3 floats.
+    let two = Counted::new(Wavy);
+    let bytes = 64 * 64 * 3 * 8;
+    let error = ForceGrid::build(&two, unit_box(2), 1.0 / 64.0, bytes - 1).unwrap_err();
+    assert!(
+        error.to_string().contains(&format!("{bytes} bytes")),
+        "{error}"
+    );
+    assert_eq!(two.calls(), 0);
+    let grid = ForceGrid::build(&two, unit_box(2), 1.0 / 64.0, bytes).unwrap();
+    assert_eq!(grid.bytes() as u64, bytes);
+    assert_eq!(two.calls(), 64 * 64);
+}
+
+#[test]
+fn grids_refuse_a_domain_where_the_model_is_not_finite() {
+    let log = Values {
+        dim: 1,
+        f: |q: &[f64]| -q[0].ln(),
+    };
+    let domain = Domain::new(vec![-1.0], vec![1.0]).unwrap();
+    let error = ForceGrid::build(&log, domain, 0.5, GIB).unwrap_err();
+    assert!(error.to_string().contains("not finite"), "{error}");
+}
+
+#[test]
+fn hybrid_uses_the_grid_inside_and_the_exact_potential_outside() {
+    let domain = Domain::new(vec![-1.0, -0.5], vec![1.5, 2.0]).unwrap();
+    let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
+    let check = |grid: &dyn GridApproximation| {
+        let hybrid = Hybrid::new(grid, &Wavy).unwrap();
+        assert_eq!(hybrid.dim(), 2);
+        let (mut a, mut b) = ([0.0; 2], [0.0; 2]);
+        let mut r = rng(2);
+        for _ in 0..200 {
+            // Points in a box twice the domain's size: about a quarter inside.
+            let q: Vec<f64> = (0..2)
+                .map(|k| domain.lower()[k] + (2.0 * r.random::<f64>() - 0.5) * domain.width(k))
+                .collect();
+            let (reference, expected) = if domain.contains(&q) {
+                (grid.value_and_gradient(&q, &mut b), b)
+            } else {
+                (Wavy.value_and_gradient(&q, &mut b), b)
+            };
+            assert_eq!(
+                hybrid.value_and_gradient(&q, &mut a).to_bits(),
+                reference.to_bits()
+            );
+            assert_eq!(a.map(f64::to_bits), expected.map(f64::to_bits));
+            hybrid.gradient(&q, &mut a);
+            assert_eq!(a.map(f64::to_bits), expected.map(f64::to_bits));
+            assert_eq!(hybrid.value(&q).to_bits(), reference.to_bits());
+        }
+        // Just outside the upper corner: the exact gradient, not the last cell's.
+        let q = [1.5 + 1e-9, 2.0];
+        hybrid.gradient(&q, &mut a);
+        Wavy.gradient(&q, &mut b);
+        assert_eq!(a, b);
+    };
+    check(&force);
+    assert!(
+        Hybrid::new(
+            &force,
+            Values {
+                dim: 3,
+                f: |_: &[f64]| 0.0
+            }
+        )
+        .is_err()
+    );
 }
