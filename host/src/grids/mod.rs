@@ -11,6 +11,9 @@
 //!
 //! - [`ForceGrid`] (naive grid HMC): `U` and `∇U` at every cell centre of a uniform grid,
 //!   piecewise constant. Cost and memory grow as `(extent/h)ᵈ`, so only a few dimensions.
+//! - [`SparseGrid`] (sparse-grid HMC): a piecewise-linear hierarchical interpolant of `U` on a
+//!   Clenshaw–Curtis sparse grid, regular or refined adaptively where the surpluses are large;
+//!   its gradient drives the leapfrog. Point counts grow as `N (log N)^(d−1)`.
 //!
 //! # Still exact
 //! Used as the proposal of [`shmc_core::Surrogate`] (the Metropolis–Hastings step judges with
@@ -20,16 +23,17 @@
 //! preserving and, with the momentum flipped, its own inverse, whatever (even discontinuous)
 //! position-only force `∇Û` is (the paper's Appendix A). Only the "complete" variant, which also
 //! accepts with `Û`, is approximate: it samples `∝ exp(−Û)`, within `KL ≤ 2‖U − Û‖∞` of the
-//! target (Theorem 5.1).
+//! target (Theorem 5.1); [`SparseGrid::kl_bound_estimate`] gives the estimate to label it with.
 //!
 //! # Memory
-//! Builders take a memory limit in bytes and count their storage with checked arithmetic
+//! Both builders take a memory limit in bytes and count their storage with checked arithmetic
 //! before allocating or evaluating anything, so a grid that cannot fit is an error stating the
 //! bytes it would need, not an abort.
 
 pub mod domain;
 mod exact;
 pub mod force_grid;
+pub mod sparse_grid;
 
 use std::time::Instant;
 
@@ -37,6 +41,7 @@ use shmc_core::Potential;
 
 pub use domain::Domain;
 pub use force_grid::ForceGrid;
+pub use sparse_grid::{AdaptiveOptions, AdaptiveStop, Construction, SparseGrid};
 
 use crate::{Error, Result};
 

@@ -1,5 +1,6 @@
-//! Tests of the domain, the force grid and the hybrid potential.
+//! Tests of the domain, the force grid, the sparse grid and the hybrid potential.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rand::{RngExt, SeedableRng};
@@ -12,6 +13,13 @@ use crate::optimize::{MapEstimate, MapOptions, find_map};
 
 fn rng(seed: u64) -> Pcg64 {
     Pcg64::seed_from_u64(seed)
+}
+
+/// A uniform random point of `domain`.
+fn point_in(domain: &Domain, rng: &mut Pcg64) -> Vec<f64> {
+    (0..domain.dim())
+        .map(|k| domain.lower()[k] + rng.random::<f64>() * domain.width(k))
+        .collect()
 }
 
 /// A potential known only by its value: all a sparse grid asks for (its gradient is NaN, so a
@@ -84,8 +92,21 @@ impl<P: Potential> Potential for Counted<P> {
     }
 }
 
+/// `exp(−‖x − ½‖²)`: smooth, with non-zero mixed derivatives of every order.
+fn bump(x: &[f64]) -> f64 {
+    (-x.iter().map(|v| (v - 0.5) * (v - 0.5)).sum::<f64>()).exp()
+}
+
 fn unit_box(d: usize) -> Domain {
     Domain::new(vec![0.0; d], vec![1.0; d]).unwrap()
+}
+
+/// The largest `|Ũ − f|` over `points`.
+fn max_error(grid: &SparseGrid, f: impl Fn(&[f64]) -> f64, points: &[Vec<f64>]) -> f64 {
+    points
+        .iter()
+        .map(|p| (grid.value(p) - f(p)).abs())
+        .fold(0.0, f64::max)
 }
 
 const GIB: u64 = 1 << 30;
@@ -354,7 +375,9 @@ fn grids_refuse_a_domain_where_the_model_is_not_finite() {
         f: |q: &[f64]| -q[0].ln(),
     };
     let domain = Domain::new(vec![-1.0], vec![1.0]).unwrap();
-    let error = ForceGrid::build(&log, domain, 0.5, GIB).unwrap_err();
+    let error = ForceGrid::build(&log, domain.clone(), 0.5, GIB).unwrap_err();
+    assert!(error.to_string().contains("not finite"), "{error}");
+    let error = SparseGrid::regular(&log, domain, 2, GIB).unwrap_err();
     assert!(error.to_string().contains("not finite"), "{error}");
 }
 
@@ -362,6 +385,7 @@ fn grids_refuse_a_domain_where_the_model_is_not_finite() {
 fn hybrid_uses_the_grid_inside_and_the_exact_potential_outside() {
     let domain = Domain::new(vec![-1.0, -0.5], vec![1.5, 2.0]).unwrap();
     let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
+    let sparse = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
     let check = |grid: &dyn GridApproximation| {
         let hybrid = Hybrid::new(grid, &Wavy).unwrap();
         assert_eq!(hybrid.dim(), 2);
@@ -393,6 +417,7 @@ fn hybrid_uses_the_grid_inside_and_the_exact_potential_outside() {
         assert_eq!(a, b);
     };
     check(&force);
+    check(&sparse);
     assert!(
         Hybrid::new(
             &force,
@@ -403,4 +428,391 @@ fn hybrid_uses_the_grid_inside_and_the_exact_potential_outside() {
         )
         .is_err()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sparse grid
+
+/// The number of distinct points of the Clenshaw–Curtis sparse grid `H_{q,d}` with `q = k + d`,
+/// straight from the paper's eq. 3.9: the union over `q − d + 1 ≤ |i| ≤ q` (levels from 1) of the
+/// full tensor grids `X^{i₁} × … × X^{i_d}`, `X^i` the `mᵢ` points `(j − 1)/(mᵢ − 1)` (`½` when
+/// `mᵢ = 1`), `m₁ = 1`, `mᵢ = 2^(i−1) + 1`. Points are kept as integers over `2^(k+1)`, exact.
+fn paper_point_count(d: usize, k: usize) -> usize {
+    let q = k + d;
+    let denominator = 1u64 << (k + 1);
+    let nodes = |i: usize| -> Vec<u64> {
+        let m = if i == 1 { 1 } else { (1u64 << (i - 1)) + 1 };
+        if m == 1 {
+            vec![denominator / 2]
+        } else {
+            (0..m).map(|j| j * denominator / (m - 1)).collect()
+        }
+    };
+    let mut points = HashSet::new();
+    let mut levels = vec![1usize; d];
+    loop {
+        let sum: usize = levels.iter().sum();
+        if sum + d > q && sum <= q {
+            // The tensor grid of these levels.
+            let sets: Vec<Vec<u64>> = levels.iter().map(|&i| nodes(i)).collect();
+            let mut index = vec![0usize; d];
+            loop {
+                points.insert((0..d).map(|m| sets[m][index[m]]).collect::<Vec<_>>());
+                let mut m = 0;
+                while m < d {
+                    index[m] += 1;
+                    if index[m] < sets[m].len() {
+                        break;
+                    }
+                    index[m] = 0;
+                    m += 1;
+                }
+                if m == d {
+                    break;
+                }
+            }
+        }
+        // Next level multi-index in {1, …, k + 1}ᵈ.
+        let mut m = 0;
+        while m < d {
+            levels[m] += 1;
+            if levels[m] <= k + 1 {
+                break;
+            }
+            levels[m] = 1;
+            m += 1;
+        }
+        if m == d {
+            return points.len();
+        }
+    }
+}
+
+#[test]
+fn sparse_grid_point_counts_follow_clenshaw_curtis() {
+    let zero = Values {
+        dim: 2,
+        f: |_: &[f64]| 0.0,
+    };
+    let published = [1, 5, 13, 29, 65, 145];
+    for (k, &count) in published.iter().enumerate() {
+        let grid = SparseGrid::regular(&zero, unit_box(2), k as u8, GIB).unwrap();
+        assert_eq!(grid.len(), count, "d = 2, level {k}");
+        assert_eq!(paper_point_count(2, k), count, "d = 2, level {k}");
+        assert_eq!(SparseGrid::regular_points(2, k as u8), Some(count as u128));
+        assert_eq!(grid.points_per_level().iter().sum::<usize>(), count);
+    }
+    let zero = Values {
+        dim: 3,
+        f: |_: &[f64]| 0.0,
+    };
+    for k in 0..=5 {
+        let grid = SparseGrid::regular(&zero, unit_box(3), k as u8, GIB).unwrap();
+        let expected = paper_point_count(3, k);
+        assert_eq!(grid.len(), expected, "d = 3, level {k}");
+        assert_eq!(
+            SparseGrid::regular_points(3, k as u8),
+            Some(expected as u128)
+        );
+        assert_eq!(grid.precomputation().evaluations, expected as u64);
+    }
+    // Points per level sum for d = 2, level 2: |l| = 1 is (1,0) and (0,1), two points each;
+    // |l| = 2 is (2,0), (1,1) and (0,2), with 2 + 4 + 2.
+    let grid = SparseGrid::regular(
+        &Values {
+            dim: 2,
+            f: |_: &[f64]| 0.0,
+        },
+        unit_box(2),
+        2,
+        GIB,
+    )
+    .unwrap();
+    assert_eq!(grid.points_per_level(), vec![1, 4, 8]);
+}
+
+#[test]
+fn sparse_grid_interpolates_multilinear_functions_exactly() {
+    // f(q) = Σ_S c_S Π_{k∈S} qₖ over the subsets S of {0, 1, 2}: multilinear in q, hence in the
+    // unit coordinates, so the subspaces with every level ≤ 1 (present from level 3 on) hold it
+    // exactly.
+    let mut r = rng(5);
+    let mut c: Vec<f64> = (0..8).map(|_| 4.0 * r.random::<f64>() - 2.0).collect();
+    c[7] = 1.5; // the q₀q₁q₂ term, which level 2 misses
+    let f = move |q: &[f64]| {
+        (0..8usize)
+            .map(|s| {
+                c[s] * (0..3)
+                    .filter(|k| s >> k & 1 == 1)
+                    .map(|k| q[k])
+                    .product::<f64>()
+            })
+            .sum::<f64>()
+    };
+    let potential = Values {
+        dim: 3,
+        f: f.clone(),
+    };
+    let domain = Domain::new(vec![-1.0, 0.5, -3.0], vec![2.0, 1.5, -1.0]).unwrap();
+    let points: Vec<Vec<f64>> = (0..1000).map(|_| point_in(&domain, &mut r)).collect();
+    let scale = points.iter().map(|p| f(p).abs()).fold(1.0, f64::max);
+    for level in [3, 5] {
+        let grid = SparseGrid::regular(&potential, domain.clone(), level, GIB).unwrap();
+        let error = max_error(&grid, &f, &points);
+        assert!(error <= 1e-12 * scale, "level {level}: error {error:e}");
+    }
+    let options = AdaptiveOptions {
+        tolerance: 1e-10,
+        ..AdaptiveOptions::default()
+    };
+    let adaptive = SparseGrid::adaptive(&potential, domain.clone(), &options, GIB).unwrap();
+    assert!(max_error(&adaptive, &f, &points) <= 1e-12 * scale);
+    let coarse = SparseGrid::regular(&potential, domain, 2, GIB).unwrap();
+    assert!(max_error(&coarse, &f, &points) > 1e-3);
+}
+
+#[test]
+fn sparse_grid_error_falls_about_fourfold_per_level() {
+    // Piecewise-linear sparse grids of level n have ‖f − f_n‖∞ ≤ C 2^(−2n) n^(d−1) for f with
+    // bounded mixed second derivatives (Bungartz and Griebel, Acta Numerica 2004, section 3):
+    // fourfold per level up to the log factor. So e_k 4^k / k² (d = 3) must stay bounded; C is
+    // taken at level 3, with 25 % slack because each e_k is a maximum over 4000 random points,
+    // not the true supremum. An error merely halving per level would grow that ratio 4.5-fold
+    // from level 3 to 8 and fail.
+    let f = bump;
+    let potential = Values { dim: 3, f };
+    let mut r = rng(7);
+    let points: Vec<Vec<f64>> = (0..4000).map(|_| point_in(&unit_box(3), &mut r)).collect();
+    let errors: Vec<f64> = (0..=8)
+        .map(|k| {
+            let grid = SparseGrid::regular(&potential, unit_box(3), k, GIB).unwrap();
+            let error = max_error(&grid, f, &points);
+            // The estimate assumes refinements shrink at least twofold, checked below.
+            assert!(
+                grid.error_estimate() >= error,
+                "level {k}: estimate {:e} below the measured {error:e}",
+                grid.error_estimate()
+            );
+            assert_eq!(grid.kl_bound_estimate(), 2.0 * grid.error_estimate());
+            error
+        })
+        .collect();
+    let normalized = |k: usize| errors[k] * 4f64.powi(k as i32) / (k * k) as f64;
+    for k in 3..=8 {
+        assert!(
+            normalized(k) <= 1.25 * normalized(3),
+            "level {k}: e·4^k/k² = {:.3e}, level 3 had {:.3e} (errors {errors:?})",
+            normalized(k),
+            normalized(3)
+        );
+    }
+    // From level 3 on, 4 (k/(k+1))² ≥ 2.25: at least a halving per level.
+    for k in 3..8 {
+        assert!(errors[k + 1] <= errors[k] / 2.0, "errors {errors:?}");
+    }
+}
+
+#[test]
+fn sparse_grid_gradient_matches_finite_differences_away_from_kinks() {
+    let f = |q: &[f64]| {
+        (-(q[0] * q[0] + q[1] * q[1] + q[2] * q[2]) / 4.0).exp() * (1.0 + q[0].sin()) + q[1] * q[2]
+    };
+    let domain = Domain::new(vec![-1.0, 0.0, -2.0], vec![2.0, 1.0, 2.0]).unwrap();
+    let grid = SparseGrid::regular(&Values { dim: 3, f }, domain.clone(), 5, GIB).unwrap();
+    // Kinks lie where a unit coordinate is a multiple of 2⁻⁵; keep 1e-4 away from them, far more
+    // than the step. Between kinks Ũ is linear along each axis, so a central difference is exact
+    // up to rounding, about ε|Ũ|/δ ≈ 1e-9 here.
+    let delta_unit = 1e-6;
+    let mut r = rng(11);
+    let mut grad = [0.0; 3];
+    let mut checked = 0;
+    while checked < 300 {
+        let q = point_in(&domain, &mut r);
+        let near_kink = (0..3).any(|k| {
+            let t = (q[k] - domain.lower()[k]) / domain.width(k) * 32.0;
+            (t - t.round()).abs() < 32.0 * 1e-4
+        });
+        if near_kink {
+            continue;
+        }
+        checked += 1;
+        grid.gradient(&q, &mut grad);
+        for k in 0..3 {
+            let step = delta_unit * domain.width(k);
+            let (mut up, mut down) = (q.clone(), q.clone());
+            up[k] += step;
+            down[k] -= step;
+            let difference = (grid.value(&up) - grid.value(&down)) / (2.0 * step);
+            assert!(
+                (grad[k] - difference).abs() <= 1e-7 * (1.0 + grad[k].abs()),
+                "∂{k} at {q:?}: {} vs {difference}",
+                grad[k]
+            );
+        }
+    }
+}
+
+#[test]
+fn sparse_grid_gradient_at_a_kink_is_the_slope_from_above() {
+    // A box of width 2 in coordinate 0, so q₀ = 0 maps to the unit coordinate ½ exactly (a kink
+    // of every level ≥ 1), and q₀ = 1 to the upper face.
+    let f = |q: &[f64]| (q[0] + 0.3 * q[1]).exp() + q[0] * q[0] * q[1];
+    let domain = Domain::new(vec![-1.0, 0.0], vec![1.0, 1.0]).unwrap();
+    let grid = SparseGrid::regular(&Values { dim: 2, f }, domain, 4, GIB).unwrap();
+    let h = 1e-7;
+    let slopes = |q: [f64; 2]| {
+        let value = grid.value(&q);
+        let above = (grid.value(&[q[0] + h, q[1]]) - value) / h;
+        let below = (value - grid.value(&[q[0] - h, q[1]])) / h;
+        (above, below)
+    };
+    let mut grad = [0.0; 2];
+    let q = [0.0, 0.3];
+    grid.gradient(&q, &mut grad);
+    let (above, below) = slopes(q);
+    // A real kink: the two one-sided slopes differ by far more than the tolerance.
+    assert!((above - below).abs() > 1e-3, "{above} vs {below}");
+    assert!((grad[0] - above).abs() <= 1e-6, "{} vs {above}", grad[0]);
+    // On the upper face only the slope from below exists.
+    let q = [1.0, 0.3];
+    grid.gradient(&q, &mut grad);
+    let (_, below) = slopes(q);
+    assert!((grad[0] - below).abs() <= 1e-6, "{} vs {below}", grad[0]);
+}
+
+#[test]
+fn adaptive_refinement_beats_the_regular_grid_on_an_anisotropic_function() {
+    // The third coordinate barely matters.
+    let f = |x: &[f64]| {
+        (-3.0 * (x[0] - 0.4).powi(2) - 3.0 * (x[1] - 0.55).powi(2) - 0.05 * (x[2] - 0.5).powi(2))
+            .exp()
+    };
+    let potential = Values { dim: 3, f };
+    let options = AdaptiveOptions {
+        tolerance: 1e-4,
+        max_points: 100_000,
+        ..AdaptiveOptions::default()
+    };
+    let adaptive = SparseGrid::adaptive(&potential, unit_box(3), &options, GIB).unwrap();
+    match adaptive.construction() {
+        Construction::Adaptive { stop, .. } => assert_eq!(*stop, AdaptiveStop::Tolerance),
+        other => panic!("{other:?}"),
+    }
+    assert!(adaptive.largest_surplus() < 1e-4);
+    assert_eq!(
+        adaptive.points_per_level().iter().sum::<usize>(),
+        adaptive.len()
+    );
+    let mut r = rng(13);
+    let points: Vec<Vec<f64>> = (0..4000).map(|_| point_in(&unit_box(3), &mut r)).collect();
+    let adaptive_error = max_error(&adaptive, f, &points);
+    // The coarsest regular grid at least as accurate.
+    let (level, regular) = (0..=12)
+        .map(|k| {
+            (
+                k,
+                SparseGrid::regular(&potential, unit_box(3), k, GIB).unwrap(),
+            )
+        })
+        .find(|(_, g)| max_error(g, f, &points) <= adaptive_error)
+        .expect("some regular level reaches the adaptive grid's error");
+    eprintln!(
+        "adaptive: {} points, error {adaptive_error:.2e}; regular level {level}: {} points",
+        adaptive.len(),
+        regular.len()
+    );
+    assert!(
+        adaptive.len() < regular.len(),
+        "adaptive {} points, regular level {level} {} points",
+        adaptive.len(),
+        regular.len()
+    );
+}
+
+#[test]
+fn adaptive_refinement_stops_at_the_point_budget_and_the_level_cap() {
+    let potential = Values { dim: 3, f: bump };
+    let options = AdaptiveOptions {
+        tolerance: 0.0,
+        max_points: 200,
+        ..AdaptiveOptions::default()
+    };
+    let grid = SparseGrid::adaptive(&potential, unit_box(3), &options, GIB).unwrap();
+    assert!(grid.len() <= 200);
+    assert!(matches!(
+        grid.construction(),
+        Construction::Adaptive {
+            stop: AdaptiveStop::PointBudget,
+            ..
+        }
+    ));
+    // With every coordinate capped at level 2 and no tolerance, refinement fills the full
+    // tensor grid of 5 points per coordinate.
+    let options = AdaptiveOptions {
+        tolerance: 0.0,
+        max_points: 10_000,
+        max_level: 2,
+    };
+    let grid = SparseGrid::adaptive(&potential, unit_box(3), &options, GIB).unwrap();
+    assert_eq!(grid.len(), 125);
+    assert!(matches!(
+        grid.construction(),
+        Construction::Adaptive {
+            stop: AdaptiveStop::LevelCap,
+            ..
+        }
+    ));
+    for bad in [
+        AdaptiveOptions {
+            tolerance: -1.0,
+            ..AdaptiveOptions::default()
+        },
+        AdaptiveOptions {
+            max_points: 0,
+            ..AdaptiveOptions::default()
+        },
+        AdaptiveOptions {
+            max_level: 31,
+            ..AdaptiveOptions::default()
+        },
+    ] {
+        assert!(SparseGrid::adaptive(&potential, unit_box(3), &bad, GIB).is_err());
+    }
+}
+
+#[test]
+fn sparse_grid_over_the_memory_limit_is_refused_before_any_evaluation() {
+    let potential = Counted::new(Values { dim: 3, f: bump });
+    // Level 4 in d = 3: 177 points (checked against the paper's definition above) and
+    // C(4 + 3, 3) = 35 subspaces of 3 + 9 bytes.
+    let subspaces: u64 = (1..=3).map(|i| (4 + i) as u64).product::<u64>() / 6;
+    assert_eq!(subspaces, 35);
+    let bytes = 177 * 8 + subspaces * 12;
+    let error = SparseGrid::regular(&potential, unit_box(3), 4, bytes - 1).unwrap_err();
+    assert!(
+        error.to_string().contains(&format!("{bytes} bytes")),
+        "{error}"
+    );
+    assert_eq!(potential.calls(), 0);
+    let grid = SparseGrid::regular(&potential, unit_box(3), 4, bytes).unwrap();
+    assert_eq!(grid.bytes() as u64, bytes);
+    assert_eq!(potential.calls(), 177);
+
+    // Far too big: d = 10 at the finest level.
+    let ten = Counted::new(Values {
+        dim: 10,
+        f: |_: &[f64]| 0.0,
+    });
+    let error = SparseGrid::regular(&ten, unit_box(10), 30, GIB).unwrap_err();
+    let points = SparseGrid::regular_points(10, 30).unwrap();
+    assert!(
+        error.to_string().contains(&format!("({points} points)")),
+        "{error}"
+    );
+    let options = AdaptiveOptions {
+        max_points: usize::MAX,
+        ..AdaptiveOptions::default()
+    };
+    assert!(SparseGrid::adaptive(&ten, unit_box(10), &options, GIB).is_err());
+    assert_eq!(ten.calls(), 0);
 }
