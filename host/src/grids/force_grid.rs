@@ -10,12 +10,17 @@
 //! floats. [`ForceGrid::build`] counts that first (in 128-bit checked arithmetic) and refuses,
 //! before allocating or evaluating anything, a grid above the caller's memory limit.
 
+use std::path::Path;
 use std::time::Instant;
 
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
 
-use super::{Domain, GridApproximation, Precomputation, check_memory};
+use super::{
+    Domain, FORCE_GRID_KIND, GridApproximation, Precomputation, check_memory, exact, parse_body,
+    read_file, save_file,
+};
 use crate::{Error, Result};
 
 /// Relative slack when rounding `extent / h` to a cell count: a box of width 1 with `h = 0.1`
@@ -151,7 +156,8 @@ impl ForceGrid {
         ))
     }
 
-    /// The grid with these tables, its lookup fields derived from the domain and cell counts.
+    /// The grid with these tables, its lookup fields derived from the domain and cell counts
+    /// (the same way for a built and a loaded grid, so lookups agree bit for bit).
     fn assemble(
         domain: Domain,
         cells: Vec<usize>,
@@ -225,6 +231,18 @@ impl ForceGrid {
         }
         Some(index)
     }
+
+    /// Writes `self` to `path` as a grid file of kind `force-grid`.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        save_file(self, FORCE_GRID_KIND, path)
+    }
+
+    /// Reads a force grid written by [`ForceGrid::save`]. A file of another format, version or
+    /// kind, or with inconsistent sizes, is an error naming the file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let (text, kind) = read_file(path)?;
+        parse_body(path, &text, &kind, FORCE_GRID_KIND)
+    }
 }
 
 /// Each coordinate's cell width: the box's width over its cell count.
@@ -284,5 +302,84 @@ impl GridApproximation for ForceGrid {
                 f64::NAN
             }
         }
+    }
+}
+
+/// A force grid as written to a file (borrowed, so saving copies nothing).
+#[derive(Serialize)]
+struct ForceGridRef<'a> {
+    domain: &'a Domain,
+    cells: &'a [usize],
+    #[serde(with = "exact::vec")]
+    values: &'a [f64],
+    #[serde(with = "exact::vec")]
+    gradients: &'a [f64],
+    precomputation: Precomputation,
+}
+
+/// A force grid as read from a file, checked by `TryFrom` before it becomes a [`ForceGrid`].
+#[derive(Deserialize)]
+struct ForceGridRecord {
+    domain: Domain,
+    cells: Vec<usize>,
+    #[serde(with = "exact::vec")]
+    values: Vec<f64>,
+    #[serde(with = "exact::vec")]
+    gradients: Vec<f64>,
+    precomputation: Precomputation,
+}
+
+impl Serialize for ForceGrid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        ForceGridRef {
+            domain: &self.domain,
+            cells: &self.cells,
+            values: &self.values,
+            gradients: &self.gradients,
+            precomputation: self.precomputation,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ForceGrid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let record = ForceGridRecord::deserialize(d)?;
+        Self::try_from(record).map_err(serde::de::Error::custom)
+    }
+}
+
+impl TryFrom<ForceGridRecord> for ForceGrid {
+    type Error = Error;
+
+    fn try_from(record: ForceGridRecord) -> Result<Self> {
+        let d = record.domain.dim();
+        if record.cells.len() != d || record.cells.contains(&0) {
+            return Err(Error::invalid(format!(
+                "a force grid over {d} coordinates needs {d} positive cell counts, got {:?}",
+                record.cells
+            )));
+        }
+        let count = record
+            .cells
+            .iter()
+            .try_fold(1usize, |n, &c| n.checked_mul(c))
+            .ok_or_else(|| Error::invalid("a force grid's cell count overflows"))?;
+        if record.values.len() != count || Some(record.gradients.len()) != count.checked_mul(d) {
+            return Err(Error::invalid(format!(
+                "a force grid of {count} cells needs {count} values and {} gradient entries, got \
+                 {} and {}",
+                count.saturating_mul(d),
+                record.values.len(),
+                record.gradients.len()
+            )));
+        }
+        Ok(Self::assemble(
+            record.domain,
+            record.cells,
+            record.values,
+            record.gradients,
+            record.precomputation,
+        ))
     }
 }

@@ -29,14 +29,22 @@
 //! Both builders take a memory limit in bytes and count their storage with checked arithmetic
 //! before allocating or evaluating anything, so a grid that cannot fit is an error stating the
 //! bytes it would need, not an abort.
+//!
+//! # Files
+//! [`ForceGrid::save`] and [`SparseGrid::save`] write JSON (format [`FORMAT_NAME`], version
+//! [`FORMAT_VERSION`]) whose `kind` field says which grid the file holds; [`load`] dispatches on
+//! it. Every float is written as a string in Rust's shortest round-trip form and parsed back with
+//! the correctly rounded parser, so a loaded grid gives bit-identical values and gradients.
 
 pub mod domain;
 mod exact;
 pub mod force_grid;
 pub mod sparse_grid;
 
+use std::path::Path;
 use std::time::Instant;
 
+use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
 
 pub use domain::Domain;
@@ -159,11 +167,12 @@ impl<G: GridApproximation, P: Potential> Potential for Hybrid<G, P> {
 
 /// What filling a grid cost: the exact evaluations (the expensive part, the thing a grid must
 /// pay back in cheaper trajectories) and the wall time they took.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Precomputation {
     /// Calls into the exact potential.
     pub evaluations: u64,
     /// Wall-clock seconds of the construction (evaluations in parallel).
+    #[serde(with = "exact::float")]
     pub seconds: f64,
 }
 
@@ -195,6 +204,146 @@ fn check_memory(what: &str, bytes: Option<u128>, limit: u64) -> Result<()> {
         None => Err(Error::invalid(format!(
             "{what} would need more than 2^128 bytes, above the memory limit of {limit_text}"
         ))),
+    }
+}
+
+/// The `format` field of a grid file.
+pub const FORMAT_NAME: &str = "shmc-grid";
+
+/// The version of the grid file format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The `kind` field of a force-grid file.
+const FORCE_GRID_KIND: &str = "force-grid";
+/// The `kind` field of a sparse-grid file.
+const SPARSE_GRID_KIND: &str = "sparse-grid";
+
+/// The first fields of a grid file, read before the body to give a clear error for another
+/// format, version or kind.
+#[derive(Deserialize)]
+struct Header {
+    format: String,
+    version: u32,
+    kind: String,
+}
+
+/// A grid file: the header fields, then the grid.
+#[derive(Serialize, Deserialize)]
+struct GridFile<T> {
+    format: String,
+    version: u32,
+    kind: String,
+    grid: T,
+}
+
+/// Writes `grid` to `path` as a grid file of `kind`.
+fn save_file<T: Serialize>(grid: &T, kind: &str, path: &Path) -> Result<()> {
+    let file = GridFile {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        kind: kind.into(),
+        grid,
+    };
+    let text = serde_json::to_string(&file)
+        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+    std::fs::write(path, text).map_err(|e| Error::io(path, e))
+}
+
+/// Reads `path` and checks its header; returns the text and the kind it holds.
+fn read_file(path: &Path) -> Result<(String, String)> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let header: Header = serde_json::from_str(&text).map_err(|e| malformed(path, e))?;
+    if header.format != FORMAT_NAME {
+        return Err(Error::invalid(format!(
+            "{}: not a grid file (format {:?}, expected {FORMAT_NAME:?})",
+            path.display(),
+            header.format
+        )));
+    }
+    if header.version != FORMAT_VERSION {
+        return Err(Error::invalid(format!(
+            "{}: grid file format version {} is not supported (this build reads version \
+             {FORMAT_VERSION})",
+            path.display(),
+            header.version
+        )));
+    }
+    Ok((text, header.kind))
+}
+
+/// The body of a grid file already read by [`read_file`], which must hold `kind`.
+fn parse_body<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    text: &str,
+    found: &str,
+    kind: &str,
+) -> Result<T> {
+    if found != kind {
+        return Err(Error::invalid(format!(
+            "{}: the file holds a {found}, not a {kind}",
+            path.display()
+        )));
+    }
+    let file: GridFile<T> = serde_json::from_str(text).map_err(|e| malformed(path, e))?;
+    Ok(file.grid)
+}
+
+fn malformed(path: &Path, e: serde_json::Error) -> Error {
+    Error::Data {
+        path: path.to_path_buf(),
+        line: e.line().max(1),
+        message: format!("not a valid grid file: {e}"),
+    }
+}
+
+/// A grid read from a file of either kind.
+#[derive(Clone, Debug)]
+pub enum Grid {
+    /// The file held a [`ForceGrid`].
+    Force(ForceGrid),
+    /// The file held a [`SparseGrid`].
+    Sparse(SparseGrid),
+}
+
+/// Reads a grid file of either kind, dispatching on its `kind` field, so a caller that accepts
+/// "some grid" need not know which one was saved.
+pub fn load(path: &Path) -> Result<Grid> {
+    let (text, kind) = read_file(path)?;
+    match kind.as_str() {
+        FORCE_GRID_KIND => parse_body(path, &text, &kind, FORCE_GRID_KIND).map(Grid::Force),
+        SPARSE_GRID_KIND => parse_body(path, &text, &kind, SPARSE_GRID_KIND).map(Grid::Sparse),
+        other => Err(Error::invalid(format!(
+            "{}: unknown grid kind {other:?} (expected {FORCE_GRID_KIND:?} or \
+             {SPARSE_GRID_KIND:?})",
+            path.display()
+        ))),
+    }
+}
+
+impl GridApproximation for Grid {
+    fn domain(&self) -> &Domain {
+        match self {
+            Grid::Force(g) => g.domain(),
+            Grid::Sparse(g) => g.domain(),
+        }
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        match self {
+            Grid::Force(g) => g.value(q),
+            Grid::Sparse(g) => g.value(q),
+        }
+    }
+    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
+        match self {
+            Grid::Force(g) => g.gradient(q, grad),
+            Grid::Sparse(g) => g.gradient(q, grad),
+        }
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        match self {
+            Grid::Force(g) => g.value_and_gradient(q, grad),
+            Grid::Sparse(g) => g.value_and_gradient(q, grad),
+        }
     }
 }
 

@@ -46,13 +46,18 @@
 //! so reversible; this one is what the floor in the lookup gives.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::time::Instant;
 
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
 
-use super::{Domain, GridApproximation, Precomputation, check_memory};
+use super::{
+    Domain, GridApproximation, Precomputation, SPARSE_GRID_KIND, check_memory, exact, parse_body,
+    read_file, save_file,
+};
 use crate::{Error, Result};
 
 /// The finest level any coordinate may reach: spacing `2⁻³⁰` of the box's width, far below any
@@ -231,8 +236,10 @@ impl Hierarchy<'_> {
     }
 }
 
-/// How a sparse grid was built, kept with it so its error estimate can be read in context.
-#[derive(Clone, Debug, PartialEq)]
+/// How a sparse grid was built, kept with it (and in its file) so its error estimate can be
+/// read in context.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "kebab-case")]
 pub enum Construction {
     /// Every subspace with `|l| ≤ level` (Smolyak's `A_{level+d,d}`).
     Regular {
@@ -242,6 +249,7 @@ pub enum Construction {
     /// Dimension-adaptive refinement ([`SparseGrid::adaptive`]).
     Adaptive {
         /// The surplus tolerance asked for.
+        #[serde(with = "exact::float")]
         tolerance: f64,
         /// The point budget.
         max_points: usize,
@@ -251,7 +259,8 @@ pub enum Construction {
 }
 
 /// Why adaptive refinement stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum AdaptiveStop {
     /// The largest surplus of the active set fell below the tolerance.
     Tolerance,
@@ -763,6 +772,19 @@ impl SparseGrid {
             Some(f(&mut scratch))
         })
     }
+
+    /// Writes `self` to `path` as a grid file of kind `sparse-grid`.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        save_file(self, SPARSE_GRID_KIND, path)
+    }
+
+    /// Reads a sparse grid written by [`SparseGrid::save`]. A file of another format, version or
+    /// kind, or whose subspaces are inconsistent (sizes, levels above [`MAX_LEVEL`], a set that
+    /// is not downward closed), is an error naming the file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let (text, kind) = read_file(path)?;
+        parse_body(path, &text, &kind, SPARSE_GRID_KIND)
+    }
 }
 
 impl GridApproximation for SparseGrid {
@@ -791,5 +813,124 @@ impl GridApproximation for SparseGrid {
                 f64::NAN
             }
         }
+    }
+}
+
+/// A sparse grid as written to a file (borrowed, so saving copies nothing). The subspace
+/// starts, the top level and the unit-coordinate map are derived again on loading.
+#[derive(Serialize)]
+struct SparseGridRef<'a> {
+    domain: &'a Domain,
+    levels: &'a [u8],
+    #[serde(with = "exact::vec")]
+    surpluses: &'a [f64],
+    active: &'a [bool],
+    construction: &'a Construction,
+    precomputation: Precomputation,
+}
+
+/// A sparse grid as read from a file, checked by `TryFrom` before it becomes a [`SparseGrid`].
+#[derive(Deserialize)]
+struct SparseGridRecord {
+    domain: Domain,
+    levels: Vec<u8>,
+    #[serde(with = "exact::vec")]
+    surpluses: Vec<f64>,
+    active: Vec<bool>,
+    construction: Construction,
+    precomputation: Precomputation,
+}
+
+impl Serialize for SparseGrid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        SparseGridRef {
+            domain: &self.domain,
+            levels: &self.levels,
+            surpluses: &self.surpluses,
+            active: &self.active,
+            construction: &self.construction,
+            precomputation: self.precomputation,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SparseGrid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let record = SparseGridRecord::deserialize(d)?;
+        Self::try_from(record).map_err(serde::de::Error::custom)
+    }
+}
+
+impl TryFrom<SparseGridRecord> for SparseGrid {
+    type Error = Error;
+
+    fn try_from(record: SparseGridRecord) -> Result<Self> {
+        let d = record.domain.dim();
+        if record.levels.is_empty() || !record.levels.len().is_multiple_of(d) {
+            return Err(Error::invalid(format!(
+                "a sparse grid over {d} coordinates needs a positive multiple of {d} levels, got \
+                 {}",
+                record.levels.len()
+            )));
+        }
+        let count = record.levels.len() / d;
+        if record.active.len() != count {
+            return Err(Error::invalid(format!(
+                "a sparse grid of {count} subspaces needs {count} active flags, got {}",
+                record.active.len()
+            )));
+        }
+        let mut starts = Vec::with_capacity(count);
+        let mut points = 0usize;
+        let mut seen = HashSet::with_capacity(count);
+        for levels in record.levels.chunks_exact(d) {
+            if let Some(&l) = levels.iter().find(|&&l| l > MAX_LEVEL) {
+                return Err(Error::invalid(format!(
+                    "a sparse-grid subspace has level {l}, above the maximum {MAX_LEVEL}"
+                )));
+            }
+            if !seen.insert(levels) {
+                return Err(Error::invalid(format!(
+                    "the sparse-grid subspace {levels:?} appears twice"
+                )));
+            }
+            starts.push(points);
+            points = levels
+                .iter()
+                .try_fold(1usize, |n, &l| n.checked_mul(level_count(l)))
+                .and_then(|n| points.checked_add(n))
+                .ok_or_else(|| Error::invalid("a sparse grid's point count overflows"))?;
+        }
+        for levels in record.levels.chunks_exact(d) {
+            for m in (0..d).filter(|&m| levels[m] > 0) {
+                let mut below = levels.to_vec();
+                below[m] -= 1;
+                if !seen.contains(below.as_slice()) {
+                    return Err(Error::invalid(format!(
+                        "the sparse-grid subspace {levels:?} lacks its lower neighbour {below:?}"
+                    )));
+                }
+            }
+        }
+        if record.surpluses.len() != points {
+            return Err(Error::invalid(format!(
+                "a sparse grid with these subspaces has {points} points, but the file has {} \
+                 surpluses",
+                record.surpluses.len()
+            )));
+        }
+        let domain = record.domain;
+        Ok(Self {
+            inverse_widths: (0..d).map(|k| 1.0 / domain.width(k)).collect(),
+            domain,
+            top: record.levels.iter().copied().max().unwrap_or(0),
+            levels: record.levels,
+            starts,
+            surpluses: record.surpluses,
+            active: record.active,
+            construction: record.construction,
+            precomputation: record.precomputation,
+        })
     }
 }

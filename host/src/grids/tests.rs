@@ -1,6 +1,7 @@
-//! Tests of the domain, the force grid, the sparse grid and the hybrid potential.
+//! Tests of the domain, the force grid, the sparse grid, the hybrid potential and grid files.
 
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rand::{RngExt, SeedableRng};
@@ -107,6 +108,11 @@ fn max_error(grid: &SparseGrid, f: impl Fn(&[f64]) -> f64, points: &[Vec<f64>]) 
         .iter()
         .map(|p| (grid.value(p) - f(p)).abs())
         .fold(0.0, f64::max)
+}
+
+/// A file path in the temporary folder, unique to this process and `name`.
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("shmc-grids-{}-{name}.json", std::process::id()))
 }
 
 const GIB: u64 = 1 << 30;
@@ -815,4 +821,116 @@ fn sparse_grid_over_the_memory_limit_is_refused_before_any_evaluation() {
     };
     assert!(SparseGrid::adaptive(&ten, unit_box(10), &options, GIB).is_err());
     assert_eq!(ten.calls(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+/// Asserts that two grids give the same bits for values and gradients at random points.
+fn assert_same_bits(a: &dyn GridApproximation, b: &dyn GridApproximation, seed: u64) {
+    let domain = a.domain().clone();
+    assert_eq!(&domain, b.domain());
+    let d = domain.dim();
+    let (mut ga, mut gb) = (vec![0.0; d], vec![0.0; d]);
+    let mut r = rng(seed);
+    for _ in 0..500 {
+        let q = point_in(&domain, &mut r);
+        assert_eq!(a.value(&q).to_bits(), b.value(&q).to_bits());
+        let (va, vb) = (
+            a.value_and_gradient(&q, &mut ga),
+            b.value_and_gradient(&q, &mut gb),
+        );
+        assert_eq!(va.to_bits(), vb.to_bits());
+        for k in 0..d {
+            assert_eq!(ga[k].to_bits(), gb[k].to_bits(), "{q:?}");
+        }
+    }
+}
+
+#[test]
+fn save_load_round_trip_is_bit_identical() {
+    // Bounds that are not short decimals, so a lossy float format would show.
+    let domain = Domain::new(vec![-1.0 / 3.0, -0.7], vec![1.3, 2.0 + 1e-9]).unwrap();
+    let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
+    let path = temp_path("force");
+    force.save(&path).unwrap();
+    let loaded = ForceGrid::load(&path).unwrap();
+    assert_same_bits(&force, &loaded, 17);
+    assert_eq!(loaded.cells(), force.cells());
+    assert_eq!(loaded.precomputation(), force.precomputation());
+    assert!(matches!(load(&path).unwrap(), Grid::Force(_)));
+    let error = SparseGrid::load(&path).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("holds a force-grid, not a sparse-grid"),
+        "{error}"
+    );
+    std::fs::remove_file(&path).unwrap();
+
+    let regular = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
+    let options = AdaptiveOptions {
+        tolerance: 1e-3,
+        ..AdaptiveOptions::default()
+    };
+    let adaptive = SparseGrid::adaptive(&Wavy, domain, &options, GIB).unwrap();
+    for (name, grid) in [("regular", regular), ("adaptive", adaptive)] {
+        let path = temp_path(name);
+        grid.save(&path).unwrap();
+        let loaded = SparseGrid::load(&path).unwrap();
+        assert_same_bits(&grid, &loaded, 19);
+        assert_eq!(loaded.construction(), grid.construction());
+        assert_eq!(loaded.precomputation(), grid.precomputation());
+        assert_eq!(
+            loaded.error_estimate().to_bits(),
+            grid.error_estimate().to_bits()
+        );
+        assert_eq!(loaded.points_per_level(), grid.points_per_level());
+        match load(&path).unwrap() {
+            Grid::Sparse(any) => assert_same_bits(&grid, &any, 23),
+            Grid::Force(_) => panic!("{name}: loaded as a force grid"),
+        }
+        let error = ForceGrid::load(&path).unwrap_err();
+        assert!(error.to_string().contains("holds a sparse-grid"), "{error}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+#[test]
+fn loading_rejects_inconsistent_files() {
+    let grid = SparseGrid::regular(&Wavy, unit_box(2), 3, GIB).unwrap();
+    let path = temp_path("broken");
+    grid.save(&path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let original: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let broken = |edit: &dyn Fn(&mut serde_json::Value), expect: &str| {
+        let mut value = original.clone();
+        edit(&mut value);
+        std::fs::write(&path, value.to_string()).unwrap();
+        let error = SparseGrid::load(&path).unwrap_err().to_string();
+        assert!(error.contains(expect), "expected {expect:?} in {error}");
+    };
+    broken(&|v| v["version"] = 2.into(), "version 2");
+    broken(
+        &|v| v["format"] = "shmc-surrogate".into(),
+        "not a grid file",
+    );
+    broken(&|v| v["kind"] = "mesh".into(), "holds a mesh");
+    broken(
+        &|v| {
+            v["grid"]["surpluses"].as_array_mut().unwrap().pop();
+        },
+        "surpluses",
+    );
+    broken(&|v| v["grid"]["levels"][1] = 5.into(), "lower neighbour");
+    broken(&|v| v["grid"]["levels"][1] = 40.into(), "above the maximum");
+    broken(
+        &|v| v["grid"]["domain"]["upper"][0] = "-1".into(),
+        "lower bound",
+    );
+    broken(
+        &|v| v["grid"]["surpluses"][0] = "one".into(),
+        "not a number",
+    );
+    std::fs::remove_file(&path).unwrap();
 }
