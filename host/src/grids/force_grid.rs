@@ -277,31 +277,16 @@ impl GridApproximation for ForceGrid {
     }
 
     /// `U` at the centre of the cell holding `q`.
-    fn value(&self, q: &[f64]) -> f64 {
-        self.cell(q).map_or(f64::NAN, |c| self.values[c])
+    fn try_value(&self, q: &[f64]) -> Option<f64> {
+        self.cell(q).map(|c| self.values[c])
     }
 
-    /// `∇U` at the centre of the cell holding `q`.
-    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
+    /// `∇U` and `U` at the centre of the cell holding `q`.
+    fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
+        let c = self.cell(q)?;
         let d = self.domain.dim();
-        match self.cell(q) {
-            Some(c) => grad.copy_from_slice(&self.gradients[c * d..(c + 1) * d]),
-            None => grad.fill(f64::NAN),
-        }
-    }
-
-    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
-        let d = self.domain.dim();
-        match self.cell(q) {
-            Some(c) => {
-                grad.copy_from_slice(&self.gradients[c * d..(c + 1) * d]);
-                self.values[c]
-            }
-            None => {
-                grad.fill(f64::NAN);
-                f64::NAN
-            }
-        }
+        grad.copy_from_slice(&self.gradients[c * d..(c + 1) * d]);
+        Some(self.values[c])
     }
 }
 

@@ -57,28 +57,51 @@ use crate::{Error, Result};
 /// is in the box, and `Ũ`, `∇Ũ` there. [`Hybrid`] turns any implementation into a
 /// [`Potential`] on all of `ℝᵈ`.
 ///
-/// Outside the box an implementation has nothing to say: `value` returns NaN and `gradient`
-/// fills NaN, so a caller that forgets [`GridApproximation::contains`] sees a divergent
+/// The `try_` methods answer `None` (or `false`) outside the box, so the hybrid's branch and the
+/// grid's lookup share one containment test on the leapfrog's hot path. The plain methods return
+/// NaN outside, so a caller that forgets [`GridApproximation::contains`] sees a divergent
 /// trajectory, not a silently wrong force.
 pub trait GridApproximation {
     /// The box the approximation covers.
     fn domain(&self) -> &Domain;
 
-    /// Whether `q` is in the box (closed), i.e. whether `value` and `gradient` mean anything.
+    /// Whether `q` is in the box (closed), i.e. whether `Ũ` means anything there.
     fn contains(&self, q: &[f64]) -> bool {
         self.domain().contains(q)
     }
 
-    /// `Ũ(q)` for `q` in the box, NaN outside.
-    fn value(&self, q: &[f64]) -> f64;
+    /// `Ũ(q)` for `q` in the box, `None` outside.
+    fn try_value(&self, q: &[f64]) -> Option<f64>;
 
-    /// Writes `∇Ũ(q)` into `grad` for `q` in the box, NaN outside.
+    /// Writes `∇Ũ(q)` into `grad` and returns `Ũ(q)` for `q` in the box; `None` outside, with
+    /// `grad` untouched.
+    fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Option<f64>;
+
+    /// Writes `∇Ũ(q)` into `grad` for `q` in the box and returns whether it did. Override it
+    /// when the gradient alone is cheaper.
+    fn try_gradient(&self, q: &[f64], grad: &mut [f64]) -> bool {
+        self.try_value_and_gradient(q, grad).is_some()
+    }
+
+    /// `Ũ(q)` in the box, NaN outside.
+    fn value(&self, q: &[f64]) -> f64 {
+        self.try_value(q).unwrap_or(f64::NAN)
+    }
+
+    /// Writes `∇Ũ(q)` into `grad` in the box, NaN outside.
     fn gradient(&self, q: &[f64], grad: &mut [f64]) {
-        self.value_and_gradient(q, grad);
+        if !self.try_gradient(q, grad) {
+            grad.fill(f64::NAN);
+        }
     }
 
     /// Writes `∇Ũ(q)` into `grad` and returns `Ũ(q)`; NaN for both outside the box.
-    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64;
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        self.try_value_and_gradient(q, grad).unwrap_or_else(|| {
+            grad.fill(f64::NAN);
+            f64::NAN
+        })
+    }
 }
 
 impl<G: GridApproximation + ?Sized> GridApproximation for &G {
@@ -88,14 +111,14 @@ impl<G: GridApproximation + ?Sized> GridApproximation for &G {
     fn contains(&self, q: &[f64]) -> bool {
         (**self).contains(q)
     }
-    fn value(&self, q: &[f64]) -> f64 {
-        (**self).value(q)
+    fn try_value(&self, q: &[f64]) -> Option<f64> {
+        (**self).try_value(q)
     }
-    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
-        (**self).gradient(q, grad)
+    fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
+        (**self).try_value_and_gradient(q, grad)
     }
-    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
-        (**self).value_and_gradient(q, grad)
+    fn try_gradient(&self, q: &[f64], grad: &mut [f64]) -> bool {
+        (**self).try_gradient(q, grad)
     }
 }
 
@@ -141,26 +164,21 @@ impl<G: GridApproximation, P: Potential> Potential for Hybrid<G, P> {
     }
 
     fn value(&self, q: &[f64]) -> f64 {
-        if self.grid.contains(q) {
-            self.grid.value(q)
-        } else {
-            self.exact.value(q)
-        }
+        self.grid
+            .try_value(q)
+            .unwrap_or_else(|| self.exact.value(q))
     }
 
     fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
-        if self.grid.contains(q) {
-            self.grid.value_and_gradient(q, grad)
-        } else {
-            self.exact.value_and_gradient(q, grad)
+        match self.grid.try_value_and_gradient(q, grad) {
+            Some(value) => value,
+            None => self.exact.value_and_gradient(q, grad),
         }
     }
 
     fn gradient(&self, q: &[f64], grad: &mut [f64]) {
-        if self.grid.contains(q) {
-            self.grid.gradient(q, grad)
-        } else {
-            self.exact.gradient(q, grad)
+        if !self.grid.try_gradient(q, grad) {
+            self.exact.gradient(q, grad);
         }
     }
 }
@@ -327,22 +345,22 @@ impl GridApproximation for Grid {
             Grid::Sparse(g) => g.domain(),
         }
     }
-    fn value(&self, q: &[f64]) -> f64 {
+    fn try_value(&self, q: &[f64]) -> Option<f64> {
         match self {
-            Grid::Force(g) => g.value(q),
-            Grid::Sparse(g) => g.value(q),
+            Grid::Force(g) => g.try_value(q),
+            Grid::Sparse(g) => g.try_value(q),
         }
     }
-    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
+    fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
         match self {
-            Grid::Force(g) => g.gradient(q, grad),
-            Grid::Sparse(g) => g.gradient(q, grad),
+            Grid::Force(g) => g.try_value_and_gradient(q, grad),
+            Grid::Sparse(g) => g.try_value_and_gradient(q, grad),
         }
     }
-    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+    fn try_gradient(&self, q: &[f64], grad: &mut [f64]) -> bool {
         match self {
-            Grid::Force(g) => g.value_and_gradient(q, grad),
-            Grid::Sparse(g) => g.value_and_gradient(q, grad),
+            Grid::Force(g) => g.try_gradient(q, grad),
+            Grid::Sparse(g) => g.try_gradient(q, grad),
         }
     }
 }

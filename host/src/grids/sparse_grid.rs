@@ -792,27 +792,19 @@ impl GridApproximation for SparseGrid {
         &self.domain
     }
 
-    fn value(&self, q: &[f64]) -> f64 {
+    fn try_value(&self, q: &[f64]) -> Option<f64> {
         let hierarchy = self.hierarchy();
         self.at(q, |scratch| hierarchy.value(scratch))
-            .unwrap_or(f64::NAN)
     }
 
     /// The one-sided gradient described in the module docs (from above at kinks).
-    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+    fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
         let hierarchy = self.hierarchy();
-        match self.at(q, |scratch| hierarchy.value_and_gradient(scratch, grad)) {
-            Some(value) => {
-                for (g, iw) in grad.iter_mut().zip(&self.inverse_widths) {
-                    *g *= iw;
-                }
-                value
-            }
-            None => {
-                grad.fill(f64::NAN);
-                f64::NAN
-            }
+        let value = self.at(q, |scratch| hierarchy.value_and_gradient(scratch, grad))?;
+        for (g, iw) in grad.iter_mut().zip(&self.inverse_widths) {
+            *g *= iw;
         }
+        Some(value)
     }
 }
 

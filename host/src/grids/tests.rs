@@ -305,9 +305,15 @@ fn force_grid_returns_the_centre_value_of_the_cell_holding_a_point() {
             assert!((grad[k] - exact[k]).abs() <= 1e-12, "{q:?}");
         }
     }
-    // Outside: nothing.
-    assert!(grid.value(&[1.5, 1.0]).is_nan());
-    grid.gradient(&[1.5, 1.0], &mut grad);
+    // Outside: nothing. The `try_` forms say so and leave the gradient alone.
+    let outside = [1.5, 1.0];
+    assert_eq!(grid.try_value(&outside), None);
+    grad = [7.0; 2];
+    assert_eq!(grid.try_value_and_gradient(&outside, &mut grad), None);
+    assert!(!grid.try_gradient(&outside, &mut grad));
+    assert_eq!(grad, [7.0; 2]);
+    assert!(grid.value(&outside).is_nan());
+    grid.gradient(&outside, &mut grad);
     assert!(grad.iter().all(|g| g.is_nan()));
 }
 
