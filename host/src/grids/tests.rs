@@ -1,0 +1,942 @@
+//! Tests of the domain, the force grid, the sparse grid, the hybrid potential and grid files.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64;
+use shmc_core::Potential;
+
+use super::*;
+use crate::models::gaussian::ConjugateGaussian;
+use crate::optimize::{MapEstimate, MapOptions, find_map};
+
+fn rng(seed: u64) -> Pcg64 {
+    Pcg64::seed_from_u64(seed)
+}
+
+/// A uniform random point of `domain`.
+fn point_in(domain: &Domain, rng: &mut Pcg64) -> Vec<f64> {
+    (0..domain.dim())
+        .map(|k| domain.lower()[k] + rng.random::<f64>() * domain.width(k))
+        .collect()
+}
+
+/// A potential known only by its value: all a sparse grid asks for (its gradient is NaN, so a
+/// grid that asked would fail loudly).
+struct Values<F> {
+    dim: usize,
+    f: F,
+}
+
+impl<F: Fn(&[f64]) -> f64> Potential for Values<F> {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        (self.f)(q)
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        grad.fill(f64::NAN);
+        (self.f)(q)
+    }
+}
+
+/// `U(q) = q₀² + ½ q₁² + sin(q₀ q₁)`, with its exact gradient.
+struct Wavy;
+
+impl Potential for Wavy {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        q[0] * q[0] + 0.5 * q[1] * q[1] + (q[0] * q[1]).sin()
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        let c = (q[0] * q[1]).cos();
+        grad[0] = 2.0 * q[0] + q[1] * c;
+        grad[1] = q[1] + q[0] * c;
+        self.value(q)
+    }
+}
+
+/// Counts every call into the potential it wraps.
+struct Counted<P> {
+    inner: P,
+    calls: AtomicU64,
+}
+
+impl<P> Counted<P> {
+    fn new(inner: P) -> Self {
+        Self {
+            inner,
+            calls: AtomicU64::new(0),
+        }
+    }
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+}
+
+impl<P: Potential> Potential for Counted<P> {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.value(q)
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.value_and_gradient(q, grad)
+    }
+}
+
+/// `exp(−‖x − ½‖²)`: smooth, with non-zero mixed derivatives of every order.
+fn bump(x: &[f64]) -> f64 {
+    (-x.iter().map(|v| (v - 0.5) * (v - 0.5)).sum::<f64>()).exp()
+}
+
+fn unit_box(d: usize) -> Domain {
+    Domain::new(vec![0.0; d], vec![1.0; d]).unwrap()
+}
+
+/// The largest `|Ũ − f|` over `points`.
+fn max_error(grid: &SparseGrid, f: impl Fn(&[f64]) -> f64, points: &[Vec<f64>]) -> f64 {
+    points
+        .iter()
+        .map(|p| (grid.value(p) - f(p)).abs())
+        .fold(0.0, f64::max)
+}
+
+/// A file path in the temporary folder, unique to this process and `name`.
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("shmc-grids-{}-{name}.json", std::process::id()))
+}
+
+const GIB: u64 = 1 << 30;
+
+// ---------------------------------------------------------------------------------------------
+// Domain
+
+#[test]
+fn domain_rejects_empty_reversed_and_non_finite_bounds() {
+    assert!(Domain::new(vec![], vec![]).is_err());
+    assert!(Domain::new(vec![0.0], vec![1.0, 2.0]).is_err());
+    let error = Domain::new(vec![0.0, 1.0], vec![1.0, 1.0]).unwrap_err();
+    assert!(error.to_string().contains("coordinate 1"), "{error}");
+    let error = Domain::new(vec![f64::NAN], vec![1.0]).unwrap_err();
+    assert!(error.to_string().contains("finite"), "{error}");
+    assert!(Domain::new(vec![0.0], vec![f64::INFINITY]).is_err());
+}
+
+#[test]
+fn domain_contains_its_closed_box_only() {
+    let domain = Domain::new(vec![-1.0, 0.0], vec![1.0, 2.0]).unwrap();
+    assert!(domain.contains(&[-1.0, 2.0]));
+    assert!(domain.contains(&[0.3, 1.0]));
+    assert!(!domain.contains(&[1.0 + 1e-12, 1.0]));
+    assert!(!domain.contains(&[0.0, -1e-300]));
+    assert!(!domain.contains(&[0.0, f64::NAN]));
+    assert!(!domain.contains(&[0.0]));
+}
+
+#[test]
+fn domain_parsing_errors_name_the_bad_entry() {
+    let cases = [
+        ("0:1, 2:x ,3:4", "entry 2 \"2:x\"", "not a number"),
+        ("0:1,5", "entry 2 \"5\"", "lo:hi"),
+        ("1:0", "entry 1 \"1:0\"", "below"),
+        ("0:1,2:3,-inf:0", "entry 3 \"-inf:0\"", "finite"),
+        ("0:1,,2:3", "entry 2 \"\"", "lo:hi"),
+        ("0:1:2", "entry 1 \"0:1:2\"", "not a number"),
+    ];
+    for (text, entry, why) in cases {
+        let message = Domain::parse(text).unwrap_err().to_string();
+        assert!(message.contains(entry), "{text:?}: {message}");
+        assert!(message.contains(why), "{text:?}: {message}");
+        assert!(!message.contains('\n'), "{text:?}: {message}");
+    }
+    assert!(
+        Domain::parse("  ")
+            .unwrap_err()
+            .to_string()
+            .contains("empty")
+    );
+}
+
+#[test]
+fn domain_text_round_trips_bit_for_bit() {
+    let domain: Domain = " -3 : 0.5, -0.5:3 ".parse().unwrap();
+    assert_eq!(domain.lower(), &[-3.0, -0.5]);
+    assert_eq!(domain.upper(), &[0.5, 3.0]);
+    let odd = Domain::new(vec![0.1 + 0.2, -1e-300], vec![1.0 / 3.0, 7e22]).unwrap();
+    let back = Domain::parse(&odd.to_string()).unwrap();
+    for (a, b) in odd
+        .lower()
+        .iter()
+        .chain(odd.upper())
+        .zip(back.lower().iter().chain(back.upper()))
+    {
+        assert_eq!(a.to_bits(), b.to_bits());
+    }
+}
+
+#[test]
+fn bounding_box_covers_the_states_with_the_margin() {
+    let states = vec![vec![0.0, 5.0], vec![2.0, 1.0], vec![1.0, 3.0]];
+    let tight = Domain::bounding_box(&states, 0.0).unwrap();
+    assert_eq!(tight.lower(), &[0.0, 1.0]);
+    assert_eq!(tight.upper(), &[2.0, 5.0]);
+    assert!(states.iter().all(|s| tight.contains(s)));
+    // 10 % of each extent (2 and 4) on both sides.
+    let wide = Domain::bounding_box(&states, 0.1).unwrap();
+    assert_eq!(wide.lower(), &[-0.2, 0.6]);
+    assert_eq!(wide.upper(), &[2.2, 5.4]);
+
+    let flat = vec![vec![0.0, 1.0], vec![2.0, 1.0]];
+    let error = Domain::bounding_box(&flat, 0.5).unwrap_err();
+    assert!(error.to_string().contains("coordinate 1"), "{error}");
+    assert!(Domain::bounding_box(Vec::<Vec<f64>>::new(), 0.1).is_err());
+    assert!(Domain::bounding_box(&states, -0.1).is_err());
+    let ragged = vec![vec![0.0, 1.0], vec![2.0]];
+    assert!(Domain::bounding_box(&ragged, 0.0).is_err());
+    let nan = vec![vec![0.0, 1.0], vec![2.0, f64::NAN]];
+    assert!(Domain::bounding_box(&nan, 0.0).is_err());
+}
+
+/// `P(a ≤ Z ≤ b)` for a standard normal `Z`, by composite Simpson on 20 000 intervals: the
+/// error is below `(b − a)⁵ max|φ⁗| / (180 n⁴) < 1e-15` for `b − a < 10`, so this is the exact
+/// CDF for the test's purposes, computed without the quantile function under test.
+fn normal_probability(a: f64, b: f64) -> f64 {
+    let density = |x: f64| (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    let n = 20_000;
+    let h = (b - a) / n as f64;
+    let inner: f64 = (1..n)
+        .map(|i| density(a + i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 })
+        .sum();
+    (density(a) + inner + density(b)) * h / 3.0
+}
+
+#[test]
+fn laplace_domain_holds_the_stated_per_coordinate_probability() {
+    // Correlation 0.8 in the data covariance, so the posterior is tilted and the marginal
+    // standard deviation √((H⁻¹)ᵢᵢ) is far from 1/√Hᵢᵢ (a box from the diagonal of H would be
+    // about 0.6 times too narrow and fail this test).
+    let model = ConjugateGaussian::simulate(100, 3).unwrap();
+    let (ninety, map) = Domain::laplace(&model, &[0.0, 0.0], 0.9).unwrap();
+    assert!(map.evaluations > 0);
+    assert_eq!(ninety, Domain::from_laplace(&map, 0.9).unwrap());
+    let mean = model.posterior_mean();
+    let covariance = model.posterior_covariance();
+    for p in [0.5, 0.9, 0.99] {
+        let domain = Domain::from_laplace(&map, p).unwrap();
+        for i in 0..2 {
+            let sd = covariance[(i, i)].sqrt();
+            let a = (domain.lower()[i] - mean[i]) / sd;
+            let b = (domain.upper()[i] - mean[i]) / sd;
+            let probability = normal_probability(a, b);
+            // U is quadratic: the MAP is exact up to the search's gradient tolerance (1e-8
+            // relative) and the central-difference Hessian of a linear gradient is exact up to
+            // rounding, so the box's ends are right to about 1e-7 standard deviations, which
+            // moves the probability by less than 1e-7.
+            assert!(
+                (probability - p).abs() < 1e-6,
+                "p = {p}, coordinate {i}: the box holds {probability}"
+            );
+        }
+    }
+}
+
+#[test]
+fn laplace_domain_refuses_bad_input() {
+    let model = ConjugateGaussian::simulate(100, 3).unwrap();
+    let map = find_map(&model, &[0.0, 0.0], &MapOptions::default()).unwrap();
+    for p in [0.0, 1.0, -0.5, f64::NAN] {
+        assert!(Domain::from_laplace(&map, p).is_err(), "p = {p}");
+    }
+    let unconverged = MapEstimate {
+        converged: false,
+        termination: "ran out of iterations".into(),
+        ..map.clone()
+    };
+    let error = Domain::from_laplace(&unconverged, 0.9).unwrap_err();
+    assert!(error.to_string().contains("did not converge"), "{error}");
+    let indefinite = nalgebra::DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0]);
+    assert!(Domain::from_gaussian(&[0.0, 0.0], &indefinite, 0.9).is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Force grid
+
+#[test]
+fn force_grid_returns_the_centre_value_of_the_cell_holding_a_point() {
+    let (lower, upper, h) = ([-1.0, 0.0], [1.0, 2.0], 0.25);
+    let domain = Domain::new(lower.to_vec(), upper.to_vec()).unwrap();
+    let grid = ForceGrid::build(&Wavy, domain, h, GIB).unwrap();
+    assert_eq!(grid.cells(), &[8, 8]);
+    assert_eq!(grid.precomputation().evaluations, 64);
+
+    let mut r = rng(1);
+    let mut points: Vec<Vec<f64>> = (0..500)
+        .map(|_| {
+            (0..2)
+                .map(|k| lower[k] + r.random::<f64>() * (upper[k] - lower[k]))
+                .collect()
+        })
+        .collect();
+    // The corners and a cell face: the upper faces belong to the last cell, others to the cell
+    // above.
+    points.extend([vec![-1.0, 0.0], vec![1.0, 2.0], vec![-0.5, 1.0]]);
+    let (mut grad, mut exact) = ([0.0; 2], [0.0; 2]);
+    for q in &points {
+        let centre: Vec<f64> = (0..2)
+            .map(|k| {
+                let i = (((q[k] - lower[k]) / h).floor()).min(7.0);
+                lower[k] + (i + 0.5) * h
+            })
+            .collect();
+        let u = Wavy.value_and_gradient(&centre, &mut exact);
+        assert!((grid.value(q) - u).abs() <= 1e-12, "{q:?}");
+        let v = grid.value_and_gradient(q, &mut grad);
+        assert_eq!(v.to_bits(), grid.value(q).to_bits());
+        for k in 0..2 {
+            assert!((grad[k] - exact[k]).abs() <= 1e-12, "{q:?}");
+        }
+    }
+    // Outside: nothing. The `try_` forms say so and leave the gradient alone.
+    let outside = [1.5, 1.0];
+    assert_eq!(grid.try_value(&outside), None);
+    grad = [7.0; 2];
+    assert_eq!(grid.try_value_and_gradient(&outside, &mut grad), None);
+    assert!(!grid.try_gradient(&outside, &mut grad));
+    assert_eq!(grad, [7.0; 2]);
+    assert!(grid.value(&outside).is_nan());
+    grid.gradient(&outside, &mut grad);
+    assert!(grad.iter().all(|g| g.is_nan()));
+}
+
+#[test]
+fn force_grid_cell_counts_round_to_the_box() {
+    /// `U(q) = q`: finite everywhere, with a finite gradient.
+    struct Slope;
+    impl Potential for Slope {
+        fn dim(&self) -> usize {
+            1
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            q[0]
+        }
+        fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+            grad[0] = 1.0;
+            q[0]
+        }
+    }
+    let one = Slope;
+    let cells = |lo: f64, hi: f64, h: f64| {
+        let grid = ForceGrid::build(&one, Domain::new(vec![lo], vec![hi]).unwrap(), h, GIB);
+        grid.unwrap().cells()[0]
+    };
+    // 1/0.1 and 3.5/0.1 are a hair off 10 and 35 in floating point; the slack takes the integer.
+    assert_eq!(cells(0.0, 1.0, 0.1), 10);
+    assert_eq!(cells(0.0, 3.5, 0.1), 35);
+    assert_eq!(cells(-0.3, 0.4, 0.1), 7);
+    // Not a whole number of cells: round up and shrink the cells to fit.
+    assert_eq!(cells(0.0, 1.0, 0.3), 4);
+    assert_eq!(cells(0.0, 1.0, 5.0), 1);
+    let grid = ForceGrid::build(&one, unit_box(1), 0.3, GIB).unwrap();
+    assert_eq!(grid.widths(), &[0.25]);
+    assert!(ForceGrid::build(&one, unit_box(1), 0.0, GIB).is_err());
+    assert!(ForceGrid::build(&one, unit_box(2), 0.1, GIB).is_err());
+}
+
+#[test]
+fn force_grid_over_the_memory_limit_is_refused_before_any_evaluation() {
+    // d = 10, h = 0.01 on [0, 1]¹⁰: 100¹⁰ cells of 11 floats. That count overflows 64 bits, so
+    // an attempt to allocate it would abort the test rather than fail it.
+    let ten = Counted::new(Values {
+        dim: 10,
+        f: |_: &[f64]| 0.0,
+    });
+    let bytes = 100u128.pow(10) * 11 * 8;
+    let error = ForceGrid::build(&ten, unit_box(10), 0.01, GIB).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains(&format!("{bytes} bytes")), "{message}");
+    assert!(message.contains(&format!("{GIB} bytes")), "{message}");
+    assert_eq!(ten.calls(), 0);
+
+    // At the boundary: 64 × 64 cells of 3 floats.
+    let two = Counted::new(Wavy);
+    let bytes = 64 * 64 * 3 * 8;
+    let error = ForceGrid::build(&two, unit_box(2), 1.0 / 64.0, bytes - 1).unwrap_err();
+    assert!(
+        error.to_string().contains(&format!("{bytes} bytes")),
+        "{error}"
+    );
+    assert_eq!(two.calls(), 0);
+    let grid = ForceGrid::build(&two, unit_box(2), 1.0 / 64.0, bytes).unwrap();
+    assert_eq!(grid.bytes() as u64, bytes);
+    assert_eq!(two.calls(), 64 * 64);
+}
+
+#[test]
+fn grids_refuse_a_domain_where_the_model_is_not_finite() {
+    let log = Values {
+        dim: 1,
+        f: |q: &[f64]| -q[0].ln(),
+    };
+    let domain = Domain::new(vec![-1.0], vec![1.0]).unwrap();
+    let error = ForceGrid::build(&log, domain.clone(), 0.5, GIB).unwrap_err();
+    assert!(error.to_string().contains("not finite"), "{error}");
+    let error = SparseGrid::regular(&log, domain, 2, GIB).unwrap_err();
+    assert!(error.to_string().contains("not finite"), "{error}");
+}
+
+#[test]
+fn hybrid_uses_the_grid_inside_and_the_exact_potential_outside() {
+    let domain = Domain::new(vec![-1.0, -0.5], vec![1.5, 2.0]).unwrap();
+    let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
+    let sparse = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
+    let check = |grid: &dyn GridApproximation| {
+        let hybrid = Hybrid::new(grid, &Wavy).unwrap();
+        assert_eq!(hybrid.dim(), 2);
+        let (mut a, mut b) = ([0.0; 2], [0.0; 2]);
+        let mut r = rng(2);
+        for _ in 0..200 {
+            // Points in a box twice the domain's size: about a quarter inside.
+            let q: Vec<f64> = (0..2)
+                .map(|k| domain.lower()[k] + (2.0 * r.random::<f64>() - 0.5) * domain.width(k))
+                .collect();
+            let (reference, expected) = if domain.contains(&q) {
+                (grid.value_and_gradient(&q, &mut b), b)
+            } else {
+                (Wavy.value_and_gradient(&q, &mut b), b)
+            };
+            assert_eq!(
+                hybrid.value_and_gradient(&q, &mut a).to_bits(),
+                reference.to_bits()
+            );
+            assert_eq!(a.map(f64::to_bits), expected.map(f64::to_bits));
+            hybrid.gradient(&q, &mut a);
+            assert_eq!(a.map(f64::to_bits), expected.map(f64::to_bits));
+            assert_eq!(hybrid.value(&q).to_bits(), reference.to_bits());
+        }
+        // Just outside the upper corner: the exact gradient, not the last cell's.
+        let q = [1.5 + 1e-9, 2.0];
+        hybrid.gradient(&q, &mut a);
+        Wavy.gradient(&q, &mut b);
+        assert_eq!(a, b);
+    };
+    check(&force);
+    check(&sparse);
+    assert!(
+        Hybrid::new(
+            &force,
+            Values {
+                dim: 3,
+                f: |_: &[f64]| 0.0
+            }
+        )
+        .is_err()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sparse grid
+
+/// The number of distinct points of the Clenshaw–Curtis sparse grid `H_{q,d}` with `q = k + d`,
+/// straight from the paper's eq. 3.9: the union over `q − d + 1 ≤ |i| ≤ q` (levels from 1) of the
+/// full tensor grids `X^{i₁} × … × X^{i_d}`, `X^i` the `mᵢ` points `(j − 1)/(mᵢ − 1)` (`½` when
+/// `mᵢ = 1`), `m₁ = 1`, `mᵢ = 2^(i−1) + 1`. Points are kept as integers over `2^(k+1)`, exact.
+fn paper_point_count(d: usize, k: usize) -> usize {
+    let q = k + d;
+    let denominator = 1u64 << (k + 1);
+    let nodes = |i: usize| -> Vec<u64> {
+        let m = if i == 1 { 1 } else { (1u64 << (i - 1)) + 1 };
+        if m == 1 {
+            vec![denominator / 2]
+        } else {
+            (0..m).map(|j| j * denominator / (m - 1)).collect()
+        }
+    };
+    let mut points = HashSet::new();
+    let mut levels = vec![1usize; d];
+    loop {
+        let sum: usize = levels.iter().sum();
+        if sum + d > q && sum <= q {
+            // The tensor grid of these levels.
+            let sets: Vec<Vec<u64>> = levels.iter().map(|&i| nodes(i)).collect();
+            let mut index = vec![0usize; d];
+            loop {
+                points.insert((0..d).map(|m| sets[m][index[m]]).collect::<Vec<_>>());
+                let mut m = 0;
+                while m < d {
+                    index[m] += 1;
+                    if index[m] < sets[m].len() {
+                        break;
+                    }
+                    index[m] = 0;
+                    m += 1;
+                }
+                if m == d {
+                    break;
+                }
+            }
+        }
+        // Next level multi-index in {1, …, k + 1}ᵈ.
+        let mut m = 0;
+        while m < d {
+            levels[m] += 1;
+            if levels[m] <= k + 1 {
+                break;
+            }
+            levels[m] = 1;
+            m += 1;
+        }
+        if m == d {
+            return points.len();
+        }
+    }
+}
+
+#[test]
+fn sparse_grid_point_counts_follow_clenshaw_curtis() {
+    let zero = Values {
+        dim: 2,
+        f: |_: &[f64]| 0.0,
+    };
+    let published = [1, 5, 13, 29, 65, 145];
+    for (k, &count) in published.iter().enumerate() {
+        let grid = SparseGrid::regular(&zero, unit_box(2), k as u8, GIB).unwrap();
+        assert_eq!(grid.len(), count, "d = 2, level {k}");
+        assert_eq!(paper_point_count(2, k), count, "d = 2, level {k}");
+        assert_eq!(SparseGrid::regular_points(2, k as u8), Some(count as u128));
+        assert_eq!(grid.points_per_level().iter().sum::<usize>(), count);
+    }
+    let zero = Values {
+        dim: 3,
+        f: |_: &[f64]| 0.0,
+    };
+    for k in 0..=5 {
+        let grid = SparseGrid::regular(&zero, unit_box(3), k as u8, GIB).unwrap();
+        let expected = paper_point_count(3, k);
+        assert_eq!(grid.len(), expected, "d = 3, level {k}");
+        assert_eq!(
+            SparseGrid::regular_points(3, k as u8),
+            Some(expected as u128)
+        );
+        assert_eq!(grid.precomputation().evaluations, expected as u64);
+    }
+    // Points per level sum for d = 2, level 2: |l| = 1 is (1,0) and (0,1), two points each;
+    // |l| = 2 is (2,0), (1,1) and (0,2), with 2 + 4 + 2.
+    let grid = SparseGrid::regular(
+        &Values {
+            dim: 2,
+            f: |_: &[f64]| 0.0,
+        },
+        unit_box(2),
+        2,
+        GIB,
+    )
+    .unwrap();
+    assert_eq!(grid.points_per_level(), vec![1, 4, 8]);
+}
+
+#[test]
+fn sparse_grid_interpolates_multilinear_functions_exactly() {
+    // f(q) = Σ_S c_S Π_{k∈S} qₖ over the subsets S of {0, 1, 2}: multilinear in q, hence in the
+    // unit coordinates, so the subspaces with every level ≤ 1 (present from level 3 on) hold it
+    // exactly.
+    let mut r = rng(5);
+    let mut c: Vec<f64> = (0..8).map(|_| 4.0 * r.random::<f64>() - 2.0).collect();
+    c[7] = 1.5; // the q₀q₁q₂ term, which level 2 misses
+    let f = move |q: &[f64]| {
+        (0..8usize)
+            .map(|s| {
+                c[s] * (0..3)
+                    .filter(|k| s >> k & 1 == 1)
+                    .map(|k| q[k])
+                    .product::<f64>()
+            })
+            .sum::<f64>()
+    };
+    let potential = Values {
+        dim: 3,
+        f: f.clone(),
+    };
+    let domain = Domain::new(vec![-1.0, 0.5, -3.0], vec![2.0, 1.5, -1.0]).unwrap();
+    let points: Vec<Vec<f64>> = (0..1000).map(|_| point_in(&domain, &mut r)).collect();
+    let scale = points.iter().map(|p| f(p).abs()).fold(1.0, f64::max);
+    for level in [3, 5] {
+        let grid = SparseGrid::regular(&potential, domain.clone(), level, GIB).unwrap();
+        let error = max_error(&grid, &f, &points);
+        assert!(error <= 1e-12 * scale, "level {level}: error {error:e}");
+    }
+    let options = AdaptiveOptions {
+        tolerance: 1e-10,
+        ..AdaptiveOptions::default()
+    };
+    let adaptive = SparseGrid::adaptive(&potential, domain.clone(), &options, GIB).unwrap();
+    assert!(max_error(&adaptive, &f, &points) <= 1e-12 * scale);
+    let coarse = SparseGrid::regular(&potential, domain, 2, GIB).unwrap();
+    assert!(max_error(&coarse, &f, &points) > 1e-3);
+}
+
+#[test]
+fn sparse_grid_error_falls_about_fourfold_per_level() {
+    // Piecewise-linear sparse grids of level n have ‖f − f_n‖∞ ≤ C 2^(−2n) n^(d−1) for f with
+    // bounded mixed second derivatives (Bungartz and Griebel, Acta Numerica 2004, section 3):
+    // fourfold per level up to the log factor. So e_k 4^k / k² (d = 3) must stay bounded; C is
+    // taken at level 3, with 25 % slack because each e_k is a maximum over 4000 random points,
+    // not the true supremum. An error merely halving per level would grow that ratio 4.5-fold
+    // from level 3 to 8 and fail.
+    let f = bump;
+    let potential = Values { dim: 3, f };
+    let mut r = rng(7);
+    let points: Vec<Vec<f64>> = (0..4000).map(|_| point_in(&unit_box(3), &mut r)).collect();
+    let errors: Vec<f64> = (0..=8)
+        .map(|k| {
+            let grid = SparseGrid::regular(&potential, unit_box(3), k, GIB).unwrap();
+            let error = max_error(&grid, f, &points);
+            // The estimate assumes refinements shrink at least twofold, checked below.
+            assert!(
+                grid.error_estimate() >= error,
+                "level {k}: estimate {:e} below the measured {error:e}",
+                grid.error_estimate()
+            );
+            assert_eq!(grid.kl_bound_estimate(), 2.0 * grid.error_estimate());
+            error
+        })
+        .collect();
+    let normalized = |k: usize| errors[k] * 4f64.powi(k as i32) / (k * k) as f64;
+    for k in 3..=8 {
+        assert!(
+            normalized(k) <= 1.25 * normalized(3),
+            "level {k}: e·4^k/k² = {:.3e}, level 3 had {:.3e} (errors {errors:?})",
+            normalized(k),
+            normalized(3)
+        );
+    }
+    // From level 3 on, 4 (k/(k+1))² ≥ 2.25: at least a halving per level.
+    for k in 3..8 {
+        assert!(errors[k + 1] <= errors[k] / 2.0, "errors {errors:?}");
+    }
+}
+
+#[test]
+fn sparse_grid_gradient_matches_finite_differences_away_from_kinks() {
+    let f = |q: &[f64]| {
+        (-(q[0] * q[0] + q[1] * q[1] + q[2] * q[2]) / 4.0).exp() * (1.0 + q[0].sin()) + q[1] * q[2]
+    };
+    let domain = Domain::new(vec![-1.0, 0.0, -2.0], vec![2.0, 1.0, 2.0]).unwrap();
+    let grid = SparseGrid::regular(&Values { dim: 3, f }, domain.clone(), 5, GIB).unwrap();
+    // Kinks lie where a unit coordinate is a multiple of 2⁻⁵; keep 1e-4 away from them, far more
+    // than the step. Between kinks Ũ is linear along each axis, so a central difference is exact
+    // up to rounding, about ε|Ũ|/δ ≈ 1e-9 here.
+    let delta_unit = 1e-6;
+    let mut r = rng(11);
+    let mut grad = [0.0; 3];
+    let mut checked = 0;
+    while checked < 300 {
+        let q = point_in(&domain, &mut r);
+        let near_kink = (0..3).any(|k| {
+            let t = (q[k] - domain.lower()[k]) / domain.width(k) * 32.0;
+            (t - t.round()).abs() < 32.0 * 1e-4
+        });
+        if near_kink {
+            continue;
+        }
+        checked += 1;
+        grid.gradient(&q, &mut grad);
+        for k in 0..3 {
+            let step = delta_unit * domain.width(k);
+            let (mut up, mut down) = (q.clone(), q.clone());
+            up[k] += step;
+            down[k] -= step;
+            let difference = (grid.value(&up) - grid.value(&down)) / (2.0 * step);
+            assert!(
+                (grad[k] - difference).abs() <= 1e-7 * (1.0 + grad[k].abs()),
+                "∂{k} at {q:?}: {} vs {difference}",
+                grad[k]
+            );
+        }
+    }
+}
+
+#[test]
+fn sparse_grid_gradient_at_a_kink_is_the_slope_from_above() {
+    // A box of width 2 in coordinate 0, so q₀ = 0 maps to the unit coordinate ½ exactly (a kink
+    // of every level ≥ 1), and q₀ = 1 to the upper face.
+    let f = |q: &[f64]| (q[0] + 0.3 * q[1]).exp() + q[0] * q[0] * q[1];
+    let domain = Domain::new(vec![-1.0, 0.0], vec![1.0, 1.0]).unwrap();
+    let grid = SparseGrid::regular(&Values { dim: 2, f }, domain, 4, GIB).unwrap();
+    let h = 1e-7;
+    let slopes = |q: [f64; 2]| {
+        let value = grid.value(&q);
+        let above = (grid.value(&[q[0] + h, q[1]]) - value) / h;
+        let below = (value - grid.value(&[q[0] - h, q[1]])) / h;
+        (above, below)
+    };
+    let mut grad = [0.0; 2];
+    let q = [0.0, 0.3];
+    grid.gradient(&q, &mut grad);
+    let (above, below) = slopes(q);
+    // A real kink: the two one-sided slopes differ by far more than the tolerance.
+    assert!((above - below).abs() > 1e-3, "{above} vs {below}");
+    assert!((grad[0] - above).abs() <= 1e-6, "{} vs {above}", grad[0]);
+    // On the upper face only the slope from below exists.
+    let q = [1.0, 0.3];
+    grid.gradient(&q, &mut grad);
+    let (_, below) = slopes(q);
+    assert!((grad[0] - below).abs() <= 1e-6, "{} vs {below}", grad[0]);
+}
+
+#[test]
+fn adaptive_refinement_beats_the_regular_grid_on_an_anisotropic_function() {
+    // The third coordinate barely matters.
+    let f = |x: &[f64]| {
+        (-3.0 * (x[0] - 0.4).powi(2) - 3.0 * (x[1] - 0.55).powi(2) - 0.05 * (x[2] - 0.5).powi(2))
+            .exp()
+    };
+    let potential = Values { dim: 3, f };
+    let options = AdaptiveOptions {
+        tolerance: 1e-4,
+        max_points: 100_000,
+        ..AdaptiveOptions::default()
+    };
+    let adaptive = SparseGrid::adaptive(&potential, unit_box(3), &options, GIB).unwrap();
+    match adaptive.construction() {
+        Construction::Adaptive { stop, .. } => assert_eq!(*stop, AdaptiveStop::Tolerance),
+        other => panic!("{other:?}"),
+    }
+    assert!(adaptive.largest_surplus() < 1e-4);
+    assert_eq!(
+        adaptive.points_per_level().iter().sum::<usize>(),
+        adaptive.len()
+    );
+    let mut r = rng(13);
+    let points: Vec<Vec<f64>> = (0..4000).map(|_| point_in(&unit_box(3), &mut r)).collect();
+    let adaptive_error = max_error(&adaptive, f, &points);
+    // The coarsest regular grid at least as accurate.
+    let (level, regular) = (0..=12)
+        .map(|k| {
+            (
+                k,
+                SparseGrid::regular(&potential, unit_box(3), k, GIB).unwrap(),
+            )
+        })
+        .find(|(_, g)| max_error(g, f, &points) <= adaptive_error)
+        .expect("some regular level reaches the adaptive grid's error");
+    eprintln!(
+        "adaptive: {} points, error {adaptive_error:.2e}; regular level {level}: {} points",
+        adaptive.len(),
+        regular.len()
+    );
+    assert!(
+        adaptive.len() < regular.len(),
+        "adaptive {} points, regular level {level} {} points",
+        adaptive.len(),
+        regular.len()
+    );
+}
+
+#[test]
+fn adaptive_refinement_stops_at_the_point_budget_and_the_level_cap() {
+    let potential = Values { dim: 3, f: bump };
+    let options = AdaptiveOptions {
+        tolerance: 0.0,
+        max_points: 200,
+        ..AdaptiveOptions::default()
+    };
+    let grid = SparseGrid::adaptive(&potential, unit_box(3), &options, GIB).unwrap();
+    assert!(grid.len() <= 200);
+    assert!(matches!(
+        grid.construction(),
+        Construction::Adaptive {
+            stop: AdaptiveStop::PointBudget,
+            ..
+        }
+    ));
+    // With every coordinate capped at level 2 and no tolerance, refinement fills the full
+    // tensor grid of 5 points per coordinate.
+    let options = AdaptiveOptions {
+        tolerance: 0.0,
+        max_points: 10_000,
+        max_level: 2,
+    };
+    let grid = SparseGrid::adaptive(&potential, unit_box(3), &options, GIB).unwrap();
+    assert_eq!(grid.len(), 125);
+    assert!(matches!(
+        grid.construction(),
+        Construction::Adaptive {
+            stop: AdaptiveStop::LevelCap,
+            ..
+        }
+    ));
+    for bad in [
+        AdaptiveOptions {
+            tolerance: -1.0,
+            ..AdaptiveOptions::default()
+        },
+        AdaptiveOptions {
+            max_points: 0,
+            ..AdaptiveOptions::default()
+        },
+        AdaptiveOptions {
+            max_level: 31,
+            ..AdaptiveOptions::default()
+        },
+    ] {
+        assert!(SparseGrid::adaptive(&potential, unit_box(3), &bad, GIB).is_err());
+    }
+}
+
+#[test]
+fn sparse_grid_over_the_memory_limit_is_refused_before_any_evaluation() {
+    let potential = Counted::new(Values { dim: 3, f: bump });
+    // Level 4 in d = 3: 177 points (checked against the paper's definition above) and
+    // C(4 + 3, 3) = 35 subspaces of 3 + 9 bytes.
+    let subspaces: u64 = (1..=3).map(|i| (4 + i) as u64).product::<u64>() / 6;
+    assert_eq!(subspaces, 35);
+    let bytes = 177 * 8 + subspaces * 12;
+    let error = SparseGrid::regular(&potential, unit_box(3), 4, bytes - 1).unwrap_err();
+    assert!(
+        error.to_string().contains(&format!("{bytes} bytes")),
+        "{error}"
+    );
+    assert_eq!(potential.calls(), 0);
+    let grid = SparseGrid::regular(&potential, unit_box(3), 4, bytes).unwrap();
+    assert_eq!(grid.bytes() as u64, bytes);
+    assert_eq!(potential.calls(), 177);
+
+    // Far too big: d = 10 at the finest level.
+    let ten = Counted::new(Values {
+        dim: 10,
+        f: |_: &[f64]| 0.0,
+    });
+    let error = SparseGrid::regular(&ten, unit_box(10), 30, GIB).unwrap_err();
+    let points = SparseGrid::regular_points(10, 30).unwrap();
+    assert!(
+        error.to_string().contains(&format!("({points} points)")),
+        "{error}"
+    );
+    let options = AdaptiveOptions {
+        max_points: usize::MAX,
+        ..AdaptiveOptions::default()
+    };
+    assert!(SparseGrid::adaptive(&ten, unit_box(10), &options, GIB).is_err());
+    assert_eq!(ten.calls(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+/// Asserts that two grids give the same bits for values and gradients at random points.
+fn assert_same_bits(a: &dyn GridApproximation, b: &dyn GridApproximation, seed: u64) {
+    let domain = a.domain().clone();
+    assert_eq!(&domain, b.domain());
+    let d = domain.dim();
+    let (mut ga, mut gb) = (vec![0.0; d], vec![0.0; d]);
+    let mut r = rng(seed);
+    for _ in 0..500 {
+        let q = point_in(&domain, &mut r);
+        assert_eq!(a.value(&q).to_bits(), b.value(&q).to_bits());
+        let (va, vb) = (
+            a.value_and_gradient(&q, &mut ga),
+            b.value_and_gradient(&q, &mut gb),
+        );
+        assert_eq!(va.to_bits(), vb.to_bits());
+        for k in 0..d {
+            assert_eq!(ga[k].to_bits(), gb[k].to_bits(), "{q:?}");
+        }
+    }
+}
+
+#[test]
+fn save_load_round_trip_is_bit_identical() {
+    // Bounds that are not short decimals, so a lossy float format would show.
+    let domain = Domain::new(vec![-1.0 / 3.0, -0.7], vec![1.3, 2.0 + 1e-9]).unwrap();
+    let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
+    let path = temp_path("force");
+    force.save(&path).unwrap();
+    let loaded = ForceGrid::load(&path).unwrap();
+    assert_same_bits(&force, &loaded, 17);
+    assert_eq!(loaded.cells(), force.cells());
+    assert_eq!(loaded.precomputation(), force.precomputation());
+    assert!(matches!(load(&path).unwrap(), Grid::Force(_)));
+    let error = SparseGrid::load(&path).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("holds a force-grid, not a sparse-grid"),
+        "{error}"
+    );
+    std::fs::remove_file(&path).unwrap();
+
+    let regular = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
+    let options = AdaptiveOptions {
+        tolerance: 1e-3,
+        ..AdaptiveOptions::default()
+    };
+    let adaptive = SparseGrid::adaptive(&Wavy, domain, &options, GIB).unwrap();
+    for (name, grid) in [("regular", regular), ("adaptive", adaptive)] {
+        let path = temp_path(name);
+        grid.save(&path).unwrap();
+        let loaded = SparseGrid::load(&path).unwrap();
+        assert_same_bits(&grid, &loaded, 19);
+        assert_eq!(loaded.construction(), grid.construction());
+        assert_eq!(loaded.precomputation(), grid.precomputation());
+        assert_eq!(
+            loaded.error_estimate().to_bits(),
+            grid.error_estimate().to_bits()
+        );
+        assert_eq!(loaded.points_per_level(), grid.points_per_level());
+        match load(&path).unwrap() {
+            Grid::Sparse(any) => assert_same_bits(&grid, &any, 23),
+            Grid::Force(_) => panic!("{name}: loaded as a force grid"),
+        }
+        let error = ForceGrid::load(&path).unwrap_err();
+        assert!(error.to_string().contains("holds a sparse-grid"), "{error}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+#[test]
+fn loading_rejects_inconsistent_files() {
+    let grid = SparseGrid::regular(&Wavy, unit_box(2), 3, GIB).unwrap();
+    let path = temp_path("broken");
+    grid.save(&path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let original: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let broken = |edit: &dyn Fn(&mut serde_json::Value), expect: &str| {
+        let mut value = original.clone();
+        edit(&mut value);
+        std::fs::write(&path, value.to_string()).unwrap();
+        let error = SparseGrid::load(&path).unwrap_err().to_string();
+        assert!(error.contains(expect), "expected {expect:?} in {error}");
+    };
+    broken(&|v| v["version"] = 2.into(), "version 2");
+    broken(
+        &|v| v["format"] = "shmc-surrogate".into(),
+        "not a grid file",
+    );
+    broken(&|v| v["kind"] = "mesh".into(), "holds a mesh");
+    broken(
+        &|v| {
+            v["grid"]["surpluses"].as_array_mut().unwrap().pop();
+        },
+        "surpluses",
+    );
+    broken(&|v| v["grid"]["levels"][1] = 5.into(), "lower neighbour");
+    broken(&|v| v["grid"]["levels"][1] = 40.into(), "above the maximum");
+    broken(
+        &|v| v["grid"]["domain"]["upper"][0] = "-1".into(),
+        "lower bound",
+    );
+    broken(
+        &|v| v["grid"]["surpluses"][0] = "one".into(),
+        "not a number",
+    );
+    std::fs::remove_file(&path).unwrap();
+}
