@@ -18,6 +18,7 @@ pub mod model;
 pub mod models;
 pub mod optimize;
 pub mod output;
+pub mod random;
 pub mod sampler;
 pub mod train;
 pub mod vhmc;

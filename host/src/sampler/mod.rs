@@ -23,7 +23,6 @@ use std::sync::atomic::AtomicBool;
 
 use rayon::prelude::*;
 
-pub use chain::chain_rng;
 pub use config::{Init, SampleConfig, StepSize};
 pub use method::{Method, SurrogateSettings, VhmcSettings};
 pub use surrogate::SurrogateReport;

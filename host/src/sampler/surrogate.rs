@@ -433,7 +433,7 @@ mod tests {
         let mut phase = NetworkPhase::new(&Method::ArnsHmc(settings), 3)
             .unwrap()
             .unwrap();
-        let mut rng = crate::sampler::chain_rng(5, 0);
+        let mut rng = crate::random::chain_rng(5, 0);
         let mut states = Vec::new();
         for i in 0..200 {
             let mut q = vec![0.0; 3];

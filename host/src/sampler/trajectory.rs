@@ -189,7 +189,7 @@ mod tests {
 
     /// A network score-matched to a standard Gaussian in `d` dimensions scaled by `sd`.
     fn gaussian_surrogate(d: usize, sd: f64) -> (DynNetwork, TrainingSet) {
-        let mut rng = crate::sampler::chain_rng(3, 1);
+        let mut rng = crate::random::chain_rng(3, 1);
         let mut set = TrainingSet::new(d);
         let mut q = vec![0.0; d];
         for _ in 0..400 {

@@ -28,7 +28,7 @@ use rand_pcg::Pcg64;
 use shmc_core::random::fill_standard_normal;
 use shmc_core::{Dyn, OnlineScoreMatching, Potential, State};
 
-use super::chain_rng;
+use crate::random::chain_rng;
 use super::method::VhmcSettings;
 use super::surrogate::{EndGradient, Proposer, SurrogateReport};
 use crate::optimize::{MapOptions, find_map};

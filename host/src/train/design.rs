@@ -27,7 +27,7 @@ use shmc_core::random::uniform_below;
 use shmc_core::{InputTransform, Network, NetworkConfig, Nodes, Potential};
 
 use super::{DynNetwork, FitMethod, Inputs, TrainOptions, TrainingSet};
-use crate::sampler::chain_rng;
+use crate::random::chain_rng;
 use crate::{Error, Result};
 
 /// The random stream (of `chain_rng(seed, ·)`) the input parameters are drawn from; chains use

@@ -107,7 +107,7 @@ pub struct TrainOptions {
     pub scale: Scale,
     /// The coordinates additive units see. Default [`Inputs::Whitened`].
     pub inputs: Inputs,
-    /// The seed of the random input parameters (stream [`chain_rng`](crate::sampler::chain_rng)
+    /// The seed of the random input parameters (stream [`chain_rng`](crate::random::chain_rng)
     /// `(seed, 0x5EED_7EA1)`). Default 1.
     pub seed: u64,
     /// The fraction of states held out for choosing the scale and reporting errors, in

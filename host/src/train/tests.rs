@@ -5,7 +5,7 @@ use rand_pcg::Pcg64;
 use shmc_core::random::{fill_standard_normal, uniform};
 use shmc_core::{Activation, Potential};
 
-use crate::sampler::chain_rng;
+use crate::random::chain_rng;
 
 fn normals(rng: &mut Pcg64, n: usize) -> Vec<f64> {
     let mut x = vec![0.0; n];
