@@ -20,8 +20,7 @@ pub mod optimize;
 pub mod output;
 pub mod random;
 pub mod sampler;
-pub mod train;
-pub mod vhmc;
+pub mod surrogates;
 
 pub use error::{Error, Result};
 pub use model::Model;

@@ -9,7 +9,7 @@ use super::ModelArgs;
 use super::surrogate_args::SurrogateArgs;
 use super::trajectory_args::TrajectoryArgs;
 use crate::sampler::{DrawSink, Init, Method, NullSink, SampleConfig, sample};
-use crate::train::{SurrogateMeta, save_network};
+use crate::surrogates::network::{SurrogateMeta, save_network};
 use crate::{Error, Result, models};
 
 /// Arguments of `shmc train`.

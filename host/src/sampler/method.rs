@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 
 use super::trajectory::SurrogateSteps;
-use crate::train::{FitMethod, TrainOptions};
+use crate::surrogates::FitMethod;
+use crate::surrogates::network::TrainOptions;
 use crate::{Error, Result};
 
 /// The sampler.

@@ -30,7 +30,7 @@ pub use trajectory::SurrogateSteps;
 pub use variational::PILOT_STATES;
 
 use crate::diagnostics::{ParameterSummary, summarize};
-use crate::train::DynNetwork;
+use crate::surrogates::network::DynNetwork;
 use crate::{Error, Model, Result};
 
 /// The sampler columns that precede the parameters in every row, as CmdStan names them.

@@ -19,7 +19,9 @@ use super::trajectory::{
     AUTO_CAP_FACTOR, SurrogateSteps, TrajectoryChoice, choose_steps, lengthen,
 };
 use super::variational::VhmcPhase;
-use crate::train::{DynNetwork, FitMethod, TrainingSet, fit_potential, fit_score, load_network};
+use crate::surrogates::FitMethod;
+use crate::surrogates::network::{DynNetwork, fit_potential, fit_score, load_network};
+use crate::surrogates::states::TrainingSet;
 use crate::{Error, Result};
 
 /// What a chain needs from a surrogate method: the proposal potential (once there is one), how
@@ -408,7 +410,7 @@ impl Proposer for NetworkPhase {
 mod tests {
     use super::*;
     use crate::models::gaussian::CorrelatedGaussian;
-    use crate::train::{Scale, TrainOptions};
+    use crate::surrogates::network::{Scale, TrainOptions};
     use nalgebra::{DMatrix, DVector};
     use shmc_core::Exact;
     use shmc_core::random::fill_standard_normal;

@@ -21,7 +21,8 @@
 use nalgebra::{DMatrix, SymmetricEigen};
 use shmc_core::Steps;
 
-use crate::train::{DynNetwork, TrainingSet};
+use crate::surrogates::network::DynNetwork;
+use crate::surrogates::states::TrainingSet;
 
 /// How many times the exact phase's longest trajectory the chosen range may reach.
 pub const AUTO_CAP_FACTOR: u32 = 8;
@@ -184,7 +185,7 @@ fn frequencies(network: &DynNetwork, states: &TrainingSet, inv_mass: &[f64]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::{Scale, TrainOptions, fit_score};
+    use crate::surrogates::network::{Scale, TrainOptions, fit_score};
     use shmc_core::random::fill_standard_normal;
 
     /// A network score-matched to a standard Gaussian in `d` dimensions scaled by `sd`.

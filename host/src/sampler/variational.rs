@@ -4,7 +4,7 @@
 //! `V_t = μ_t z + ½(1 − μ_t)(θ − θ_L)ᵀH(θ − θ_L)` ([`RegularizedSurrogate`]).
 //!
 //! # The pilot (beyond the paper)
-//! The network's input scale matters more than anything else (see [`crate::train`]), and the
+//! The network's input scale matters more than anything else (see [`crate::surrogates::network`]), and the
 //! best one differs by two orders of magnitude between models (probit: 4 posterior sd; the
 //! beta-binomial: 1; the logistic simulation: 32–64). VHMC trains online from the first
 //! iteration, so there is no training set to choose it on. The pilot makes one: it draws
@@ -28,12 +28,13 @@ use rand_pcg::Pcg64;
 use shmc_core::random::fill_standard_normal;
 use shmc_core::{Dyn, OnlineScoreMatching, Potential, State};
 
-use crate::random::chain_rng;
 use super::method::VhmcSettings;
 use super::surrogate::{EndGradient, Proposer, SurrogateReport};
 use crate::optimize::{MapOptions, find_map};
-use crate::train::{DynNetwork, TrainingSet, fit_score};
-use crate::vhmc::RegularizedSurrogate;
+use crate::random::chain_rng;
+use crate::surrogates::laplace::RegularizedSurrogate;
+use crate::surrogates::network::{DynNetwork, fit_score};
+use crate::surrogates::states::TrainingSet;
 use crate::{Error, Result};
 
 /// Laplace draws with exact gradients that choose the network's scale and start its weights.

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use shmc_core::linalg::dot;
 use shmc_core::{Activation, InputTransform, Network, Nodes};
 
-use super::{DynNetwork, FitMethod};
+use super::DynNetwork;
+use crate::surrogates::FitMethod;
 use crate::{Error, Result};
 
 /// The `format` field of a surrogate file.

@@ -3,9 +3,11 @@ use super::*;
 use nalgebra::{DMatrix, DVector};
 use rand_pcg::Pcg64;
 use shmc_core::random::{fill_standard_normal, uniform};
-use shmc_core::{Activation, Potential};
+use shmc_core::{Activation, Nodes, Potential};
 
 use crate::random::chain_rng;
+use crate::surrogates::FitMethod;
+use crate::surrogates::states::TrainingSet;
 
 fn normals(rng: &mut Pcg64, n: usize) -> Vec<f64> {
     let mut x = vec![0.0; n];
@@ -584,7 +586,7 @@ fn load_rejects_wrong_dimension_version_and_corrupted_files() {
 
 /// The logistic-regression simulation of METHODS.md §7 (d = 50, N = 10⁵), with 4000 states drawn
 /// from its Laplace approximation, to time the fits at the paper's size. Run with
-/// `cargo test -p shmc --release train::tests::timing -- --ignored --nocapture`.
+/// `cargo test -p shmc --release surrogates::network::tests::timing -- --ignored --nocapture`.
 #[test]
 #[ignore = "timing at s = 2000, n = 4000, d = 50; several seconds"]
 fn timing_logistic_regression_d50() {

@@ -26,8 +26,11 @@ use shmc_core::linalg::dot;
 use shmc_core::random::uniform_below;
 use shmc_core::{InputTransform, Network, NetworkConfig, Nodes, Potential};
 
-use super::{DynNetwork, FitMethod, Inputs, TrainOptions, TrainingSet};
+use super::DynNetwork;
+use super::options::{Inputs, TrainOptions};
 use crate::random::chain_rng;
+use crate::surrogates::FitMethod;
+use crate::surrogates::states::TrainingSet;
 use crate::{Error, Result};
 
 /// The random stream (of `chain_rng(seed, ·)`) the input parameters are drawn from; chains use
