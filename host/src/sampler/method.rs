@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use super::trajectory::SurrogateSteps;
-use crate::surrogates::FitMethod;
-use crate::surrogates::network::TrainOptions;
+use crate::surrogates::network::{NetworkFitter, TrainOptions};
+use crate::surrogates::{FitMethod, Fitter};
 use crate::{Error, Result};
 
 /// The sampler.
@@ -99,6 +99,17 @@ impl Default for SurrogateSettings {
     }
 }
 
+impl SurrogateSettings {
+    /// How the surrogate is fitted to the collected states: the network with [`Self::train`],
+    /// to [`Self::fit`]'s quantity. The one place the settings choose the surrogate's kind.
+    pub fn fitter(&self) -> Box<dyn Fitter> {
+        Box::new(NetworkFitter {
+            options: self.train.clone(),
+            method: self.fit,
+        })
+    }
+}
+
 impl Method {
     /// The method's name on the command line and in the output.
     pub fn name(&self) -> &'static str {
@@ -159,6 +170,15 @@ impl Method {
 }
 
 impl VhmcSettings {
+    /// How the pilot fit is made: the network with [`Self::train`], by score matching, which
+    /// its online learning then continues on the accepted states' exact gradients.
+    pub fn fitter(&self) -> Box<dyn Fitter> {
+        Box::new(NetworkFitter {
+            options: self.train.clone(),
+            method: FitMethod::Score,
+        })
+    }
+
     fn validate(&self, warmup: usize) -> Result<()> {
         check_network(&self.train)?;
         if !(self.tau.is_finite() && self.tau > 0.0) {

@@ -26,8 +26,7 @@ use shmc_core::linalg::dot;
 use shmc_core::random::uniform_below;
 use shmc_core::{InputTransform, Network, NetworkConfig, Nodes, Potential};
 
-use super::DynNetwork;
-use super::options::{Inputs, TrainOptions};
+use super::options::{DynNetwork, Inputs, TrainOptions};
 use crate::random::chain_rng;
 use crate::surrogates::FitMethod;
 use crate::surrogates::states::TrainingSet;

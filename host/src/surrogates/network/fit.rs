@@ -5,11 +5,10 @@ use std::time::Instant;
 
 use shmc_core::Nodes;
 
-use super::DynNetwork;
 use super::design;
-use super::options::{AUTO_SCALE_GRID, Scale, TrainOptions};
-use super::record::SurrogateMeta;
+use super::options::{AUTO_SCALE_GRID, DynNetwork, Scale, TrainOptions};
 use crate::surrogates::FitMethod;
+use crate::surrogates::SurrogateMeta;
 use crate::surrogates::states::TrainingSet;
 use crate::{Error, Result};
 

@@ -19,20 +19,22 @@
 //! the chosen `c`; the refit reuses the training states' normal matrix, so it costs only the
 //! held-out states' share.
 //!
-//! [`save_network`] and [`load_network`] store a network in a JSON file from which it is
-//! rebuilt bit for bit.
+//! As a [`Surrogate`](crate::surrogates::Surrogate), [`NetworkSurrogate`]: fitted by
+//! [`NetworkFitter`], learning online after its batch fit (Greville's recursion after a
+//! potential fit, score matching after a gradient fit), with its exact Hessian for the
+//! trajectory chooser, saved as kind [`KIND`].
 
 mod design;
 mod fit;
+mod online;
 mod options;
 mod record;
+mod surrogate;
 
 pub use fit::{ScaleCandidate, TrainedNetwork, fit_potential, fit_score};
-pub use options::{AUTO_SCALE_GRID, Inputs, Scale, TrainOptions};
-pub use record::{FORMAT_NAME, FORMAT_VERSION, SurrogateMeta, load_network, save_network};
-
-/// The surrogate network with run-time input dimension and number of units.
-pub type DynNetwork = shmc_core::Network<shmc_core::Dyn, shmc_core::Dyn>;
+pub use options::{AUTO_SCALE_GRID, DynNetwork, Inputs, Scale, TrainOptions};
+pub use record::KIND;
+pub use surrogate::{NetworkFitter, NetworkSurrogate};
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,11 @@
-//! How a network is built and fitted: the number and kind of units, the ridge, the input scale
-//! and transform, the seed of the random input parameters and the share of states held out.
+//! The network and how it is built and fitted: the number and kind of units, the ridge, the
+//! input scale and transform, the seed of the random input parameters and the share of states
+//! held out.
 
 use shmc_core::Nodes;
+
+/// The surrogate network with run-time input dimension and number of units.
+pub type DynNetwork = shmc_core::Network<shmc_core::Dyn, shmc_core::Dyn>;
 
 /// The scale factors [`Scale::Auto`] tries: powers of two from 0.5 to 64.
 ///

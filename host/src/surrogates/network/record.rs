@@ -1,13 +1,9 @@
-//! Surrogate files: a network and its metadata as JSON, rebuilt bit for bit on loading.
-//!
-//! The file holds the unit kind, the input transform, the *raw* input parameters (in transformed
-//! coordinates, as [`Network::from_raw`] takes them), the output weights and bias, so that loading
-//! repeats exactly the construction that made the network. A network only exposes its stored
-//! parameters (transform folded in), so saving recovers raw parameters that fold back to the
-//! stored ones bit for bit (a few-ulp search around the obvious inverse) and checks that they do.
-//! Every float is written as a string in Rust's shortest round-trip form (`"0.1"`, `"-3e-7"`,
-//! `"NaN"`) and parsed with Rust's correctly rounded parser: JSON numbers through serde_json are
-//! only best-effort in the last bit.
+//! The network's record in a surrogate file (kind [`KIND`]): the unit kind, the input
+//! transform, the *raw* input parameters (in transformed coordinates, as [`Network::from_raw`]
+//! takes them), the output weights and bias, so that loading repeats exactly the construction
+//! that made the network. A network only exposes its stored parameters (transform folded in),
+//! so saving recovers raw parameters that fold back to the stored ones bit for bit (a few-ulp
+//! search around the obvious inverse) and checks that they do.
 
 use std::path::Path;
 
@@ -16,111 +12,13 @@ use serde::{Deserialize, Serialize};
 use shmc_core::linalg::dot;
 use shmc_core::{Activation, InputTransform, Network, Nodes};
 
-use super::DynNetwork;
-use crate::surrogates::FitMethod;
+use super::options::DynNetwork;
+use crate::surrogates::SurrogateMeta;
+use crate::surrogates::file::{self, SurrogateFile};
 use crate::{Error, Result};
 
-/// The `format` field of a surrogate file.
-pub const FORMAT_NAME: &str = "shmc-surrogate";
-
-/// The version of the surrogate file format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
-
-/// What a surrogate file records about how its network was made.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SurrogateMeta {
-    /// The model (target) the surrogate was trained for.
-    pub model: String,
-    /// What the output weights were fitted to.
-    pub method: FitMethod,
-    /// The scale factor `c` of the input transform.
-    #[serde(with = "exact")]
-    pub scale: f64,
-    /// The held-out relative RMS gradient error (NaN if unknown).
-    #[serde(with = "exact")]
-    pub holdout_gradient_error: f64,
-    /// The held-out RMS error of the potential (NaN if unknown).
-    #[serde(with = "exact")]
-    pub holdout_value_rmse: f64,
-    /// The number of training states.
-    pub training_states: usize,
-    /// The ridge parameter.
-    #[serde(with = "exact")]
-    pub ridge: f64,
-    /// The seed of the random input parameters.
-    pub seed: u64,
-    /// Wall time of the training, in seconds.
-    #[serde(with = "exact")]
-    pub train_seconds: f64,
-}
-
-impl Default for SurrogateMeta {
-    fn default() -> Self {
-        Self {
-            model: String::new(),
-            method: FitMethod::default(),
-            scale: f64::NAN,
-            holdout_gradient_error: f64::NAN,
-            holdout_value_rmse: f64::NAN,
-            training_states: 0,
-            ridge: f64::NAN,
-            seed: 0,
-            train_seconds: f64::NAN,
-        }
-    }
-}
-
-/// Floats as exact decimal strings.
-mod exact {
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("{x:?}"))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        let text = String::deserialize(d)?;
-        text.parse()
-            .map_err(|_| D::Error::custom(format!("{text:?} is not a number")))
-    }
-}
-
-/// Vectors of floats as arrays of exact decimal strings.
-mod exact_vec {
-    use serde::{Deserialize, Deserializer, Serializer, de::Error, ser::SerializeSeq};
-
-    pub fn serialize<S: Serializer>(x: &[f64], s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(x.len()))?;
-        for v in x {
-            seq.serialize_element(&format!("{v:?}"))?;
-        }
-        seq.end()
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-        let text = Vec::<String>::deserialize(d)?;
-        text.iter()
-            .map(|t| {
-                t.parse()
-                    .map_err(|_| D::Error::custom(format!("{t:?} is not a number")))
-            })
-            .collect()
-    }
-}
-
-#[derive(Deserialize)]
-struct Header {
-    format: String,
-    version: u32,
-}
-
-#[derive(Serialize, Deserialize)]
-struct SurrogateFile {
-    format: String,
-    version: u32,
-    meta: SurrogateMeta,
-    network: NetworkRecord,
-}
+/// The kind name of a network in a surrogate file.
+pub const KIND: &str = "network";
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -137,7 +35,7 @@ enum NodesRecord {
         activation: ActivationRecord,
     },
     Rbf {
-        #[serde(with = "exact")]
+        #[serde(with = "crate::surrogates::exact_floats")]
         width: f64,
     },
 }
@@ -176,18 +74,18 @@ struct NetworkRecord {
     dim: usize,
     hidden: usize,
     nodes: NodesRecord,
-    #[serde(with = "exact_vec")]
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
     centre: Vec<f64>,
-    #[serde(with = "exact_vec")]
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
     scale: Vec<f64>,
     /// `d × s`, column per unit, in transformed coordinates.
-    #[serde(with = "exact_vec")]
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
     raw_weights: Vec<f64>,
-    #[serde(with = "exact_vec")]
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
     raw_offsets: Vec<f64>,
-    #[serde(with = "exact_vec")]
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
     output: Vec<f64>,
-    #[serde(with = "exact")]
+    #[serde(with = "crate::surrogates::exact_floats")]
     bias: f64,
 }
 
@@ -302,55 +200,17 @@ impl NetworkRecord {
     }
 }
 
-/// Writes `network` and `meta` to the JSON file `path` (format [`FORMAT_NAME`] version
-/// [`FORMAT_VERSION`]), from which [`load_network`] rebuilds the network bit for bit.
-pub fn save_network(network: &DynNetwork, path: &Path, meta: &SurrogateMeta) -> Result<()> {
+/// Writes `network` and `meta` to the surrogate file `path`, from which [`read`] rebuilds the
+/// network bit for bit.
+pub(super) fn write(network: &DynNetwork, path: &Path, meta: &SurrogateMeta) -> Result<()> {
     let record = NetworkRecord::from_network(network)
         .map_err(|m| Error::invalid(format!("{}: {m}", path.display())))?;
-    let file = SurrogateFile {
-        format: FORMAT_NAME.into(),
-        version: FORMAT_VERSION,
-        meta: meta.clone(),
-        network: record,
-    };
-    let text = serde_json::to_string(&file)
-        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
-    std::fs::write(path, text).map_err(|e| Error::io(path, e))
+    file::write(path, KIND, meta, &record)
 }
 
-/// Reads a surrogate file written by [`save_network`] for a model of dimension `expected_dim`.
-///
-/// A file that is not valid JSON of this format, of another format version, for another
-/// dimension, or whose network is inconsistent is an error naming the file.
-pub fn load_network(path: &Path, expected_dim: usize) -> Result<(DynNetwork, SurrogateMeta)> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let malformed = |e: serde_json::Error| Error::Data {
-        path: path.to_path_buf(),
-        line: e.line().max(1),
-        message: format!("not a valid surrogate file: {e}"),
-    };
-    let header: Header = serde_json::from_str(&text).map_err(malformed)?;
-    let invalid = |m: String| Error::invalid(format!("{}: {m}", path.display()));
-    if header.format != FORMAT_NAME {
-        return Err(invalid(format!(
-            "not a surrogate file (format {:?}, expected {FORMAT_NAME:?})",
-            header.format
-        )));
-    }
-    if header.version != FORMAT_VERSION {
-        return Err(invalid(format!(
-            "surrogate file format version {} is not supported (this build reads version \
-             {FORMAT_VERSION})",
-            header.version
-        )));
-    }
-    let file: SurrogateFile = serde_json::from_str(&text).map_err(malformed)?;
-    if file.network.dim != expected_dim {
-        return Err(invalid(format!(
-            "the surrogate is for dimension {}, but the model has dimension {expected_dim}",
-            file.network.dim
-        )));
-    }
-    let network = file.network.build().map_err(invalid)?;
-    Ok((network, file.meta))
+/// The network a surrogate file of kind [`KIND`] holds, and the meta of its fit.
+pub(super) fn read(file: &SurrogateFile) -> Result<(DynNetwork, SurrogateMeta)> {
+    let (record, meta): (NetworkRecord, SurrogateMeta) = file.read()?;
+    let network = record.build().map_err(|m| file.invalid(m))?;
+    Ok((network, meta))
 }
