@@ -6,7 +6,7 @@
 //!
 //! The layers import one way, each only from those before it: [`models`] (with [`data`] and
 //! [`optimize`]) → [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`]
-//! (the chains, which drive any surrogate) → [`output`] and [`bench`] → [`cli`]. Below them all:
+//! (the chains, which drive any surrogate) → [`output`] and [`mod@bench`] → [`cli`]. Below them all:
 //! [`random`] (the seeded streams), [`diagnostics`], [`error`].
 //!
 //! # Your own model

@@ -27,8 +27,8 @@ pub enum Method {
     ArnsHmc(SurrogateSettings),
     /// VHMC (Bayesian Analysis paper, Alg. 2): the Laplace approximation at the MAP first, then
     /// the network trained online by score matching on the exact gradients of the accepted
-    /// warmup states, blended with the Laplace quadratic by `μ_t = 1 − exp(−t/τ)`. See
-    /// [`super::variational`].
+    /// warmup states, blended with the Laplace quadratic by `μ_t = 1 − exp(−t/τ)` (the
+    /// sampler's `variational` module).
     Vhmc(VhmcSettings),
 }
 

@@ -3,7 +3,7 @@
 //! which that kind rebuilds it bit for bit (floats are written exactly: see
 //! [`super::exact_floats`]).
 //!
-//! This module knows the format and no kind: a kind writes its record with [`write`], and
+//! This module knows the format and no kind: a kind writes its record with [`fn@write`], and
 //! [`super::kinds::load`] opens a file ([`SurrogateFile::open`]) and hands it to the kind it
 //! names, which reads its record ([`SurrogateFile::read`]).
 

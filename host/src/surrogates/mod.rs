@@ -6,12 +6,12 @@
 //! gradient: [`Fallback`]), how it is saved (a file names its kind, and [`kinds::load`]
 //! dispatches on it), and two capabilities a kind may lack: its curvature ([`Curvature`], from
 //! which the trajectory lengths can be chosen) and learning state by state ([`Online`]). A
-//! [`Fitter`] is how a kind is fitted to a [`TrainingSet`](states::TrainingSet) in one batch.
+//! [`Fitter`] is how a kind is fitted to a [`TrainingSet`] in one batch.
 //! The samplers drive `dyn Surrogate` and `dyn Fitter` alone, so a new kind is a new module
 //! here and a line in [`kinds`], never a second sampler path.
 //!
 //! Layers: the kinds ([`network`]) build on this module, [`states`], [`exact_floats`] and
-//! [`file`]; [`kinds`] knows every kind; [`laplace`] blends any surrogate with a Laplace
+//! [`mod@file`]; [`kinds`] knows every kind; [`laplace`] blends any surrogate with a Laplace
 //! approximation (VHMC). None of them knows a sampler.
 
 pub mod exact_floats;
