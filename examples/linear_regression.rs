@@ -12,7 +12,8 @@ use shmc::core::Potential;
 use shmc::core::random::fill_standard_normal;
 use shmc::model::indexed_names;
 use shmc::output::{CsvHeader, CsvSink, RunTotals, format_summary};
-use shmc::sampler::{DrawSink, SampleConfig, chain_rng, sample};
+use shmc::random::chain_rng;
+use shmc::sampler::{DrawSink, SampleConfig, sample};
 
 /// The data and the potential of the regression.
 struct LinearRegression {

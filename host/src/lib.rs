@@ -4,6 +4,11 @@
 //! system: models over data files, a multi-chain driver with warmup, diagnostics, Stan-compatible
 //! CSV output and the `shmc` command line.
 //!
+//! The layers import one way, each only from those before it: [`models`] (with [`data`] and
+//! [`optimize`]) → [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`]
+//! (the chains, which drive any surrogate) → [`output`] and [`mod@bench`] → [`cli`]. Below them all:
+//! [`random`] (the seeded streams), [`diagnostics`], [`error`].
+//!
 //! # Your own model
 //! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
 //! included) and [`Model`] (parameter names), then call [`sampler::sample`]; see
@@ -20,9 +25,9 @@ pub mod models;
 pub mod optimize;
 pub mod output;
 pub mod pde;
+pub mod random;
 pub mod sampler;
-pub mod train;
-pub mod vhmc;
+pub mod surrogates;
 
 pub use error::{Error, Result};
 pub use model::Model;

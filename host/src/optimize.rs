@@ -1,5 +1,5 @@
 //! The posterior mode (MAP) and the Hessian there: what variational HMC's Laplace regularizer
-//! needs (see [`crate::vhmc`]).
+//! needs (see [`crate::surrogates::laplace`]).
 //!
 //! [`find_map`] minimizes `U` with argmin's L-BFGS and More–Thuente line search, then takes the
 //! Hessian `∇²U` at the result by central differences of the exact gradient. [`regularized`]

@@ -10,7 +10,8 @@ use shmc::sampler::{Method, SampleConfig, SurrogateSettings, SurrogateSteps};
 
 mod common;
 use common::{assert_mean_within_4_mcse, run, series};
-use shmc::train::{FitMethod, TrainOptions};
+use shmc::surrogates::FitMethod;
+use shmc::surrogates::network::TrainOptions;
 
 fn small_net() -> SurrogateSettings {
     SurrogateSettings {
@@ -140,7 +141,7 @@ fn trained_surrogate_gives_hmc_level_acceptance_on_logistic_regression() {
 fn paper_sized_online_state_fits_without_stack_overflow() {
     use shmc::core::{Dyn, InputTransform, Network, NetworkConfig, OnlineGreville};
     let (d, s) = (60, 2500);
-    let mut rng = shmc::sampler::chain_rng(1, 0);
+    let mut rng = shmc::random::chain_rng(1, 0);
     let network = Network::random(
         &NetworkConfig::default(),
         InputTransform::identity(Dyn(d)),

@@ -39,7 +39,8 @@ use crate::sampler::{
     DrawSink, Init, Method, NullSink, Run, SampleConfig, StepSize, SurrogateSettings,
     SurrogateSteps, sample,
 };
-use crate::train::{FitMethod, TrainOptions};
+use crate::surrogates::FitMethod;
+use crate::surrogates::network::TrainOptions;
 use crate::{Error, Model, Result};
 
 pub mod nuts;

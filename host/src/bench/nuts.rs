@@ -14,7 +14,7 @@ use nuts_rs::{Chain, CpuLogpFunc, CpuMath, CpuMathError, DiagNutsSettings, LogpE
 use rayon::prelude::*;
 use shmc_core::random::uniform;
 
-use crate::sampler::chain_rng;
+use crate::random::chain_rng;
 use crate::{Error, Model, Result};
 
 /// The first random stream of the NUTS chains' own generators.

@@ -6,7 +6,8 @@ use clap::Args;
 use shmc_core::{Activation, Nodes};
 
 use crate::sampler::{SurrogateSettings, SurrogateSteps, VhmcSettings};
-use crate::train::{FitMethod, Inputs, Scale, TrainOptions};
+use crate::surrogates::FitMethod;
+use crate::surrogates::network::{Inputs, Scale, TrainOptions};
 use crate::{Error, Result};
 
 /// How the surrogate network is built, trained and used.

@@ -9,7 +9,7 @@ use super::ModelArgs;
 use super::surrogate_args::SurrogateArgs;
 use super::trajectory_args::TrajectoryArgs;
 use crate::sampler::{DrawSink, Init, Method, NullSink, SampleConfig, sample};
-use crate::train::{SurrogateMeta, save_network};
+use crate::surrogates::SurrogateMeta;
 use crate::{Error, Result, models};
 
 /// Arguments of `shmc train`.
@@ -57,7 +57,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
     let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
     let mut run = sample(model.as_ref(), &config, sinks, &|_, _| {}, None)?;
     let chain = run.chains.remove(0);
-    let (Some(network), Some(report)) = (chain.network, chain.surrogate) else {
+    let (Some(trained), Some(report)) = (chain.trained, chain.surrogate) else {
         return Err(Error::invalid(
             "the run ended before the surrogate was trained",
         ));
@@ -71,7 +71,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         train_seconds: report.training_seconds,
         ..SurrogateMeta::default()
     };
-    save_network(&network, &args.save, &meta)?;
+    trained.save(&args.save, &meta)?;
     println!(
         "trained on {} states in {:.2} s ({} exact gradient evaluations of exploration); scale {}, held-out gradient error {:.4}",
         report.training_states,

@@ -2,31 +2,26 @@
 //! kept draws. Each row is handed to the chain's sink as soon as it is made, so an interrupted
 //! run keeps every finished draw.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use nalgebra::DVector;
 use rand::Rng;
-use rand_pcg::Pcg64;
-use shmc_core::random::SplitMix64;
 use shmc_core::{
-    DiagonalMetric, DualAveraging, Dyn, Dynamics, Exact, Hmc, HmcConfig, State, Surrogate,
-    Transition, random::uniform,
+    DiagonalMetric, DualAveraging, Dyn, Dynamics, Exact, Hmc, HmcConfig, Potential, State,
+    Surrogate, Transition, random::uniform,
 };
 
 use super::config::{Init, SampleConfig, StepSize};
-use super::surrogate::{Proposer, Recording, proposer};
+use super::fitted::FittedPhase;
+use super::method::Method;
+use super::proposer::{Proposer, Recording};
+use super::variational::VhmcPhase;
 use super::warmup::{VarianceEstimator, WindowSchedule, initial_step_size};
 use super::{ChainResult, DrawSink, SAMPLER_COLUMNS};
+use crate::random::chain_rng;
 use crate::{Error, Model, Result};
-
-/// Independent, reproducible streams: the seed fixes the state, the chain number the stream.
-pub fn chain_rng(seed: u64, chain: usize) -> Pcg64 {
-    // SplitMix64 spreads nearby seeds over the whole state space.
-    let z = SplitMix64(seed).next_u64();
-    let state = ((z as u128) << 64) | (seed as u128);
-    Pcg64::new(state, chain as u128)
-}
 
 /// Draws the starting state, retrying random starts (up to 100) until `U` and `∇U` are finite.
 fn initial_state<M: Model + ?Sized, R: Rng + ?Sized>(
@@ -65,15 +60,27 @@ fn initial_state<M: Model + ?Sized, R: Rng + ?Sized>(
     }
 }
 
-/// The chain's surrogate machinery, if its method has one.
-type Phase = Option<Box<dyn Proposer>>;
+/// The chain's surrogate machinery, if its method has one, on the exact potential of lifetime
+/// `'m`.
+type Phase<'m> = Option<Box<dyn Proposer + 'm>>;
+
+/// The surrogate machinery of `method` for a chain on `model` that starts at `start`, or `None`
+/// for exact HMC. A saved surrogate is loaded here; VHMC finds its Laplace approximation here.
+fn proposer<'m>(method: &Method, model: &'m dyn Potential, start: &[f64]) -> Result<Phase<'m>> {
+    Ok(match method {
+        Method::Hmc => None,
+        Method::RnsHmc(settings) => Some(Box::new(FittedPhase::new(false, settings, model)?)),
+        Method::ArnsHmc(settings) => Some(Box::new(FittedPhase::new(true, settings, model)?)),
+        Method::Vhmc(settings) => Some(Box::new(VhmcPhase::new(settings, model, start)?)),
+    })
+}
 
 /// Calls `f` with the chain's current dynamics: exact HMC until the surrogate proposes; then
 /// surrogate proposals judged by the exact `U`, or by the surrogate itself under VHMC's
 /// approximate rule.
 fn with_dynamics<M: Model + ?Sized, T>(
     model: &M,
-    surrogate: &Phase,
+    surrogate: &Phase<'_>,
     f: impl FnOnce(&dyn Dynamics) -> T,
 ) -> T {
     let Some(phase) = surrogate.as_deref() else {
@@ -96,7 +103,7 @@ fn with_dynamics<M: Model + ?Sized, T>(
 
 /// Re-evaluates what the state caches of the proposal after it changed: its gradient, and
 /// under the approximate rule also the level `V` the MH step compares against.
-fn refresh<M: Model + ?Sized>(model: &M, surrogate: &Phase, state: &mut State<Dyn>) {
+fn refresh<M: Model + ?Sized>(model: &M, surrogate: &Phase<'_>, state: &mut State<Dyn>) {
     let approximate = surrogate.as_deref().is_some_and(|p| p.approximate());
     with_dynamics(model, surrogate, |d| {
         if approximate {
@@ -120,7 +127,7 @@ pub fn run_chain<M: Model + ?Sized>(
     let mut rng = chain_rng(config.seed, chain);
     let mut metric = DiagonalMetric::new(DVector::from_element(dim, 1.0))?;
     let mut state = initial_state(model, &config.init, chain, &mut rng)?;
-    let mut surrogate: Phase = proposer(&config.method, &model, state.position.as_slice())?;
+    let mut surrogate: Phase<'_> = proposer(&config.method, &model, state.position.as_slice())?;
     if let (Init::Random { .. }, Some(phase)) = (&config.init, surrogate.as_deref())
         && let Some(q) = phase.initial_position(&mut rng)
     {
@@ -129,7 +136,7 @@ pub fn run_chain<M: Model + ?Sized>(
             state = start;
         }
     }
-    let proposing = |s: &Phase| s.as_deref().is_some_and(|p| p.proposal().is_some());
+    let proposing = |s: &Phase<'_>| s.as_deref().is_some_and(|p| p.proposal().is_some());
     if proposing(&surrogate) {
         refresh(model, &surrogate, &mut state);
     }
@@ -276,7 +283,7 @@ pub fn run_chain<M: Model + ?Sized>(
     result.inv_mass = metric.inv_mass().to_vec();
     if let Some(phase) = surrogate {
         result.surrogate = Some(phase.report().clone());
-        result.network = phase.into_network();
+        result.trained = phase.into_surrogate().map(Arc::from);
     }
     sink.finish(&result)?;
     Ok(result)
@@ -285,15 +292,6 @@ pub fn run_chain<M: Model + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shmc_core::Potential;
-
-    #[test]
-    fn chain_streams_differ_and_repeat() {
-        let (mut a, mut b, mut c) = (chain_rng(1, 1), chain_rng(1, 2), chain_rng(1, 1));
-        let (x, y, z) = (a.next_u64(), b.next_u64(), c.next_u64());
-        assert_ne!(x, y);
-        assert_eq!(x, z);
-    }
 
     struct Flat;
     impl Potential for Flat {

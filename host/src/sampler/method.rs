@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 
 use super::trajectory::SurrogateSteps;
-use crate::train::{FitMethod, TrainOptions};
+use crate::surrogates::network::{NetworkFitter, TrainOptions};
+use crate::surrogates::{FitMethod, Fitter};
 use crate::{Error, Result};
 
 /// The sampler.
@@ -26,8 +27,8 @@ pub enum Method {
     ArnsHmc(SurrogateSettings),
     /// VHMC (Bayesian Analysis paper, Alg. 2): the Laplace approximation at the MAP first, then
     /// the network trained online by score matching on the exact gradients of the accepted
-    /// warmup states, blended with the Laplace quadratic by `μ_t = 1 − exp(−t/τ)`. See
-    /// [`super::variational`].
+    /// warmup states, blended with the Laplace quadratic by `μ_t = 1 − exp(−t/τ)` (the
+    /// sampler's `variational` module).
     Vhmc(VhmcSettings),
 }
 
@@ -98,6 +99,17 @@ impl Default for SurrogateSettings {
     }
 }
 
+impl SurrogateSettings {
+    /// How the surrogate is fitted to the collected states: the network with [`Self::train`],
+    /// to [`Self::fit`]'s quantity. The one place the settings choose the surrogate's kind.
+    pub fn fitter(&self) -> Box<dyn Fitter> {
+        Box::new(NetworkFitter {
+            options: self.train.clone(),
+            method: self.fit,
+        })
+    }
+}
+
 impl Method {
     /// The method's name on the command line and in the output.
     pub fn name(&self) -> &'static str {
@@ -158,6 +170,15 @@ impl Method {
 }
 
 impl VhmcSettings {
+    /// How the pilot fit is made: the network with [`Self::train`], by score matching, which
+    /// its online learning then continues on the accepted states' exact gradients.
+    pub fn fitter(&self) -> Box<dyn Fitter> {
+        Box::new(NetworkFitter {
+            options: self.train.clone(),
+            method: FitMethod::Score,
+        })
+    }
+
     fn validate(&self, warmup: usize) -> Result<()> {
         check_network(&self.train)?;
         if !(self.tau.is_finite() && self.tau > 0.0) {

@@ -13,25 +13,26 @@
 
 mod chain;
 mod config;
+mod fitted;
 mod method;
-mod surrogate;
+mod proposer;
 pub mod trajectory;
 mod variational;
 pub mod warmup;
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use rayon::prelude::*;
 
-pub use chain::chain_rng;
 pub use config::{Init, SampleConfig, StepSize};
 pub use method::{Method, SurrogateSettings, VhmcSettings};
-pub use surrogate::SurrogateReport;
+pub use proposer::SurrogateReport;
 pub use trajectory::SurrogateSteps;
 pub use variational::PILOT_STATES;
 
 use crate::diagnostics::{ParameterSummary, summarize};
-use crate::train::DynNetwork;
+use crate::surrogates::Surrogate;
 use crate::{Error, Model, Result};
 
 /// The sampler columns that precede the parameters in every row, as CmdStan names them.
@@ -123,8 +124,9 @@ pub struct ChainResult {
     pub sampling_evaluations: Evaluations,
     /// The surrogate's cost and fit, for the surrogate methods.
     pub surrogate: Option<SurrogateReport>,
-    /// The surrogate network the chain ended with.
-    pub network: Option<DynNetwork>,
+    /// The trained surrogate the chain ended with (VHMC: its learned part, without the Laplace
+    /// blend), to save for later runs.
+    pub trained: Option<Arc<dyn Surrogate>>,
     /// Whether the run was interrupted before all draws were made.
     pub interrupted: bool,
 }
@@ -142,7 +144,7 @@ impl ChainResult {
             warmup_evaluations: Evaluations::default(),
             sampling_evaluations: Evaluations::default(),
             surrogate: None,
-            network: None,
+            trained: None,
             interrupted: false,
         }
     }

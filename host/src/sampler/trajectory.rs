@@ -16,12 +16,13 @@
 //! off (the surrogate and the Gaussian picture are approximations); the shortest range within
 //! 5% of that best. Both moments matter: a length that only made the coordinates antithetic
 //! would raise the ESS of means (bulk) and lower that of variances and quantiles (tail).
-//! Everything is computed from the fitted network, so the choice is reproducible.
+//! Everything is computed from the fitted surrogate, so the choice is reproducible.
 
 use nalgebra::{DMatrix, SymmetricEigen};
 use shmc_core::Steps;
 
-use crate::train::{DynNetwork, TrainingSet};
+use crate::surrogates::Curvature;
+use crate::surrogates::states::TrainingSet;
 
 /// How many times the exact phase's longest trajectory the chosen range may reach.
 pub const AUTO_CAP_FACTOR: u32 = 8;
@@ -80,14 +81,14 @@ impl std::fmt::Display for TrajectoryChoice {
 /// `step_size`. `None` when the curvature is not positive definite or the step size is unstable
 /// in some direction: the Gaussian picture does not apply.
 pub fn choose_steps(
-    network: &DynNetwork,
+    curvature: &dyn Curvature,
     states: &TrainingSet,
     inv_mass: &[f64],
     step_size: f64,
     cap: u32,
 ) -> Option<TrajectoryChoice> {
     let cap = cap.max(1);
-    let spectrum = Spectrum::new(&frequencies(network, states, inv_mass)?, step_size, cap)?;
+    let spectrum = Spectrum::new(&frequencies(curvature, states, inv_mass)?, step_size, cap)?;
     let scored: Vec<(u32, u32, f64)> = (1..=cap)
         .flat_map(|lo| (lo..=cap).map(move |hi| (lo, hi)))
         .map(|(lo, hi)| (lo, hi, spectrum.worst_ess(lo, hi)))
@@ -157,7 +158,11 @@ impl Spectrum {
 /// The frequencies `ω` of the surrogate's average Hessian in the metric's units: the square
 /// roots of the eigenvalues of `D^½ H̄ D^½` with `D = diag(inv_mass)`. `None` unless every
 /// eigenvalue is positive and finite.
-fn frequencies(network: &DynNetwork, states: &TrainingSet, inv_mass: &[f64]) -> Option<Vec<f64>> {
+fn frequencies(
+    curvature: &dyn Curvature,
+    states: &TrainingSet,
+    inv_mass: &[f64],
+) -> Option<Vec<f64>> {
     let d = inv_mass.len();
     if states.is_empty() || states.dim() != d {
         return None;
@@ -166,7 +171,7 @@ fn frequencies(network: &DynNetwork, states: &TrainingSet, inv_mass: &[f64]) -> 
     let mut average = DMatrix::<f64>::zeros(d, d);
     let mut hessian = vec![0.0; d * d];
     for k in 0..picks {
-        network.hessian(states.position(k * states.len() / picks), &mut hessian);
+        curvature.hessian(states.position(k * states.len() / picks), &mut hessian);
         average += DMatrix::from_column_slice(d, d, &hessian);
     }
     let scaled = DMatrix::from_fn(d, d, |i, j| {
@@ -184,12 +189,12 @@ fn frequencies(network: &DynNetwork, states: &TrainingSet, inv_mass: &[f64]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::{Scale, TrainOptions, fit_score};
+    use crate::surrogates::network::{DynNetwork, Scale, TrainOptions, fit_score};
     use shmc_core::random::fill_standard_normal;
 
     /// A network score-matched to a standard Gaussian in `d` dimensions scaled by `sd`.
     fn gaussian_surrogate(d: usize, sd: f64) -> (DynNetwork, TrainingSet) {
-        let mut rng = crate::sampler::chain_rng(3, 1);
+        let mut rng = crate::random::chain_rng(3, 1);
         let mut set = TrainingSet::new(d);
         let mut q = vec![0.0; d];
         for _ in 0..400 {

@@ -1,18 +1,19 @@
 //! VHMC's side of a chain (Bayesian Analysis paper, Alg. 2): the Laplace approximation first,
-//! then a random network trained online by score matching on the exact gradients of the
-//! accepted warmup states, blended with the Laplace quadratic as
+//! then a surrogate (the random network) trained online by score matching on the exact gradients
+//! of the accepted warmup states, blended with the Laplace quadratic as
 //! `V_t = μ_t z + ½(1 − μ_t)(θ − θ_L)ᵀH(θ − θ_L)` ([`RegularizedSurrogate`]).
 //!
 //! # The pilot (beyond the paper)
-//! The network's input scale matters more than anything else (see [`crate::train`]), and the
-//! best one differs by two orders of magnitude between models (probit: 4 posterior sd; the
-//! beta-binomial: 1; the logistic simulation: 32–64). VHMC trains online from the first
-//! iteration, so there is no training set to choose it on. The pilot makes one: it draws
-//! [`PILOT_STATES`] points from the Laplace approximation `N(θ_L, H⁻¹)`, evaluates the exact
-//! gradient there, and lets the batch score matching ([`fit_score`]) choose the scale on them
-//! (or use `--surrogate-scale C`). The online matcher then starts from the pilot states, so its
-//! weights are the ridge fit of the pilot plus every accepted state (the online recursion is
-//! exactly the batch ridge solution).
+//! The network's input scale matters more than anything else (see
+//! [`crate::surrogates::network`]), and the best one differs by two orders of magnitude between
+//! models (probit: 4 posterior sd; the beta-binomial: 1; the logistic simulation: 32–64). VHMC
+//! trains online from the first iteration, so there is no training set to choose it on. The
+//! pilot makes one: it draws [`PILOT_STATES`] points from the Laplace approximation
+//! `N(θ_L, H⁻¹)`, evaluates the exact gradient there, and lets the batch score matching
+//! ([`VhmcSettings::fitter`]) choose the scale on them (or use `--surrogate-scale C`). The
+//! surrogate's online learning then starts from the pilot states, so its weights are the ridge
+//! fit of the pilot plus every accepted state (the online recursion is exactly the batch ridge
+//! solution).
 //!
 //! # Exact or approximate
 //! By default the proposal is `V_t` and the MH step uses the exact `U`: the chain targets the
@@ -26,14 +27,15 @@ use std::time::Instant;
 use nalgebra::{DMatrix, DVector};
 use rand_pcg::Pcg64;
 use shmc_core::random::fill_standard_normal;
-use shmc_core::{Dyn, OnlineScoreMatching, Potential, State};
+use shmc_core::{Dyn, Potential, State};
 
-use super::chain_rng;
 use super::method::VhmcSettings;
-use super::surrogate::{EndGradient, Proposer, SurrogateReport};
+use super::proposer::{EndGradient, Proposer, SurrogateReport};
 use crate::optimize::{MapOptions, find_map};
-use crate::train::{DynNetwork, TrainingSet, fit_score};
-use crate::vhmc::RegularizedSurrogate;
+use crate::random::chain_rng;
+use crate::surrogates::laplace::RegularizedSurrogate;
+use crate::surrogates::states::TrainingSet;
+use crate::surrogates::{Online, Surrogate};
 use crate::{Error, Result};
 
 /// Laplace draws with exact gradients that choose the network's scale and start its weights.
@@ -47,8 +49,7 @@ pub struct VhmcPhase {
     settings: VhmcSettings,
     /// `Lᵀ` for the Laplace precision `H = LLᵀ`: `θ_L + L⁻ᵀz` is a Laplace draw.
     factor: DMatrix<f64>,
-    potential: RegularizedSurrogate,
-    matcher: OnlineScoreMatching<Dyn, Dyn>,
+    potential: RegularizedSurrogate<Box<dyn Surrogate>>,
     /// The exact gradient at the latest accepted state, when it was not recorded.
     gradient: Vec<f64>,
     /// The exact gradient of the latest end point (exact MH rule, during warmup).
@@ -98,33 +99,33 @@ impl VhmcPhase {
                 attempts - pilot.len()
             )));
         }
-        let trained = fit_score(&pilot, &settings.train)?;
-        let mut network = trained.network;
-        let mut matcher =
-            OnlineScoreMatching::new(Dyn(dim), Dyn(network.hidden()), settings.train.ridge)?;
-        for j in 0..pilot.len() {
-            let g = pilot
-                .gradient(j)
-                .expect("every pilot state has its gradient");
-            matcher.update_from_network(&network, pilot.position(j), g)?;
-        }
-        network.set_output(matcher.weights(), 0.0)?;
+        let fitted = settings.fitter().fit(&pilot)?;
+        let mut surrogate = fitted.surrogate;
+        let online = learning(surrogate.as_mut())?;
+        online.begin(&pilot)?;
+        online.publish()?;
         report.training_states = pilot.len();
-        report.scale = trained.scale;
-        report.holdout_gradient_error = trained.holdout_gradient_error;
+        report.scale = fitted.scale;
+        report.holdout_gradient_error = fitted.holdout_gradient_error;
         report.started_at = Some(0);
         report.training_seconds = begin.elapsed().as_secs_f64();
         Ok(Self {
             settings: settings.clone(),
             factor,
-            potential: RegularizedSurrogate::new(network, map.position, precision)?,
-            matcher,
+            potential: RegularizedSurrogate::new(surrogate, map.position, precision)?,
             gradient,
             end_gradient: RefCell::default(),
             training: true,
             report,
         })
     }
+}
+
+/// The online learning VHMC needs of its surrogate.
+fn learning(surrogate: &mut dyn Surrogate) -> Result<&mut dyn Online> {
+    surrogate
+        .online()
+        .ok_or_else(|| Error::invalid("vhmc learns online: its surrogate must be able to"))
 }
 
 /// A draw from `N(mode, H⁻¹)` given `Lᵀ` with `H = LLᵀ`.
@@ -168,8 +169,8 @@ impl Proposer for VhmcPhase {
         &self.report
     }
 
-    fn into_network(self: Box<Self>) -> Option<DynNetwork> {
-        Some(self.potential.into_network())
+    fn into_surrogate(self: Box<Self>) -> Option<Box<dyn Surrogate>> {
+        Some(self.potential.into_surrogate())
     }
 
     /// Through warmup: adds each accepted state's exact gradient to the score matching and
@@ -201,9 +202,9 @@ impl Proposer for VhmcPhase {
             }
             let gradient = &recorded.gradient;
             if gradient.iter().all(|g| g.is_finite()) {
-                let network = self.potential.network_mut();
-                self.matcher.update_from_network(network, q, gradient)?;
-                network.set_output(self.matcher.weights(), 0.0)?;
+                let online = learning(self.potential.surrogate_mut().as_mut())?;
+                online.learn(q, state.potential, Some(gradient))?;
+                online.publish()?;
                 self.report.online_updates += 1;
                 self.report.training_states += 1;
             }

@@ -26,8 +26,10 @@ use shmc_core::linalg::dot;
 use shmc_core::random::uniform_below;
 use shmc_core::{InputTransform, Network, NetworkConfig, Nodes, Potential};
 
-use super::{DynNetwork, FitMethod, Inputs, TrainOptions, TrainingSet};
-use crate::sampler::chain_rng;
+use super::options::{DynNetwork, Inputs, TrainOptions};
+use crate::random::chain_rng;
+use crate::surrogates::FitMethod;
+use crate::surrogates::states::TrainingSet;
 use crate::{Error, Result};
 
 /// The random stream (of `chain_rng(seed, ·)`) the input parameters are drawn from; chains use

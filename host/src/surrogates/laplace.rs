@@ -3,10 +3,11 @@
 //!
 //! `V_t(θ) = μ_t z(θ) + ½ (1 − μ_t) (θ − θ_L)ᵀ H (θ − θ_L)`,
 //!
-//! where `z` is the random-basis network trained on gradients (score matching), `θ_L` the MAP
-//! and `H = ∇²U(θ_L)` the Hessian there (both from [`crate::optimize::find_map`]), and
-//! `μ_t = 1 − exp(−t/τ)` ([`shmc_core::schedule::surrogate_weight`]) moves the weight from the
-//! Laplace approximation, informative from the first iteration, to the network as it learns.
+//! where `z` is a surrogate trained on gradients (VHMC's: the random-basis network, by score
+//! matching), `θ_L` the MAP and `H = ∇²U(θ_L)` the Hessian there (both from
+//! [`crate::optimize::find_map`]), and `μ_t = 1 − exp(−t/τ)`
+//! ([`shmc_core::schedule::surrogate_weight`]) moves the weight from the Laplace approximation,
+//! informative from the first iteration, to the surrogate as it learns.
 //!
 //! # Approximate or exact
 //! - **VHMC as published** proposes *and accepts* with `V_t`: the Metropolis–Hastings step
@@ -16,61 +17,59 @@
 //! - **Exact**: use `V_t` only as the proposal and judge with the exact `U`
 //!   (`shmc_core::Surrogate { target: model, proposal: &v }`). Leapfrog under any force field is
 //!   reversible and volume-preserving, so every such transition leaves the posterior invariant
-//!   whatever `μ_t` and the network are; a poor `V_t` only lowers the acceptance rate. (Changing
-//!   `μ_t` and the network between iterations is adaptation; `μ_t` converges and the network's
-//!   updates are the sampler's to diminish.)
+//!   whatever `μ_t` and the surrogate are; a poor `V_t` only lowers the acceptance rate.
+//!   (Changing `μ_t` and the surrogate between iterations is adaptation; `μ_t` converges and the
+//!   surrogate's updates are the sampler's to diminish.)
 //!
 //! # Levels
 //! `z` is trained on gradients, so its level (the bias) is arbitrary, and the quadratic is zero
 //! at `θ_L` rather than `U(θ_L)`. Differences of `V_t` at one `μ_t` are meaningful; a sampler that
 //! accepts with `V_t` must re-evaluate the current state's `V_t` after changing `μ_t` or the
-//! network, never reuse a value computed before.
-
-use std::borrow::{Borrow, BorrowMut};
+//! surrogate, never reuse a value computed before.
 
 use nalgebra::DMatrix;
+use shmc_core::Potential;
 use shmc_core::linalg::axpy;
 use shmc_core::schedule::surrogate_weight;
-use shmc_core::{Dyn, Network, Potential};
 
 use crate::optimize::MapEstimate;
 use crate::{Error, Result};
 
-/// `V(θ) = μ z(θ) + ½ (1 − μ) (θ − θ_L)ᵀ H (θ − θ_L)`: a network `z` blended with a Laplace
-/// approximation `N(θ_L, H⁻¹)` of the posterior; see the [module docs](self).
+/// `V(θ) = μ z(θ) + ½ (1 − μ) (θ − θ_L)ᵀ H (θ − θ_L)`: a surrogate potential `z` blended with
+/// a Laplace approximation `N(θ_L, H⁻¹)` of the posterior; see the [module docs](self).
 ///
-/// `N` is the network, owned (`Network<Dyn, Dyn>`, the default) or borrowed
-/// (`&Network<Dyn, Dyn>`); an owned one can be retrained in place through
-/// [`RegularizedSurrogate::network_mut`]. Value and gradient cost `O(s·d + d²)` and allocate
-/// nothing; at `μ = 0` the network is not evaluated and at `μ = 1` the quadratic is not, so the
-/// ends are exactly the quadratic and exactly the network.
+/// `S` is the surrogate, owned (VHMC's `Box<dyn Surrogate>`, retrained in place through
+/// [`RegularizedSurrogate::surrogate_mut`]) or borrowed (any `&P` of a potential `P`). Value and
+/// gradient cost the surrogate's and `O(d²)` more and allocate nothing; at `μ = 0` the surrogate
+/// is not evaluated and at `μ = 1` the quadratic is not, so the ends are exactly the quadratic
+/// and exactly the surrogate.
 #[derive(Clone, Debug)]
-pub struct RegularizedSurrogate<N = Network<Dyn, Dyn>> {
-    network: N,
+pub struct RegularizedSurrogate<S> {
+    surrogate: S,
     mode: Vec<f64>,
     /// Symmetric positive definite, column-major `d × d`.
     precision: DMatrix<f64>,
     weight: f64,
 }
 
-impl<N: Borrow<Network<Dyn, Dyn>>> RegularizedSurrogate<N> {
+impl<S: Potential> RegularizedSurrogate<S> {
     /// The regularized surrogate around the mode `θ_L` with precision `H`, starting at `μ = 0`
     /// (all Laplace).
     ///
     /// `H` is symmetrized; it must be `d × d`, finite and positive definite (pass a Hessian that
     /// is not through [`crate::optimize::regularized`] first). `θ_L` must be finite and match the
-    /// network's dimension.
-    pub fn new(network: N, mode: Vec<f64>, precision: DMatrix<f64>) -> Result<Self> {
-        let d = network.borrow().dim();
+    /// surrogate's dimension.
+    pub fn new(surrogate: S, mode: Vec<f64>, precision: DMatrix<f64>) -> Result<Self> {
+        let d = surrogate.dim();
         if mode.len() != d {
             return Err(Error::invalid(format!(
-                "the Laplace mode has {} coordinates, the network {d}",
+                "the Laplace mode has {} coordinates, the surrogate {d}",
                 mode.len()
             )));
         }
         if precision.shape() != (d, d) {
             return Err(Error::invalid(format!(
-                "the Laplace precision is {} × {}, the network's dimension {d}",
+                "the Laplace precision is {} × {}, the surrogate's dimension {d}",
                 precision.nrows(),
                 precision.ncols()
             )));
@@ -88,7 +87,7 @@ impl<N: Borrow<Network<Dyn, Dyn>>> RegularizedSurrogate<N> {
             ));
         }
         Ok(Self {
-            network,
+            surrogate,
             mode,
             precision,
             weight: 0.0,
@@ -97,18 +96,23 @@ impl<N: Borrow<Network<Dyn, Dyn>>> RegularizedSurrogate<N> {
 
     /// The regularized surrogate around a MAP estimate, with its
     /// [`MapEstimate::laplace_precision`] (the Hessian, lifted if it is not positive definite).
-    pub fn from_map(network: N, map: &MapEstimate) -> Result<Self> {
-        Self::new(network, map.position.clone(), map.laplace_precision()?)
+    pub fn from_map(surrogate: S, map: &MapEstimate) -> Result<Self> {
+        Self::new(surrogate, map.position.clone(), map.laplace_precision()?)
     }
 
-    /// The network `z`.
-    pub fn network(&self) -> &Network<Dyn, Dyn> {
-        self.network.borrow()
+    /// The surrogate `z`.
+    pub fn surrogate(&self) -> &S {
+        &self.surrogate
     }
 
-    /// Gives the network back.
-    pub fn into_network(self) -> N {
-        self.network
+    /// The surrogate, to update it as training data arrive.
+    pub fn surrogate_mut(&mut self) -> &mut S {
+        &mut self.surrogate
+    }
+
+    /// Gives the surrogate back.
+    pub fn into_surrogate(self) -> S {
+        self.surrogate
     }
 
     /// The Laplace mode `θ_L`.
@@ -121,12 +125,12 @@ impl<N: Borrow<Network<Dyn, Dyn>>> RegularizedSurrogate<N> {
         &self.precision
     }
 
-    /// The network's weight `μ`.
+    /// The surrogate's weight `μ`.
     pub fn weight(&self) -> f64 {
         self.weight
     }
 
-    /// Sets the network's weight `μ ∈ [0, 1]`; an error (and no change) otherwise.
+    /// Sets the surrogate's weight `μ ∈ [0, 1]`; an error (and no change) otherwise.
     pub fn set_weight(&mut self, mu: f64) -> Result<()> {
         if !(0.0..=1.0).contains(&mu) {
             return Err(Error::invalid(format!(
@@ -175,14 +179,7 @@ impl<N: Borrow<Network<Dyn, Dyn>>> RegularizedSurrogate<N> {
     }
 }
 
-impl<N: BorrowMut<Network<Dyn, Dyn>>> RegularizedSurrogate<N> {
-    /// The network, to update its output weights as training data arrive.
-    pub fn network_mut(&mut self) -> &mut Network<Dyn, Dyn> {
-        self.network.borrow_mut()
-    }
-}
-
-impl<N: Borrow<Network<Dyn, Dyn>>> Potential for RegularizedSurrogate<N> {
+impl<S: Potential> Potential for RegularizedSurrogate<S> {
     fn dim(&self) -> usize {
         self.mode.len()
     }
@@ -190,26 +187,26 @@ impl<N: Borrow<Network<Dyn, Dyn>>> Potential for RegularizedSurrogate<N> {
     fn value(&self, q: &[f64]) -> f64 {
         let mu = self.weight;
         if mu == 1.0 {
-            return self.network().value(q);
+            return self.surrogate.value(q);
         }
         let laplace = (1.0 - mu) * self.quadratic(q);
         if mu == 0.0 {
             laplace
         } else {
-            mu * self.network().value(q) + laplace
+            mu * self.surrogate.value(q) + laplace
         }
     }
 
     fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
         let mu = self.weight;
         if mu == 1.0 {
-            return self.network().value_and_gradient(q, grad);
+            return self.surrogate.value_and_gradient(q, grad);
         }
         let z = if mu == 0.0 {
             grad.fill(0.0);
             0.0
         } else {
-            let z = self.network().value_and_gradient(q, grad);
+            let z = self.surrogate.value_and_gradient(q, grad);
             grad.iter_mut().for_each(|g| *g *= mu);
             mu * z
         };
@@ -220,12 +217,12 @@ impl<N: Borrow<Network<Dyn, Dyn>>> Potential for RegularizedSurrogate<N> {
     fn gradient(&self, q: &[f64], grad: &mut [f64]) {
         let mu = self.weight;
         if mu == 1.0 {
-            return self.network().gradient(q, grad);
+            return self.surrogate.gradient(q, grad);
         }
         if mu == 0.0 {
             grad.fill(0.0);
         } else {
-            self.network().gradient(q, grad);
+            self.surrogate.gradient(q, grad);
             grad.iter_mut().for_each(|g| *g *= mu);
         }
         self.add_quadratic_gradient(1.0 - mu, q, grad);
@@ -240,7 +237,7 @@ mod tests {
     use rand::SeedableRng;
     use rand_pcg::Pcg64;
     use shmc_core::random::fill_standard_normal;
-    use shmc_core::{Activation, InputTransform, NetworkConfig, Nodes};
+    use shmc_core::{Activation, Dyn, InputTransform, Network, NetworkConfig, Nodes};
 
     const D: usize = 3;
 
@@ -270,7 +267,7 @@ mod tests {
         DMatrix::from_row_slice(D, D, &[4.0, 1.0, 0.5, 1.0, 3.0, -0.4, 0.5, -0.4, 2.0])
     }
 
-    fn surrogate(mu: f64) -> RegularizedSurrogate {
+    fn surrogate(mu: f64) -> RegularizedSurrogate<Network<Dyn, Dyn>> {
         let mut v = RegularizedSurrogate::new(network(1), mode(), precision()).unwrap();
         v.set_weight(mu).unwrap();
         v
@@ -308,7 +305,7 @@ mod tests {
     }
 
     #[test]
-    fn the_ends_are_the_quadratic_and_the_network() {
+    fn the_ends_are_the_quadratic_and_the_surrogate() {
         let net = network(1);
         let laplace = surrogate(0.0);
         let learned = surrogate(1.0);
@@ -370,7 +367,7 @@ mod tests {
         let mut nan = precision();
         nan[(0, 1)] = f64::NAN;
         assert!(RegularizedSurrogate::new(network(1), mode(), nan).is_err());
-        // A borrowed network works too.
+        // A borrowed surrogate works too.
         let net = network(2);
         let v = RegularizedSurrogate::new(&net, mode(), precision()).unwrap();
         assert_eq!(v.dim(), D);

@@ -3,9 +3,12 @@ use super::*;
 use nalgebra::{DMatrix, DVector};
 use rand_pcg::Pcg64;
 use shmc_core::random::{fill_standard_normal, uniform};
-use shmc_core::{Activation, Potential};
+use shmc_core::{Activation, Nodes, Potential};
 
-use crate::sampler::chain_rng;
+use crate::random::chain_rng;
+use crate::surrogates::file::SurrogateFile;
+use crate::surrogates::states::TrainingSet;
+use crate::surrogates::{FitMethod, Surrogate, SurrogateMeta, kinds};
 
 fn normals(rng: &mut Pcg64, n: usize) -> Vec<f64> {
     let mut x = vec![0.0; n];
@@ -455,6 +458,19 @@ fn temp_path(name: &str) -> std::path::PathBuf {
     dir.join(name)
 }
 
+/// Saves `network` as a surrogate file, with `meta`, as `shmc train` does.
+fn save_network(network: &DynNetwork, path: &std::path::Path, meta: &SurrogateMeta) {
+    NetworkSurrogate::new(network.clone(), meta.method, meta.ridge)
+        .save(path, meta)
+        .unwrap();
+}
+
+/// The network a surrogate file holds, read as its own kind.
+fn read_network(path: &std::path::Path) -> DynNetwork {
+    let (surrogate, _) = NetworkSurrogate::read(&SurrogateFile::open(path).unwrap()).unwrap();
+    surrogate.network().clone()
+}
+
 #[test]
 fn save_load_round_trip_is_bit_identical() {
     let set = curved_set(200, 4, 6);
@@ -471,8 +487,8 @@ fn save_load_round_trip_is_bit_identical() {
         let fit = fit_potential(&set, &opts).unwrap();
         let meta = fit.meta("curved", &opts);
         let path = temp_path(name);
-        save_network(&fit.network, &path, &meta).unwrap();
-        let (loaded, loaded_meta) = load_network(&path, 4).unwrap();
+        save_network(&fit.network, &path, &meta);
+        let (loaded, loaded_meta) = kinds::load(&path, 4).unwrap();
         let mut rng = chain_rng(99, 3);
         let (mut g1, mut g2) = (vec![0.0; 4], vec![0.0; 4]);
         for _ in 0..50 {
@@ -482,6 +498,7 @@ fn save_load_round_trip_is_bit_identical() {
             assert_eq!(z1.to_bits(), z2.to_bits(), "{name}");
             assert!(g1.iter().zip(&g2).all(|(a, b)| a.to_bits() == b.to_bits()));
         }
+        let loaded = read_network(&path);
         assert_eq!(loaded.transform(), fit.network.transform());
         assert_eq!(loaded.nodes(), nodes);
         assert_eq!(loaded_meta.model, "curved");
@@ -516,9 +533,10 @@ fn save_load_round_trip_is_bit_identical() {
             shmc_core::Network::random(&config, transform, shmc_core::Dyn(500), &mut rng).unwrap();
         net.set_output(&normals(&mut rng, 500), -2.5).unwrap();
         let path = temp_path("manual.json");
-        save_network(&net, &path, &SurrogateMeta::default()).unwrap();
-        let (loaded, meta) = load_network(&path, 3).unwrap();
+        save_network(&net, &path, &SurrogateMeta::default());
+        let (_, meta) = kinds::load(&path, 3).unwrap();
         assert!(meta.scale.is_nan());
+        let loaded = read_network(&path);
         assert_eq!(loaded.weights(), net.weights());
         for (a, b) in loaded.offsets().iter().zip(net.offsets().iter()) {
             assert_eq!(a.to_bits(), b.to_bits());
@@ -538,11 +556,11 @@ fn load_rejects_wrong_dimension_version_and_corrupted_files() {
     };
     let fit = fit_potential(&set, &opts).unwrap();
     let path = temp_path("reject-me.json");
-    save_network(&fit.network, &path, &fit.meta("gaussian", &opts)).unwrap();
+    save_network(&fit.network, &path, &fit.meta("gaussian", &opts));
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(load_network(&path, 2).is_ok());
+    assert!(kinds::load(&path, 2).is_ok());
 
-    let msg = load_network(&path, 3).unwrap_err().to_string();
+    let msg = kinds::load(&path, 3).unwrap_err().to_string();
     assert!(
         msg.contains("reject-me.json") && msg.contains("dimension 2"),
         "{msg}"
@@ -553,7 +571,12 @@ fn load_rejects_wrong_dimension_version_and_corrupted_files() {
         ("not json", "hello".to_string()),
         (
             "version",
-            text.replacen("\"version\":1", "\"version\":2", 1),
+            text.replacen("\"version\":2", "\"version\":3", 1),
+        ),
+        ("no kind", text.replacen("\"kind\":\"network\",", "", 1)),
+        (
+            "unknown kind",
+            text.replacen("\"kind\":\"network\"", "\"kind\":\"sparse-grid\"", 1),
         ),
         (
             "format",
@@ -573,18 +596,51 @@ fn load_rejects_wrong_dimension_version_and_corrupted_files() {
     for (what, corrupted) in cases {
         assert_ne!(corrupted, text, "{what}: the corruption did not apply");
         std::fs::write(&path, corrupted).unwrap();
-        let msg = load_network(&path, 2).unwrap_err().to_string();
+        let msg = kinds::load(&path, 2).unwrap_err().to_string();
         eprintln!("{what}: {msg}");
         assert!(msg.contains("reject-me.json"), "{what}: {msg}");
     }
     std::fs::remove_file(&path).unwrap();
-    let msg = load_network(&path, 2).unwrap_err().to_string();
+    let msg = kinds::load(&path, 2).unwrap_err().to_string();
     assert!(msg.contains("reject-me.json"), "{msg}");
+}
+
+/// A file of format version 1, written before surrogates had kinds (no `kind`, the record under
+/// `network`), still loads, as the network it holds, bit for bit.
+#[test]
+fn a_version_1_file_loads_as_the_network_it_holds() {
+    let set = gaussian_set(50, 4);
+    let opts = TrainOptions {
+        hidden: 10,
+        scale: Scale::Fixed(1.0),
+        ..TrainOptions::default()
+    };
+    let fit = fit_potential(&set, &opts).unwrap();
+    let path = temp_path("version-1.json");
+    save_network(&fit.network, &path, &fit.meta("gaussian", &opts));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let old = text
+        .replacen("\"version\":2,\"kind\":\"network\"", "\"version\":1", 1)
+        .replacen("\"surrogate\":{", "\"network\":{", 1);
+    assert!(old.starts_with("{\"format\":\"shmc-surrogate\",\"version\":1,\"meta\""));
+    assert!(old.contains("\"network\":{") && !old.contains("\"surrogate\""));
+    std::fs::write(&path, old).unwrap();
+    let (loaded, meta) = kinds::load(&path, 2).unwrap();
+    assert_eq!(meta.model, "gaussian");
+    let (mut g1, mut g2) = ([0.0; 2], [0.0; 2]);
+    for i in 0..set.len() {
+        let q = set.position(i);
+        let z1 = fit.network.value_and_gradient(q, &mut g1);
+        let z2 = loaded.value_and_gradient(q, &mut g2);
+        assert_eq!(z1.to_bits(), z2.to_bits());
+        assert_eq!(g1.map(f64::to_bits), g2.map(f64::to_bits));
+    }
+    std::fs::remove_file(&path).unwrap();
 }
 
 /// The logistic-regression simulation of METHODS.md §7 (d = 50, N = 10⁵), with 4000 states drawn
 /// from its Laplace approximation, to time the fits at the paper's size. Run with
-/// `cargo test -p shmc --release train::tests::timing -- --ignored --nocapture`.
+/// `cargo test -p shmc --release surrogates::network::tests::timing -- --ignored --nocapture`.
 #[test]
 #[ignore = "timing at s = 2000, n = 4000, d = 50; several seconds"]
 fn timing_logistic_regression_d50() {
@@ -804,10 +860,10 @@ fn timing_logistic_regression_d50() {
         if label == "fit_potential Fixed(16)" {
             let path = temp_path("timing.json");
             let t = std::time::Instant::now();
-            save_network(&fit.network, &path, &fit.meta("lr-sim", &opts)).unwrap();
+            save_network(&fit.network, &path, &fit.meta("lr-sim", &opts));
             let t_save = t.elapsed().as_secs_f64();
             let t = std::time::Instant::now();
-            load_network(&path, d).unwrap();
+            kinds::load(&path, d).unwrap();
             let bytes = std::fs::metadata(&path).unwrap().len();
             eprintln!(
                 "save {t_save:.3} s, load {:.3} s, {:.1} MB",

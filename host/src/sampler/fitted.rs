@@ -1,0 +1,284 @@
+//! RNS-HMC and ARNS-HMC's side of a chain ([`FittedPhase`]): exact HMC collecting the accepted
+//! warmup states, a surrogate fitted to them, for ARNS-HMC updated online through the rest of
+//! warmup, and the decision when the proposal changes. Whatever the surrogate's kind: this phase
+//! knows it only as a [`Surrogate`] made by a [`Fitter`] (or loaded from a file).
+
+use std::time::Instant;
+
+use rand_pcg::Pcg64;
+use shmc_core::random::uniform;
+use shmc_core::schedule::adaptation_probability;
+use shmc_core::{Dyn, Potential, State, Steps};
+
+use super::method::SurrogateSettings;
+use super::proposer::{Proposer, SurrogateReport};
+use super::trajectory::{AUTO_CAP_FACTOR, SurrogateSteps, choose_steps, lengthen};
+use crate::surrogates::states::TrainingSet;
+use crate::surrogates::{Fallback, Fitter, Surrogate, kinds};
+use crate::{Error, Result};
+
+/// The fewest collected states a fit accepts.
+const MIN_TRAINING_STATES: usize = 20;
+
+/// RNS-HMC and ARNS-HMC's surrogate machinery for one chain on the exact potential of
+/// lifetime `'m`.
+pub struct FittedPhase<'m> {
+    adaptive: bool,
+    settings: SurrogateSettings,
+    fitter: Box<dyn Fitter>,
+    exact: &'m dyn Potential,
+    training: TrainingSet,
+    /// The surrogate, once fitted (or loaded), with the exact potential outside its domain.
+    proposal: Option<Fallback<'m>>,
+    /// ARNS-HMC: the iterations since the surrogate began learning online, which set the
+    /// probability `t^(−κ)` of swapping its updated fit into the proposal.
+    online_since: Option<u64>,
+    report: SurrogateReport,
+}
+
+impl<'m> FittedPhase<'m> {
+    /// The phase of RNS-HMC (`adaptive`: of ARNS-HMC) with `settings` on the exact potential
+    /// `exact`. A saved surrogate is loaded here.
+    pub fn new(
+        adaptive: bool,
+        settings: &SurrogateSettings,
+        exact: &'m dyn Potential,
+    ) -> Result<Self> {
+        let mut report = SurrogateReport::default();
+        let proposal = match &settings.surrogate_file {
+            Some(path) => {
+                let (surrogate, meta) = kinds::load(path, exact.dim())?;
+                report.scale = meta.scale;
+                report.holdout_gradient_error = meta.holdout_gradient_error;
+                report.started_at = Some(0);
+                Some(Fallback { surrogate, exact })
+            }
+            None => None,
+        };
+        Ok(Self {
+            adaptive,
+            settings: settings.clone(),
+            fitter: settings.fitter(),
+            exact,
+            training: TrainingSet::new(exact.dim()),
+            proposal,
+            online_since: None,
+            report,
+        })
+    }
+
+    /// The batch fit on the collected states; for ARNS-HMC also the start of online learning,
+    /// whose replay of the collected states leaves the same fit of them.
+    ///
+    /// ARNS-HMC starts proposing only once the held-out gradient error is at most
+    /// `start_error` (or warmup ends): a poor early surrogate is accepted so rarely that few new
+    /// states arrive to improve it. Until then it keeps exact HMC and tries again with half as
+    /// many states again. Returns whether the surrogate now proposes.
+    fn fit(&mut self, i: usize, last: bool) -> Result<bool> {
+        if self.training.len() < MIN_TRAINING_STATES {
+            return Err(Error::invalid(format!(
+                "only {} accepted warmup states after --train-after {} to train the surrogate on \
+                 (at least {MIN_TRAINING_STATES}): lengthen --warmup or lower --train-after",
+                self.training.len(),
+                self.settings.train_after
+            )));
+        }
+        let fitted = self.fitter.fit(&self.training)?;
+        self.report.training_seconds += fitted.seconds;
+        let good_enough = fitted.holdout_gradient_error <= self.settings.start_error;
+        if self.adaptive && !last && !good_enough {
+            self.settings.start_after = self.training.len() * 3 / 2;
+            return Ok(false);
+        }
+        self.report.training_states = self.training.len();
+        self.report.scale = fitted.scale;
+        self.report.holdout_gradient_error = fitted.holdout_gradient_error;
+        self.report.started_at = Some(i + 1);
+        let mut surrogate = fitted.surrogate;
+        // A fit at the end of warmup gets no online updates: the batch fit is the one the
+        // replay would give (the ridge fit of the same states), so the replay is skipped.
+        if self.adaptive
+            && !last
+            && let Some(online) = surrogate.online()
+        {
+            let start = Instant::now();
+            online.begin(&self.training)?;
+            online.publish()?;
+            let seconds = start.elapsed().as_secs_f64();
+            self.report.online_updates += self.training.len() as u64;
+            self.report.online_seconds += seconds;
+            self.report.training_seconds += seconds;
+            self.online_since = Some(0);
+        }
+        self.proposal = Some(Fallback {
+            surrogate,
+            exact: self.exact,
+        });
+        Ok(true)
+    }
+}
+
+impl Proposer for FittedPhase<'_> {
+    fn proposal(&self) -> Option<&dyn Potential> {
+        self.proposal.as_ref().map(|p| p as &dyn Potential)
+    }
+
+    /// A multiple of `base`, or (`Auto`) the range the fitted surrogate's curvature predicts
+    /// mixes best, reported; `base` where no prediction applies (a loaded surrogate, which has
+    /// no training states, a kind without curvature, or a curvature that is not positive
+    /// definite).
+    fn trajectory(&mut self, base: Steps, inv_mass: &[f64], step_size: f64) -> Steps {
+        if let SurrogateSteps::Factor(k) = self.settings.trajectory {
+            return lengthen(base, k);
+        }
+        let chosen = self
+            .proposal
+            .as_ref()
+            .and_then(|p| p.surrogate.curvature())
+            .and_then(|curvature| {
+                choose_steps(
+                    curvature,
+                    &self.training,
+                    inv_mass,
+                    step_size,
+                    AUTO_CAP_FACTOR * base.max(),
+                )
+            });
+        self.report.trajectory = chosen;
+        chosen.map_or(base, |c| c.steps)
+    }
+
+    fn report(&self) -> &SurrogateReport {
+        &self.report
+    }
+
+    fn into_surrogate(self: Box<Self>) -> Option<Box<dyn Surrogate>> {
+        self.proposal.map(|p| p.surrogate)
+    }
+
+    /// Collects the accepted states of the exact phase (their `U` and exact `∇U` are in
+    /// `state`), fits when due, and for ARNS-HMC lets the surrogate learn online afterwards
+    /// (from `U` alone: once the surrogate proposes, the gradient a state holds is its own).
+    fn observe(
+        &mut self,
+        _model: &dyn Potential,
+        i: usize,
+        warmup: usize,
+        state: &State<Dyn>,
+        accepted: bool,
+        rng: &mut Pcg64,
+    ) -> Result<bool> {
+        if i >= warmup || self.settings.surrogate_file.is_some() {
+            return Ok(false);
+        }
+        let last = i + 1 == warmup;
+        if self.proposal.is_none() {
+            if accepted && i >= self.settings.train_after {
+                self.training.push(
+                    state.position.as_slice(),
+                    state.potential,
+                    Some(state.gradient.as_slice()),
+                );
+            }
+            let ready = if self.adaptive {
+                self.training.len() >= self.settings.start_after || last
+            } else {
+                last
+            };
+            return if ready { self.fit(i, last) } else { Ok(false) };
+        }
+        let (Some(since), Some(proposal)) = (self.online_since.as_mut(), self.proposal.as_mut())
+        else {
+            return Ok(false);
+        };
+        let Some(online) = proposal.surrogate.online() else {
+            return Ok(false);
+        };
+        if accepted {
+            let start = Instant::now();
+            online.learn(state.position.as_slice(), state.potential, None)?;
+            let seconds = start.elapsed().as_secs_f64();
+            self.report.online_updates += 1;
+            self.report.online_seconds += seconds;
+            self.report.training_seconds += seconds;
+        }
+        *since += 1;
+        let swap = last || uniform(rng) < adaptation_probability(*since, self.settings.adapt_rate);
+        if swap {
+            online.publish()?;
+            self.report.swaps += 1;
+        }
+        Ok(swap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::gaussian::CorrelatedGaussian;
+    use crate::random::chain_rng;
+    use crate::surrogates::network::{Scale, TrainOptions};
+    use nalgebra::DVector;
+    use shmc_core::Exact;
+    use shmc_core::random::fill_standard_normal;
+
+    /// ARNS-HMC fits once `start_after` states are collected, then learns online from every
+    /// accepted state until warmup ends, when the online fit is swapped in for certain: its
+    /// proposal is then, bit for bit, the surrogate fitted to the first states that learned
+    /// the rest.
+    #[test]
+    fn arns_proposes_its_first_fit_learned_on_to_the_end_of_warmup() {
+        let model = CorrelatedGaussian::new(3, 1.0, 0.5).unwrap();
+        let settings = SurrogateSettings {
+            train: TrainOptions {
+                hidden: 40,
+                ridge: 1e-3,
+                scale: Scale::Fixed(2.0),
+                ..TrainOptions::default()
+            },
+            train_after: 0,
+            start_after: 50,
+            start_error: f64::INFINITY,
+            ..SurrogateSettings::default()
+        };
+        let (warmup, start_after) = (200, settings.start_after);
+        let mut phase = FittedPhase::new(true, &settings, &model).unwrap();
+        let mut rng = chain_rng(5, 0);
+        let mut states = Vec::new();
+        for i in 0..warmup {
+            let mut q = vec![0.0; 3];
+            fill_standard_normal(&mut rng, &mut q);
+            let state = State::new(DVector::from_column_slice(&q), &Exact(&model)).unwrap();
+            phase
+                .observe(&model, i, warmup, &state, true, &mut rng)
+                .unwrap();
+            states.push((q, state.potential, state.gradient.as_slice().to_vec()));
+        }
+        assert_eq!(phase.report.started_at, Some(start_after));
+        assert_eq!(phase.report.training_states, start_after);
+        assert_eq!(phase.report.online_updates, warmup as u64);
+        assert!(phase.report.swaps >= 1);
+
+        let mut first = TrainingSet::new(3);
+        for (q, u, g) in &states[..start_after] {
+            first.push(q, *u, Some(g));
+        }
+        let mut reference = settings.fitter().fit(&first).unwrap().surrogate;
+        let online = reference.online().unwrap();
+        online.begin(&first).unwrap();
+        for (q, u, _) in &states[start_after..] {
+            online.learn(q, *u, None).unwrap();
+        }
+        online.publish().unwrap();
+        let proposal = phase.proposal().unwrap();
+        let (mut got, mut want) = ([0.0; 3], [0.0; 3]);
+        for (q, _, _) in states.iter().step_by(20) {
+            let (a, b) = (
+                proposal.value_and_gradient(q, &mut got),
+                reference.value_and_gradient(q, &mut want),
+            );
+            assert_eq!(a.to_bits(), b.to_bits());
+            assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits));
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! What a chain asks of a surrogate method ([`Proposer`]), whichever it is: RNS-HMC and
+//! ARNS-HMC's ([`super::fitted`]) or VHMC's ([`super::variational`]).
+//!
+//! The state the chain is in is never touched by a proposer; when the proposal changes, the
+//! chain refreshes only the cached proposal gradient (the exact `U` it holds stays valid).
+
+use std::cell::RefCell;
+
+use rand_pcg::Pcg64;
+use shmc_core::{Dyn, Dynamics, Potential, State, Steps};
+
+use super::trajectory::TrajectoryChoice;
+use crate::Result;
+use crate::surrogates::Surrogate;
+
+/// What a chain needs from a surrogate method: the proposal potential (once there is one), how
+/// the Metropolis–Hastings step judges it, and a look at every warmup transition.
+pub trait Proposer {
+    /// The potential whose gradient drives the leapfrog, once there is one (before: exact HMC).
+    fn proposal(&self) -> Option<&dyn Potential>;
+
+    /// Whether the MH step uses the proposal potential itself instead of the exact `U`
+    /// (VHMC's published rule): the chain then targets `exp(−V)`, an approximation.
+    fn approximate(&self) -> bool {
+        false
+    }
+
+    /// Whether step-size and metric adaptation go on while the surrogate proposes (VHMC, which
+    /// proposes from the first iteration); otherwise they stop when it starts.
+    fn adapts_while_proposing(&self) -> bool {
+        false
+    }
+
+    /// Where the chain should start instead of a random point, if the method knows better.
+    fn initial_position(&self, _rng: &mut Pcg64) -> Option<Vec<f64>> {
+        None
+    }
+
+    /// The trajectory lengths of surrogate proposals, given the exact phase's `base` and the
+    /// metric and step size the surrogate starts proposing with.
+    fn trajectory(&mut self, base: Steps, _inv_mass: &[f64], _step_size: f64) -> Steps {
+        base
+    }
+
+    /// Learns from warmup iteration `i` (of `warmup`), which left the chain in `state`
+    /// (`accepted`: by a new proposal). Returns whether the proposal changed, so that the chain
+    /// refreshes what it caches of it.
+    fn observe(
+        &mut self,
+        model: &dyn Potential,
+        i: usize,
+        warmup: usize,
+        state: &State<Dyn>,
+        accepted: bool,
+        rng: &mut Pcg64,
+    ) -> Result<bool>;
+
+    /// Where to keep the exact gradient of each end point, for a method that learns from the
+    /// exact gradients of accepted states (the chain then proposes with [`Recording`]).
+    fn end_gradient(&self) -> Option<&RefCell<EndGradient>> {
+        None
+    }
+
+    /// The cost and fit so far.
+    fn report(&self) -> &SurrogateReport;
+
+    /// The trained surrogate, if any (VHMC: its learned part, without the Laplace blend).
+    fn into_surrogate(self: Box<Self>) -> Option<Box<dyn Surrogate>>;
+}
+
+/// The exact gradient at the latest exact end point, and where it was taken.
+#[derive(Clone, Debug, Default)]
+pub struct EndGradient {
+    /// The end point.
+    pub position: Vec<f64>,
+    /// `∇U` there.
+    pub gradient: Vec<f64>,
+}
+
+/// Surrogate proposals judged by the exact `U` whose end point evaluates `U` and `∇U` in one
+/// fused pass and keeps `∇U` in `record`. A method that learns from the exact gradients of
+/// accepted states then pays a fraction of a pass for each (the fused kernel's extra over `U`
+/// alone) instead of a separate gradient pass.
+pub struct Recording<'a> {
+    /// The exact potential (MH step).
+    pub target: &'a dyn Potential,
+    /// The potential whose gradient drives the leapfrog.
+    pub proposal: &'a dyn Potential,
+    /// Where the end point's exact gradient goes.
+    pub record: &'a RefCell<EndGradient>,
+}
+
+impl Dynamics for Recording<'_> {
+    fn dim(&self) -> usize {
+        self.target.dim()
+    }
+
+    fn proposal_gradient(&self, q: &[f64], grad: &mut [f64]) {
+        self.proposal.gradient(q, grad);
+    }
+
+    fn end_point(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        let mut record = self.record.borrow_mut();
+        let EndGradient { position, gradient } = &mut *record;
+        position.clear();
+        position.extend_from_slice(q);
+        gradient.resize(q.len(), 0.0);
+        let u = self.target.value_and_gradient(q, gradient);
+        self.proposal.gradient(q, grad);
+        u
+    }
+}
+
+/// What the surrogate cost and how well it fits, for the output.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SurrogateReport {
+    /// States the batch fit used.
+    pub training_states: usize,
+    /// Seconds spent fitting (batch fit, scale selection, online updates).
+    pub training_seconds: f64,
+    /// The chosen input scale factor (the network's `c`; NaN for a kind without one).
+    pub scale: f64,
+    /// Relative RMS error of the surrogate's gradient on held-out states.
+    pub holdout_gradient_error: f64,
+    /// States learned online (ARNS-HMC's replay of its batch states included).
+    pub online_updates: u64,
+    /// Seconds spent in online updates (part of `training_seconds`).
+    pub online_seconds: f64,
+    /// Times the updated weights were swapped into the proposal.
+    pub swaps: u64,
+    /// The warmup iteration at which the surrogate started proposing (`None`: never).
+    pub started_at: Option<usize>,
+    /// Exact evaluations made only for training, beyond those of the chain's own transitions
+    /// (VHMC: the MAP search and its Hessian, the pilot states, the score-matching targets).
+    pub extra_exact_evaluations: u64,
+    /// The trajectory lengths chosen from the surrogate's curvature, if they were.
+    pub trajectory: Option<TrajectoryChoice>,
+}

@@ -1,0 +1,42 @@
+//! Every kind of surrogate a file can hold, by the name it is saved under. Loading dispatches on
+//! the name, so a saved surrogate comes back as the kind it was, and a new kind is one more line
+//! here.
+
+use std::path::Path;
+
+use super::file::SurrogateFile;
+use super::network::{self, NetworkSurrogate};
+use super::{Surrogate, SurrogateMeta};
+use crate::Result;
+
+/// The kinds this build reads.
+const KINDS: [&str; 1] = [network::KIND];
+
+/// Reads the surrogate file `path` (written by [`Surrogate::save`]) for a model of dimension
+/// `dim`: the surrogate, of the kind the file names, and the meta of its fit.
+///
+/// A file that is not a surrogate file, of a kind this build does not know, for another
+/// dimension, or whose record is inconsistent is an error naming the file.
+pub fn load(path: &Path, dim: usize) -> Result<(Box<dyn Surrogate>, SurrogateMeta)> {
+    let file = SurrogateFile::open(path)?;
+    let (surrogate, meta): (Box<dyn Surrogate>, SurrogateMeta) =
+        match file.kind().unwrap_or(network::KIND) {
+            network::KIND => {
+                let (network, meta) = NetworkSurrogate::read(&file)?;
+                (Box::new(network), meta)
+            }
+            other => {
+                return Err(file.invalid(format!(
+                    "unknown surrogate kind {other:?} (this build reads {})",
+                    KINDS.join(", ")
+                )));
+            }
+        };
+    if surrogate.dim() != dim {
+        return Err(file.invalid(format!(
+            "the surrogate is for dimension {}, but the model has dimension {dim}",
+            surrogate.dim()
+        )));
+    }
+    Ok((surrogate, meta))
+}

@@ -1,0 +1,288 @@
+//! Surrogates: cheap stand-ins for the potential `U`, learned from the states an exact phase
+//! visited, that the samplers use only to propose.
+//!
+//! [`Surrogate`] is everything a sampler asks of a trained one, whatever its kind: a potential
+//! to propose with, the domain where it stands for `U` (outside it the proposal takes the exact
+//! gradient: [`Fallback`]), how it is saved (a file names its kind, and [`kinds::load`]
+//! dispatches on it), and two capabilities a kind may lack: its curvature ([`Curvature`], from
+//! which the trajectory lengths can be chosen) and learning state by state ([`Online`]). A
+//! [`Fitter`] is how a kind is fitted to a [`TrainingSet`] in one batch.
+//! The samplers drive `dyn Surrogate` and `dyn Fitter` alone, so a new kind is a new module
+//! here and a line in [`kinds`], never a second sampler path.
+//!
+//! Layers: the kinds ([`network`]) build on this module, [`states`], [`exact_floats`] and
+//! [`mod@file`]; [`kinds`] knows every kind; [`laplace`] blends any surrogate with a Laplace
+//! approximation (VHMC). None of them knows a sampler.
+
+pub mod exact_floats;
+pub mod file;
+pub mod kinds;
+pub mod laplace;
+pub mod network;
+pub mod states;
+
+use std::fmt::Debug;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use shmc_core::Potential;
+
+use crate::Result;
+use states::TrainingSet;
+
+/// Which quantity a surrogate was fitted to: the potential values of the states, or their
+/// gradients (score matching: `d` equations per state instead of one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FitMethod {
+    /// Potential values ([`network::fit_potential`]).
+    #[default]
+    Potential,
+    /// Potential gradients ([`network::fit_score`]).
+    Score,
+}
+
+/// What a surrogate file records about how its surrogate was fitted, beside the surrogate.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SurrogateMeta {
+    /// The model (target) the surrogate was trained for.
+    pub model: String,
+    /// What the surrogate was fitted to.
+    pub method: FitMethod,
+    /// The input scale factor (the network's `c`; NaN for a kind without one).
+    #[serde(with = "exact_floats")]
+    pub scale: f64,
+    /// The held-out relative RMS gradient error (NaN if unknown).
+    #[serde(with = "exact_floats")]
+    pub holdout_gradient_error: f64,
+    /// The held-out RMS error of the potential (NaN if unknown).
+    #[serde(with = "exact_floats")]
+    pub holdout_value_rmse: f64,
+    /// The number of training states.
+    pub training_states: usize,
+    /// The ridge parameter of the fit (NaN if unknown); an online fit goes on with it.
+    #[serde(with = "exact_floats")]
+    pub ridge: f64,
+    /// The seed of the random input parameters (the network's).
+    pub seed: u64,
+    /// Wall time of the training, in seconds.
+    #[serde(with = "exact_floats")]
+    pub train_seconds: f64,
+}
+
+impl Default for SurrogateMeta {
+    fn default() -> Self {
+        Self {
+            model: String::new(),
+            method: FitMethod::default(),
+            scale: f64::NAN,
+            holdout_gradient_error: f64::NAN,
+            holdout_value_rmse: f64::NAN,
+            training_states: 0,
+            ridge: f64::NAN,
+            seed: 0,
+            train_seconds: f64::NAN,
+        }
+    }
+}
+
+/// A trained surrogate: what a sampler needs of one, whatever its kind.
+///
+/// Its [`Potential`] is the surrogate's own, meaningful inside its domain; a sampler proposes
+/// with [`Fallback`], which takes the exact potential outside. Only the gradient drives a
+/// trajectory, and the exact `U` judges it, so a surrogate's level is free (a gradient fit sets
+/// it only up to a constant).
+pub trait Surrogate: Potential + Debug + Send + Sync {
+    /// Whether `q` lies where the surrogate stands for `U`. A kind fitted on a bounded region (a
+    /// grid over a box) knows nothing outside it; the default, everywhere, is the network's.
+    fn contains(&self, _q: &[f64]) -> bool {
+        true
+    }
+
+    /// The surrogate's curvature, if its kind knows it: the trajectory lengths can then be
+    /// chosen from it. `None` keeps the exact phase's lengths.
+    fn curvature(&self) -> Option<&dyn Curvature> {
+        None
+    }
+
+    /// Learning state by state, if its kind can (the network can; a grid cannot). `None` keeps
+    /// the batch fit.
+    fn online(&mut self) -> Option<&mut dyn Online> {
+        None
+    }
+
+    /// Writes the surrogate and `meta` to the JSON file `path`, under its kind's name, so that
+    /// [`kinds::load`] rebuilds it bit for bit.
+    fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()>;
+}
+
+/// A surrogate's Hessian, which predicts how trajectories rotate the posterior's directions.
+pub trait Curvature {
+    /// Writes `∇²V(q)` into `out` (`d × d`, column-major).
+    fn hessian(&self, q: &[f64], out: &mut [f64]);
+}
+
+/// A surrogate that goes on learning after its batch fit, one state at a time.
+///
+/// The fit moves on in the background and the potential changes only at [`Online::publish`], so
+/// the sampler decides when its proposal changes (ARNS-HMC: with a vanishing probability).
+pub trait Online {
+    /// Starts from `states`, the batch fit's own: they are replayed, so that the online fit is
+    /// the batch fit of them, and every later state extends it.
+    fn begin(&mut self, states: &TrainingSet) -> Result<()>;
+
+    /// Adds the state `q` with exact potential `potential` and, when known, exact gradient.
+    fn learn(&mut self, q: &[f64], potential: f64, gradient: Option<&[f64]>) -> Result<()>;
+
+    /// Makes the surrogate's potential the online fit so far.
+    fn publish(&mut self) -> Result<()>;
+}
+
+/// How a surrogate of some kind is fitted to states in one batch: its kind and options, held by
+/// a sampler until the states are there.
+pub trait Fitter {
+    /// The surrogate fitted to `states`, and how well it did.
+    fn fit(&self, states: &TrainingSet) -> Result<Fitted>;
+}
+
+/// A batch fit's surrogate and the figures the output reports about it.
+#[derive(Debug)]
+pub struct Fitted {
+    /// The surrogate.
+    pub surrogate: Box<dyn Surrogate>,
+    /// The input scale factor chosen (the network's `c`; NaN for a kind without one).
+    pub scale: f64,
+    /// Relative RMS gradient error on the held-out states (NaN if none had a gradient).
+    pub holdout_gradient_error: f64,
+    /// Wall time of the fit, in seconds.
+    pub seconds: f64,
+}
+
+/// A boxed surrogate is a potential, so that a potential built around any surrogate (VHMC's
+/// [`laplace::RegularizedSurrogate`]) can own one without knowing its kind.
+impl Potential for Box<dyn Surrogate> {
+    fn dim(&self) -> usize {
+        (**self).dim()
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        (**self).value(q)
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        (**self).value_and_gradient(q, grad)
+    }
+    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
+        (**self).gradient(q, grad)
+    }
+}
+
+/// A surrogate as a chain's proposal: the surrogate inside its domain and the exact potential
+/// outside it, so that a surrogate fitted on a bounded region never drives a trajectory where it
+/// knows nothing. Pair it with the exact `U` in [`shmc_core::Surrogate`]: leapfrog under any
+/// force field keeps the exact MH step exact, and only the gradient matters there (the value is
+/// the surrogate's or the exact one, whichever side `q` is on).
+pub struct Fallback<'a> {
+    /// The trained surrogate.
+    pub surrogate: Box<dyn Surrogate>,
+    /// The exact potential, used outside the surrogate's domain.
+    pub exact: &'a dyn Potential,
+}
+
+impl Potential for Fallback<'_> {
+    fn dim(&self) -> usize {
+        self.exact.dim()
+    }
+
+    fn value(&self, q: &[f64]) -> f64 {
+        if self.surrogate.contains(q) {
+            self.surrogate.value(q)
+        } else {
+            self.exact.value(q)
+        }
+    }
+
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        if self.surrogate.contains(q) {
+            self.surrogate.value_and_gradient(q, grad)
+        } else {
+            self.exact.value_and_gradient(q, grad)
+        }
+    }
+
+    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
+        if self.surrogate.contains(q) {
+            self.surrogate.gradient(q, grad)
+        } else {
+            self.exact.gradient(q, grad)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `U = ½‖q‖²`.
+    struct Quadratic;
+    impl Potential for Quadratic {
+        fn dim(&self) -> usize {
+            2
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            0.5 * (q[0] * q[0] + q[1] * q[1])
+        }
+        fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+            grad.copy_from_slice(q);
+            self.value(q)
+        }
+    }
+
+    /// A surrogate of the unit box `[−1, 1]²` that is 1 below the exact `U` there, with twice
+    /// its gradient: any mix-up of the sides shows in both.
+    #[derive(Debug)]
+    struct InTheBox;
+    impl Potential for InTheBox {
+        fn dim(&self) -> usize {
+            2
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            Quadratic.value(q) - 1.0
+        }
+        fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+            grad[0] = 2.0 * q[0];
+            grad[1] = 2.0 * q[1];
+            self.value(q)
+        }
+    }
+    impl Surrogate for InTheBox {
+        fn contains(&self, q: &[f64]) -> bool {
+            q.iter().all(|x| x.abs() <= 1.0)
+        }
+        fn save(&self, _: &Path, _: &SurrogateMeta) -> Result<()> {
+            Err(crate::Error::invalid("a test surrogate is not saved"))
+        }
+    }
+
+    #[test]
+    fn the_proposal_is_the_surrogate_inside_its_domain_and_exact_outside() {
+        let proposal = Fallback {
+            surrogate: Box::new(InTheBox),
+            exact: &Quadratic,
+        };
+        assert_eq!(proposal.dim(), 2);
+        let mut grad = [0.0; 2];
+        for (q, inside) in [
+            ([0.5, -1.0], true),
+            ([1.5, 0.0], false),
+            ([0.0, -2.0], false),
+        ] {
+            let u = Quadratic.value(&q);
+            let (want_u, factor) = if inside { (u - 1.0, 2.0) } else { (u, 1.0) };
+            assert_eq!(proposal.value(&q), want_u, "{q:?}");
+            assert_eq!(proposal.value_and_gradient(&q, &mut grad), want_u, "{q:?}");
+            assert_eq!(grad, [factor * q[0], factor * q[1]], "{q:?}");
+            grad = [f64::NAN; 2];
+            proposal.gradient(&q, &mut grad);
+            assert_eq!(grad, [factor * q[0], factor * q[1]], "{q:?}");
+        }
+    }
+}
