@@ -8,27 +8,18 @@
 //! time the kernels and the two memory sweeps.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+
+mod common;
+use common::best_of;
 use shmc::core::Potential;
 use shmc::models::logistic::LogisticRegression;
 
 const N: usize = 100_000;
 const D: usize = 50;
 const SEED: u64 = 20_160_101;
-
-/// The fastest of `reps` runs of `f`: the least disturbed by other processes.
-fn best_of(reps: usize, mut f: impl FnMut()) -> Duration {
-    (0..reps)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .min()
-        .expect("at least one repetition")
-}
 
 /// A read-only pass over `x` with eight independent sums (not latency-bound).
 fn read_sum(x: &[f64]) -> f64 {

@@ -6,24 +6,15 @@
 //! share of a forward solve, so that the split is read off one run.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+
+mod common;
+use common::best_of;
 use shmc::core::Potential;
 use shmc::models::elliptic_pde::{EllipticPde, PdeSettings};
 use shmc::pde::Mesh;
-
-/// The fastest of `reps` runs of `f`: the least disturbed by other processes.
-fn best_of(reps: usize, mut f: impl FnMut()) -> Duration {
-    (0..reps)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .min()
-        .expect("at least one repetition")
-}
 
 fn pde(c: &mut Criterion) {
     let model = EllipticPde::simulate(PdeSettings::default()).expect("the paper's model builds");
