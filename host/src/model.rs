@@ -18,6 +18,13 @@ pub trait Model: Potential + Send + Sync {
         out.extend_from_slice(q);
     }
 
+    /// What the user should know about how the model was built from their input (for example
+    /// which data columns were read as categorical, or rows dropped), one sentence each; a run
+    /// prints them before it starts.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The model's own expensive work so far, by name (for example PDE solves), for models
     /// whose cost is not simply one `U` or `∇U` evaluation: the run reports it per iteration
     /// and per effective sample. Counters only grow; take differences to cost one run.

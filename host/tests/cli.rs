@@ -266,6 +266,10 @@ fn pde_runs_report_their_solves() {
         "{line}"
     );
     assert!(stdout.contains("theta.3") && !stdout.contains("theta.4"));
+    assert!(
+        stdout.contains("model: 8x8 Q1 mesh, 3 Karhunen-Loeve modes with prior sd 1"),
+        "{stdout}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -321,6 +325,22 @@ fn bad_input_gives_one_clear_line() {
     assert_one_line_error(
         &["sample", "--model", "banana", "--mesh", "10", "--output", o],
         "--mesh does not apply to model banana",
+    );
+    // A numeric column whose first value is missing: refused by default, not read as text.
+    let nan_first = dir.join("nan-first.csv");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(&nan_first, "a,y\nNaN,0\n2,1\n3,0\n4,1\n").unwrap();
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "logistic",
+            "--data",
+            nan_first.to_str().unwrap(),
+            "--output",
+            o,
+        ],
+        "nan-first.csv:2: missing value \"NaN\" in column \"a\"",
     );
     assert_one_line_error(
         &[

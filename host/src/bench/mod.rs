@@ -30,7 +30,7 @@ use std::time::Instant;
 use serde::Serialize;
 use shmc_core::Steps;
 
-use crate::data::{Preprocessing, Projection, read_csv, read_libsvm};
+use crate::data::{Missing, Preprocessing, Projection, read_csv, read_libsvm};
 use crate::diagnostics::{Draws, ess, ess_bulk, ess_summary, ess_tail};
 use crate::models::elliptic_pde::{EllipticPde, PdeSettings};
 use crate::models::logistic::LogisticRegression;
@@ -188,10 +188,14 @@ impl Experiment {
             // seen on fewer than 10 rows (only `default=yes`, 3 rows: see
             // `Dataset::without_sparse_columns`).
             Experiment::Bank => {
-                read_csv(settings.data_dir.join("bank-additional-full.csv"), "y")?
-                    .without_rows_where("housing=unknown")?
-                    .without_sparse_columns(10)?
-                    .0
+                read_csv(
+                    settings.data_dir.join("bank-additional-full.csv"),
+                    "y",
+                    Missing::Error,
+                )?
+                .without_rows_where("housing=unknown")?
+                .without_sparse_columns(10)?
+                .0
             }
             Experiment::A9a => read_libsvm(settings.data_dir.join("a9a"), Some(123))?,
         };

@@ -56,6 +56,10 @@ pub struct ModelArgs {
     /// Name of the response column of a CSV file.
     #[arg(long, default_value = "y")]
     pub response: String,
+    /// Missing values in a CSV file (an empty field, NA, N/A, NaN, null): an error naming the
+    /// column and line, or drop-rows to leave out every row that has one (the count is printed).
+    #[arg(long, default_value = "error", value_parser = ["error", "drop-rows"])]
+    pub missing: String,
     /// Standardize every feature to mean 0 and sd 1.
     #[arg(long)]
     pub standardize: bool,
@@ -98,6 +102,11 @@ impl ModelArgs {
             data: self.data.clone(),
             format: self.format.clone(),
             response: self.response.clone(),
+            missing: if self.missing == "drop-rows" {
+                crate::data::Missing::DropRows
+            } else {
+                crate::data::Missing::Error
+            },
             standardize: self.standardize,
             intercept: self.intercept,
             project: self.project,

@@ -153,6 +153,9 @@ const APPROXIMATE: &str = "APPROXIMATE inference: vhmc --approximate-acceptance 
 pub fn run(args: &SampleArgs) -> Result<i32> {
     let config = args.config()?;
     let model = models::build(&args.model.spec())?;
+    for note in model.notes() {
+        println!("model: {note}");
+    }
     config.validate(model.dim())?;
     let sinks = open_sinks(args, &config, model.as_ref())?;
     // A second Ctrl-C falls through to the default handler only if this one failed to install;

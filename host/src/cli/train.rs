@@ -40,6 +40,9 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         ));
     }
     let model = models::build(&args.model.spec())?;
+    for note in model.notes() {
+        println!("model: {note}");
+    }
     let settings = args.surrogate.settings(args.warmup, args.seed)?;
     let config = SampleConfig {
         chains: 1,

@@ -1,12 +1,16 @@
 //! The delimited-text (CSV) reader: one header row, `,` or `;` between fields, fields optionally
 //! in double quotes (the UCI Bank Marketing files use `;` and quote every string).
 //!
-//! The response column is picked by name; every other column is a feature. A column whose first
-//! data value is a number is numeric, and a later non-number in it is an error. A column whose
-//! first value is not a number is categorical: it is one-hot encoded with its levels in order of
-//! first appearance and the first level dropped (it is the baseline absorbed by the intercept),
-//! giving columns named `column=level`. Empty fields are errors (missing values are not
-//! supported).
+//! The response column is picked by name; every other column is a feature. A column's type is
+//! decided from all its values, never from the first alone: a column of numbers (and missing
+//! values) is numeric; a column of text is categorical, one-hot encoded with its levels in order
+//! of first appearance and the first level dropped (it is the baseline absorbed by the
+//! intercept), giving columns named `column=level`; a column that mixes numbers and text is an
+//! error naming both, since either reading of it would be a guess. `inf` in a numeric column is
+//! an error. Missing values (an empty field, `NA`, `N/A`, `NaN`, `null`, in any case) follow a
+//! [`Missing`] policy: an error naming the column and line (the default), or the row dropped.
+//! What the reader decided (categorical columns, dropped rows) is kept in [`Dataset::notes`], so
+//! a run can show the user the model it is fitting.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -17,17 +21,36 @@ use crate::{Error, Result};
 /// The response column [`read_csv`] looks for unless told otherwise.
 pub const DEFAULT_RESPONSE: &str = "y";
 
+/// What to do with a row that has a missing value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Missing {
+    /// Refuse the file, naming the column and line of the first missing value.
+    #[default]
+    Error,
+    /// Leave out every row with a missing value (the count is noted).
+    DropRows,
+}
+
 /// Reads a delimited file with a header row into a [`Dataset`], taking the column named
 /// `response` as the binary response.
 ///
 /// The delimiter is `;` if the header holds more semicolons than commas (outside quotes), `,`
 /// otherwise. Responses may be `0`/`1`, `-1`/`1`, `yes`/`no` or `true`/`false`, in any case.
-/// Ragged rows, empty fields, unknown response values, a non-number in a numeric column, an
-/// empty file or a missing response column are [`Error::Data`] errors naming the file and line.
-pub fn read_csv(path: impl AsRef<Path>, response: &str) -> Result<Dataset> {
+/// Ragged rows, missing values (unless dropped), unknown response values, a column mixing
+/// numbers and text, a non-finite number, an empty file or a missing response column are
+/// [`Error::Data`] errors naming the file and line.
+pub fn read_csv(path: impl AsRef<Path>, response: &str, missing: Missing) -> Result<Dataset> {
     let path = path.as_ref();
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    parse_csv(&text, path, response)
+    parse_csv(&text, path, response, missing)
+}
+
+/// Whether a field stands for a missing value.
+fn is_missing(field: &str) -> bool {
+    field.is_empty()
+        || ["na", "n/a", "nan", "null"]
+            .iter()
+            .any(|m| field.eq_ignore_ascii_case(m))
 }
 
 /// How a feature column is read.
@@ -42,7 +65,7 @@ enum Column {
 }
 
 /// Parses the text of a delimited file; `path` only names the file in errors.
-fn parse_csv(text: &str, path: &Path, response: &str) -> Result<Dataset> {
+fn parse_csv(text: &str, path: &Path, response: &str, missing: Missing) -> Result<Dataset> {
     let data_error = |line: u64, message: String| Error::Data {
         path: path.to_path_buf(),
         line: line as usize,
@@ -91,11 +114,11 @@ fn parse_csv(text: &str, path: &Path, response: &str) -> Result<Dataset> {
     })?;
     let feature_cols: Vec<usize> = (0..names.len()).filter(|&j| j != response_col).collect();
 
-    // Pass 1: check every row, parse the responses and numbers, and collect the levels. A
-    // categorical entry is stored as its level index until the column widths are known.
-    let mut columns: Vec<Column> = Vec::new();
-    let mut raw: Vec<f64> = Vec::new();
+    // Pass 1: every row checked and kept as text with its line, rows with a missing value
+    // refused or dropped, the responses parsed.
+    let mut rows: Vec<(u64, csv::StringRecord)> = Vec::new();
     let mut y: Vec<f64> = Vec::new();
+    let mut dropped: Vec<(u64, usize)> = Vec::new();
     let mut last_line = 1;
     for record in reader.records() {
         let record = record.map_err(csv_error)?;
@@ -111,6 +134,25 @@ fn parse_csv(text: &str, path: &Path, response: &str) -> Result<Dataset> {
                 ),
             ));
         }
+        if let Some(j) = (0..names.len()).find(|&j| is_missing(unquote(&record[j]))) {
+            match missing {
+                Missing::Error => {
+                    return Err(data_error(
+                        line,
+                        format!(
+                            "missing value \"{}\" in column \"{}\" (drop such rows to go on \
+                             without them)",
+                            unquote(&record[j]),
+                            names[j]
+                        ),
+                    ));
+                }
+                Missing::DropRows => {
+                    dropped.push((line, j));
+                    continue;
+                }
+            }
+        }
         let value = &record[response_col];
         y.push(parse_response(value).ok_or_else(|| {
             data_error(
@@ -121,34 +163,64 @@ fn parse_csv(text: &str, path: &Path, response: &str) -> Result<Dataset> {
                 ),
             )
         })?);
-        let first_row = columns.is_empty();
-        for (k, &j) in feature_cols.iter().enumerate() {
-            let field = unquote(&record[j]);
-            if field.is_empty() {
+        rows.push((line, record));
+    }
+    let n = y.len();
+    if n == 0 {
+        let why = if dropped.is_empty() {
+            "no data rows after the header".to_string()
+        } else {
+            format!(
+                "every one of the {} data rows has a missing value",
+                dropped.len()
+            )
+        };
+        return Err(data_error(2, why));
+    }
+
+    // Pass 2: each column's type from all its values.
+    let mut columns: Vec<Column> = Vec::with_capacity(feature_cols.len());
+    let mut notes = Vec::new();
+    for &j in &feature_cols {
+        let number = rows
+            .iter()
+            .find(|(_, r)| unquote(&r[j]).parse::<f64>().is_ok());
+        let text = rows
+            .iter()
+            .find(|(_, r)| unquote(&r[j]).parse::<f64>().is_err());
+        columns.push(match (number, text) {
+            (Some((number_line, number)), Some((line, record))) => {
                 return Err(data_error(
-                    line,
+                    *line,
                     format!(
-                        "empty value in column \"{}\" (missing values are not supported)",
-                        names[j]
+                        "column \"{}\" mixes numbers and text: \"{}\" here, \"{}\" on line \
+                         {number_line}",
+                        names[j],
+                        unquote(&record[j]),
+                        unquote(&number[j])
                     ),
                 ));
             }
-            if first_row {
-                columns.push(match parse_number(field) {
-                    Some(_) => Column::Numeric,
-                    None => Column::Categorical {
-                        levels: Vec::new(),
-                        index: HashMap::new(),
-                    },
-                });
-            }
-            raw.push(match &mut columns[k] {
+            (_, Some(_)) => Column::Categorical {
+                levels: Vec::new(),
+                index: HashMap::new(),
+            },
+            _ => Column::Numeric,
+        });
+    }
+
+    // Pass 3: the values, categorical entries as level indices until the widths are known.
+    let m = columns.len();
+    let mut raw: Vec<f64> = Vec::with_capacity(n * m);
+    for (line, record) in &rows {
+        for (column, &j) in columns.iter_mut().zip(&feature_cols) {
+            let field = unquote(&record[j]);
+            raw.push(match column {
                 Column::Numeric => parse_number(field).ok_or_else(|| {
                     data_error(
-                        line,
+                        *line,
                         format!(
-                            "column \"{}\": \"{field}\" is not a number (the column's first \
-                             value is numeric)",
+                            "column \"{}\": \"{field}\" is not a finite number",
                             names[j]
                         ),
                     )
@@ -164,27 +236,38 @@ fn parse_csv(text: &str, path: &Path, response: &str) -> Result<Dataset> {
             });
         }
     }
-    let n = y.len();
-    if n == 0 {
-        return Err(data_error(2, "no data rows after the header".into()));
-    }
 
-    // Pass 2: expand the categorical columns into indicators of every level but the first.
+    // Pass 4: expand the categorical columns into indicators of every level but the first.
     let mut feature_names = Vec::new();
-    let mut offsets = Vec::with_capacity(columns.len());
+    let mut offsets = Vec::with_capacity(m);
     for (column, &j) in columns.iter().zip(&feature_cols) {
         offsets.push(feature_names.len());
         match column {
             Column::Numeric => feature_names.push(names[j].to_string()),
-            Column::Categorical { levels, .. } => feature_names.extend(
-                levels[1..]
-                    .iter()
-                    .map(|level| format!("{}={level}", names[j])),
-            ),
+            Column::Categorical { levels, .. } => {
+                notes.push(format!(
+                    "column \"{}\" is categorical: {} levels, one-hot as {} against \"{}\"",
+                    names[j],
+                    levels.len(),
+                    count(levels.len() - 1, "indicator"),
+                    levels[0]
+                ));
+                feature_names.extend(
+                    levels[1..]
+                        .iter()
+                        .map(|level| format!("{}={level}", names[j])),
+                );
+            }
         }
     }
+    if let Some(&(line, j)) = dropped.first() {
+        notes.push(format!(
+            "{} with a missing value dropped (the first on line {line}, column \"{}\")",
+            count(dropped.len(), "row"),
+            names[j]
+        ));
+    }
     let p = feature_names.len();
-    let m = columns.len();
     let mut x = vec![0.0; n * p];
     for (row, raw_row) in x.chunks_exact_mut(p.max(1)).zip(raw.chunks_exact(m.max(1))) {
         for ((column, &offset), &v) in columns.iter().zip(&offsets).zip(raw_row) {
@@ -199,7 +282,18 @@ fn parse_csv(text: &str, path: &Path, response: &str) -> Result<Dataset> {
             }
         }
     }
-    Dataset::new(x, y, n, p, feature_names)
+    let mut data = Dataset::new(x, y, n, p, feature_names)?;
+    data.notes = notes;
+    Ok(data)
+}
+
+/// `n thing` or `n things`.
+fn count(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
 }
 
 /// `;` if the header line holds more semicolons than commas outside double quotes, else `,`.
@@ -245,7 +339,12 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Dataset> {
-        parse_csv(text, Path::new("test.csv"), DEFAULT_RESPONSE)
+        parse_csv(
+            text,
+            Path::new("test.csv"),
+            DEFAULT_RESPONSE,
+            Missing::Error,
+        )
     }
 
     /// Asserts that `text` fails with a data error on `line` whose message contains `needle`,
@@ -284,6 +383,7 @@ mod tests {
             "x1,label\r\n0.5,-1\r\n0.25,1\r\n",
             Path::new("t.csv"),
             "label",
+            Missing::Error,
         )
         .unwrap();
         assert_eq!(
@@ -327,17 +427,75 @@ mod tests {
     }
 
     #[test]
-    fn non_number_in_numeric_column_is_an_error_naming_line_and_column() {
+    fn a_column_mixing_numbers_and_text_is_an_error_naming_both() {
         assert_data_error(
             "a,age,y\n1,30,0\n2,31,1\n3,old,1\n",
             4,
-            "column \"age\": \"old\"",
+            "column \"age\" mixes numbers and text: \"old\" here, \"30\" on line 2",
+        );
+        // Text first, numbers later: the same error, not a categorical column.
+        assert_data_error(
+            "a,age,y\n1,old,0\n2,31,1\n",
+            2,
+            "column \"age\" mixes numbers and text",
         );
     }
 
     #[test]
-    fn empty_field_is_an_error_on_its_line() {
-        assert_data_error("a,b,y\n1,x,0\n2,,1\n", 3, "empty value in column \"b\"");
+    fn missing_values_are_errors_naming_column_and_line_by_default() {
+        assert_data_error(
+            "a,b,y\n1,x,0\n2,,1\n",
+            3,
+            "missing value \"\" in column \"b\"",
+        );
+        // A missing first value used to make a numeric column categorical.
+        for token in ["NaN", "NA", "n/a", "null"] {
+            let text = format!("a,y\n{token},0\n2,1\n3,0\n");
+            assert_data_error(
+                &text,
+                2,
+                &format!("missing value \"{token}\" in column \"a\""),
+            );
+        }
+        assert_data_error("a,y\n1,NA\n2,1\n", 2, "column \"y\"");
+    }
+
+    #[test]
+    fn infinite_values_are_errors() {
+        assert_data_error(
+            "a,y\ninf,0\n2,1\n",
+            2,
+            "column \"a\": \"inf\" is not a finite",
+        );
+    }
+
+    #[test]
+    fn rows_with_missing_values_can_be_dropped_and_are_reported() {
+        let text = "a,b,y\nNaN,x,0\n2,x,1\n3,,1\n4,z,0\n";
+        let d = parse_csv(
+            text,
+            Path::new("t.csv"),
+            DEFAULT_RESPONSE,
+            Missing::DropRows,
+        )
+        .unwrap();
+        assert_eq!((d.n, d.p), (2, 2));
+        assert_eq!(d.x, vec![2.0, 0.0, 4.0, 1.0]);
+        assert_eq!(d.y, vec![1.0, 0.0]);
+        assert_eq!(
+            d.notes,
+            vec![
+                "column \"b\" is categorical: 2 levels, one-hot as 1 indicator against \"x\"",
+                "2 rows with a missing value dropped (the first on line 2, column \"a\")",
+            ]
+        );
+        let all = parse_csv(
+            "a,y\nNA,0\n",
+            Path::new("t.csv"),
+            DEFAULT_RESPONSE,
+            Missing::DropRows,
+        );
+        crate::data::assert_data_error_at(all.unwrap_err(), "t.csv", 2, "every one of the 1");
     }
 
     #[test]
@@ -360,7 +518,7 @@ mod tests {
     #[test]
     fn unreadable_file_is_an_io_error_naming_it() {
         let path = std::env::temp_dir().join(format!("shmc-missing-{}.csv", std::process::id()));
-        let err = read_csv(&path, "y").unwrap_err();
+        let err = read_csv(&path, "y", Missing::Error).unwrap_err();
         assert!(matches!(err, Error::Io { .. }));
         assert!(err.to_string().contains(&path.display().to_string()));
     }
@@ -373,7 +531,7 @@ mod tests {
             std::thread::current().id()
         ));
         std::fs::write(&path, "x;y\n1;yes\n2;no\n").unwrap();
-        let d = read_csv(&path, "y");
+        let d = read_csv(&path, "y", Missing::Error);
         std::fs::remove_file(&path).unwrap();
         let d = d.unwrap();
         assert_eq!((d.n, d.p, d.y), (2, 1, vec![1.0, 0.0]));

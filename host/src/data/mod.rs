@@ -15,7 +15,7 @@ mod delimited;
 mod libsvm;
 mod transform;
 
-pub use delimited::{DEFAULT_RESPONSE, read_csv};
+pub use delimited::{DEFAULT_RESPONSE, Missing, read_csv};
 pub use libsvm::read_libsvm;
 pub use transform::{INTERCEPT_NAME, Preprocessing, Projection, Standardization};
 
@@ -37,6 +37,9 @@ pub struct Dataset {
     pub p: usize,
     /// One name per column, in column order.
     pub feature_names: Vec<String>,
+    /// What reading the data decided that the user should see (categorical columns and their
+    /// baselines, dropped rows), one sentence each; a run prints them.
+    pub notes: Vec<String>,
 }
 
 impl Dataset {
@@ -87,7 +90,26 @@ impl Dataset {
             n,
             p,
             feature_names,
+            notes: Vec::new(),
         })
+    }
+
+    /// The reader's notes, then the size and which coefficient (`prefix.1`, …) is which column.
+    pub fn describe(&self, prefix: &str) -> Vec<String> {
+        let mut out = self.notes.clone();
+        let columns: Vec<String> = self
+            .feature_names
+            .iter()
+            .enumerate()
+            .map(|(j, name)| format!("{prefix}.{} = {name}", j + 1))
+            .collect();
+        out.push(format!(
+            "{} rows, {} columns: {}",
+            self.n,
+            self.p,
+            columns.join(", ")
+        ));
+        out
     }
 
     /// Row `i` of the design matrix.
@@ -158,7 +180,9 @@ impl Dataset {
             .iter()
             .map(|&j| self.feature_names[j].clone())
             .collect();
-        Self::new(x, y, rows.len(), columns.len(), names)
+        let mut out = Self::new(x, y, rows.len(), columns.len(), names)?;
+        out.notes = self.notes.clone();
+        Ok(out)
     }
 }
 
@@ -263,7 +287,12 @@ mod tests {
         assert_eq!((a9a_test.n, a9a_test.p), (16_281, 123));
         assert!(read_libsvm(dir.join("a9a.t"), Some(121)).is_err());
 
-        let bank = read_csv(dir.join("bank-additional-full.csv"), DEFAULT_RESPONSE).unwrap();
+        let bank = read_csv(
+            dir.join("bank-additional-full.csv"),
+            DEFAULT_RESPONSE,
+            Missing::Error,
+        )
+        .unwrap();
         assert_eq!(
             (bank.n, source_columns(&bank), bank.positives()),
             (41_188, 20, 4_640)
@@ -272,7 +301,7 @@ mod tests {
         assert_eq!(bank.p, 53);
         assert!(bank.feature_names.iter().any(|f| f == "job=services"));
         assert!(!bank.feature_names.iter().any(|f| f == "job=housemaid"));
-        let full = read_csv(dir.join("bank-full.csv"), DEFAULT_RESPONSE).unwrap();
+        let full = read_csv(dir.join("bank-full.csv"), DEFAULT_RESPONSE, Missing::Error).unwrap();
         assert_eq!(
             (full.n, source_columns(&full), full.positives()),
             (45_211, 16, 5_289)

@@ -453,6 +453,23 @@ impl Model for EllipticPde {
         indexed_names("theta", self.dim_())
     }
 
+    fn notes(&self) -> Vec<String> {
+        let s = self.settings;
+        vec![format!(
+            "{}x{} Q1 mesh, {} Karhunen-Loeve modes with prior sd {}, {} observations (noise sd \
+             {}) simulated on a {}x{} mesh from data seed {}",
+            s.mesh,
+            s.mesh,
+            s.modes,
+            s.prior_sd,
+            self.y.len(),
+            Self::NOISE_SD,
+            Self::DATA_MESH,
+            Self::DATA_MESH,
+            s.data_seed
+        )]
+    }
+
     fn work(&self) -> Vec<(&'static str, u64)> {
         self.solves().to_vec()
     }

@@ -241,6 +241,10 @@ impl Model for LogisticRegression {
     fn parameter_names(&self) -> Vec<String> {
         indexed_names("beta", self.data.p)
     }
+
+    fn notes(&self) -> Vec<String> {
+        self.data.describe("beta")
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ pub mod probit;
 
 use std::path::PathBuf;
 
-use crate::data::{Dataset, Preprocessing, Projection, read_csv, read_libsvm};
+use crate::data::{Dataset, Missing, Preprocessing, Projection, read_csv, read_libsvm};
 use crate::{Error, Model, Result};
 
 /// Which model to build and from what.
@@ -27,6 +27,8 @@ pub struct ModelSpec {
     pub format: Option<String>,
     /// The response column of a CSV file.
     pub response: String,
+    /// What a CSV file's missing values do.
+    pub missing: Missing,
     /// Standardize the features.
     pub standardize: bool,
     /// Add an intercept column.
@@ -59,6 +61,7 @@ impl ModelSpec {
             data: None,
             format: None,
             response: crate::data::DEFAULT_RESPONSE.into(),
+            missing: Missing::Error,
             standardize: false,
             intercept: false,
             project: None,
@@ -173,6 +176,7 @@ fn no_data_options(spec: &ModelSpec) -> Result<()> {
     let given = [
         (spec.data.is_some(), "--data"),
         (spec.format.is_some(), "--format"),
+        (spec.missing != Missing::Error, "--missing"),
         (spec.standardize, "--standardize"),
         (spec.intercept, "--intercept"),
         (spec.project.is_some(), "--project"),
@@ -203,7 +207,7 @@ fn read_dataset(spec: &ModelSpec, path: &std::path::Path) -> Result<Dataset> {
         None => "libsvm".into(),
     };
     let mut data = match format.as_str() {
-        "csv" => read_csv(path, &spec.response)?,
+        "csv" => read_csv(path, &spec.response, spec.missing)?,
         "libsvm" => read_libsvm(path, None)?,
         other => {
             return Err(Error::invalid(format!(

@@ -153,6 +153,10 @@ impl Model for ProbitRegression {
     fn parameter_names(&self) -> Vec<String> {
         indexed_names("theta", self.data.p)
     }
+
+    fn notes(&self) -> Vec<String> {
+        self.data.describe("theta")
+    }
 }
 
 /// `√(2/π)`.
