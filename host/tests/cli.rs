@@ -84,6 +84,47 @@ fn sample_writes_cmdstan_csvs_that_summary_reads() {
         text.contains("lp__") && text.contains("beta.2") && text.contains("3 chains x 150 draws"),
         "{text}"
     );
+
+    // As a killed run leaves them: chain 3 queued (header, no draws), chain 2 cut after 100
+    // draws with no footer. The summary covers the complete part and names what it left out.
+    let lines = |f: &Path| -> Vec<String> {
+        std::fs::read_to_string(f)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    let header_end = |l: &[String]| l.iter().position(|x| !x.starts_with('#')).unwrap() + 1;
+    let third = lines(&files[2]);
+    std::fs::write(&files[2], third[..header_end(&third)].join("\n") + "\n").unwrap();
+    let second = lines(&files[1]);
+    let mut kept: Vec<String> = second[..header_end(&second)].to_vec();
+    let mut draws = 0;
+    for line in &second[header_end(&second)..] {
+        if !line.starts_with('#') {
+            if draws == 100 {
+                break;
+            }
+            draws += 1;
+        }
+        kept.push(line.clone());
+    }
+    std::fs::write(&files[1], kept.join("\n") + "\n").unwrap();
+    let summary = shmc(&args);
+    assert!(summary.status.success(), "{}", stderr(&summary));
+    let text = String::from_utf8_lossy(&summary.stdout);
+    assert!(text.contains("2 chains x 100 draws"), "{text}");
+    let notes = stderr(&summary);
+    let name = |f: &Path| f.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        notes.contains(&format!("{} has 0 draws", name(&files[2])))
+            && notes.contains(&format!("{}: its last 50 draws left out", name(&files[0]))),
+        "{notes}"
+    );
+    // With no usable chain left, the error names the file with the most draws.
+    let out = shmc(&["summary", files[2].to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&name(&files[2])), "{}", stderr(&out));
 }
 
 #[test]

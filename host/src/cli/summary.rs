@@ -17,6 +17,9 @@ pub struct SummaryArgs {
     files: Vec<PathBuf>,
 }
 
+/// The fewest draws of a chain that the summary's diagnostics accept.
+const MIN_DRAWS: usize = 4;
+
 /// Runs `shmc summary`.
 pub fn run(args: &SummaryArgs) -> Result<i32> {
     let csvs = args
@@ -34,13 +37,33 @@ pub fn run(args: &SummaryArgs) -> Result<i32> {
             )));
         }
     }
-    let draws = csvs.iter().map(|c| c.columns[0].len()).min().unwrap_or(0);
-    if draws < 4 {
-        return Err(Error::invalid(format!(
-            "{}: only {draws} draws; a summary needs at least 4 per chain",
-            first.path.display()
-        )));
+    // A killed run leaves chains of different lengths (a queued chain may have none): summarize
+    // the complete part, every usable chain cut to the shortest, and say what was left out.
+    let length = |c: &crate::output::StanCsv| c.columns.first().map_or(0, Vec::len);
+    let (usable, short): (Vec<_>, Vec<_>) = csvs.iter().partition(|c| length(c) >= MIN_DRAWS);
+    for c in &short {
+        eprintln!(
+            "note: {} has {} draws, fewer than the {MIN_DRAWS} a summary needs: left out",
+            c.path.display(),
+            length(c)
+        );
     }
+    let Some(draws) = usable.iter().map(|c| length(c)).min() else {
+        let longest = csvs.iter().max_by_key(|c| length(c)).unwrap_or(first);
+        return Err(Error::invalid(format!(
+            "{}: only {} draws, the most of any file; a summary needs at least {MIN_DRAWS} per chain",
+            longest.path.display(),
+            length(longest)
+        )));
+    };
+    for c in usable.iter().filter(|c| length(c) > draws) {
+        eprintln!(
+            "note: {}: its last {} draws left out, to the common length {draws}",
+            c.path.display(),
+            length(c) - draws
+        );
+    }
+    let first = usable[0];
     // lp__ and the parameters, as stansummary shows them.
     let shown: Vec<usize> = (0..first.names.len())
         .filter(|&k| {
@@ -48,7 +71,7 @@ pub fn run(args: &SummaryArgs) -> Result<i32> {
         })
         .collect();
     let names: Vec<String> = shown.iter().map(|&k| first.names[k].clone()).collect();
-    let chains: Vec<Vec<Vec<f64>>> = csvs
+    let chains: Vec<Vec<Vec<f64>>> = usable
         .iter()
         .map(|c| {
             shown
@@ -58,15 +81,16 @@ pub fn run(args: &SummaryArgs) -> Result<i32> {
         })
         .collect();
     let column_sum = |name: &str| -> f64 {
-        csvs.iter()
+        usable
+            .iter()
             .filter_map(|c| c.column(name))
             .map(|col| col[..draws].iter().sum::<f64>())
             .sum()
     };
     let totals = RunTotals {
-        chains: csvs.len(),
+        chains: usable.len(),
         draws,
-        mean_accept_stat: column_sum("accept_stat__") / (draws * csvs.len()) as f64,
+        mean_accept_stat: column_sum("accept_stat__") / (draws * usable.len()) as f64,
         divergences: column_sum("divergent__") as usize,
         sampling_seconds: None,
         wall_seconds: None,
