@@ -606,3 +606,51 @@ fn approximate_vhmc_is_labelled_everywhere() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// The draws of a run folder: every non-comment line of every CSV, file by file.
+fn draw_lines(dir: &Path) -> Vec<String> {
+    csv_files(dir)
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn draws_do_not_depend_on_the_number_of_threads() {
+    // 4 chains on one thread run queued, on two in parallel; a surrogate method also trains
+    // (faer's parallel products) inside each chain.
+    for method in ["hmc", "rns-hmc"] {
+        let runs: Vec<Vec<String>> = ["1", "2"]
+            .iter()
+            .map(|threads| {
+                let dir = temp_dir(&format!("threads-{method}-{threads}"));
+                let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
+                    .env("RAYON_NUM_THREADS", threads)
+                    .args([
+                        "sample", "--model", "banana", "--method", method, "--hidden", "50",
+                        "--chains", "4", "--warmup", "200", "--draws", "100", "--seed", "9",
+                        "--quiet", "--output",
+                    ])
+                    .arg(&dir)
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{}", stderr(&out));
+                let lines = draw_lines(&dir);
+                let _ = std::fs::remove_dir_all(&dir);
+                lines
+            })
+            .collect();
+        assert_eq!(runs[0].len(), 4 * 101, "{method}");
+        assert!(
+            runs[0] == runs[1],
+            "{method}: the draws differ between 1 and 2 threads"
+        );
+    }
+}
