@@ -492,43 +492,42 @@ fn models_lists_every_builtin_model() {
     }
 }
 
-#[test]
-fn ctrl_c_stops_cleanly_keeping_finished_draws() {
-    let dir = temp_dir("interrupt");
-    let child = Command::new(env!("CARGO_BIN_EXE_shmc"))
+/// A long `shmc sample` of the logistic simulation with `chains` chains, writing to `dir`.
+fn spawn_long_run(dir: &Path, chains: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_shmc"))
         .args([
-            "sample",
-            "--model",
-            "logistic",
-            "--n",
-            "20000",
-            "--chains",
-            "2",
-            "--warmup",
-            "5",
-            "--draws",
-            "100000",
-            "--output",
-            dir.to_str().unwrap(),
-            "--quiet",
+            "sample", "--model", "logistic", "--n", "20000", "--chains", chains, "--warmup", "5",
+            "--draws", "100000", "--quiet", "--output",
         ])
+        .arg(dir)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
-    // Wait until both chains have written draws, then interrupt.
+        .unwrap()
+}
+
+/// Waits (up to a minute) until `files` CSVs in `dir` hold at least 3 draws each.
+fn wait_for_draws(dir: &Path, files: usize) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let ready = dir.exists()
-            && csv_files(&dir).len() == 2
-            && csv_files(&dir)
-                .iter()
-                .all(|f| read_stan_csv(f).is_ok_and(|c| c.columns[0].len() >= 3));
+        let started: Vec<PathBuf> = if dir.exists() { csv_files(dir) } else { vec![] };
+        let ready = started
+            .iter()
+            .filter(|f| read_stan_csv(f).is_ok_and(|c| c.columns[0].len() >= 3))
+            .count()
+            >= files;
         if ready || std::time::Instant::now() > deadline {
             break;
         }
     }
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_keeping_finished_draws() {
+    let dir = temp_dir("interrupt");
+    let child = spawn_long_run(&dir, "2");
+    wait_for_draws(&dir, 2);
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -546,6 +545,41 @@ fn ctrl_c_stops_cleanly_keeping_finished_draws() {
             "every row complete"
         );
     }
+}
+
+#[test]
+fn sigkill_leaves_complete_rows_that_summary_reads() {
+    // 4 chains on 2 threads: two run, two wait in the queue with only a header when killed.
+    let dir = temp_dir("sigkill");
+    let mut child = spawn_long_run(&dir, "4");
+    wait_for_draws(&dir, 2);
+    let seen: usize = csv_files(&dir)
+        .iter()
+        .map(|f| read_stan_csv(f).map_or(0, |c| c.columns[0].len()))
+        .sum();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut total = 0;
+    for file in csv_files(&dir) {
+        let csv = read_stan_csv(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let kept = csv.columns[0].len();
+        assert!(
+            csv.columns.iter().all(|c| c.len() == kept),
+            "every row complete"
+        );
+        total += kept;
+    }
+    assert!(
+        total >= seen,
+        "{total} draws after the kill, {seen} seen before it"
+    );
+    let mut args = vec!["summary".to_string()];
+    args.extend(csv_files(&dir).iter().map(|f| f.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let summary = shmc(&args);
+    assert!(summary.status.success(), "{}", stderr(&summary));
+    assert!(String::from_utf8_lossy(&summary.stdout).contains("beta.50"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// VHMC's published acceptance rule is approximate inference: the run says so on the terminal,
