@@ -1,10 +1,23 @@
 //! The `shmc` binary: parse, run, and turn any error into one line and a non-zero exit.
+//!
+//! A panic, too: the sampler turns a model's panic into an error naming the chain, and anything
+//! else is caught here, so the user sees one line, not a backtrace note. `RUST_BACKTRACE=1`
+//! brings Rust's own report back for debugging.
 
 use clap::Parser;
 
 fn main() {
+    if std::env::var_os("RUST_BACKTRACE").is_none() {
+        std::panic::set_hook(Box::new(|_| {}));
+    }
     let cli = shmc::cli::Cli::parse();
-    match shmc::cli::run(cli) {
+    let result = std::panic::catch_unwind(|| shmc::cli::run(cli)).unwrap_or_else(|payload| {
+        Err(shmc::Error::invalid(format!(
+            "internal error: {}",
+            shmc::sampler::panic_message(payload.as_ref())
+        )))
+    });
+    match result {
         Ok(code) => std::process::exit(code),
         Err(err) => {
             eprintln!("error: {err}");

@@ -107,3 +107,57 @@ fn nuts_recovers_a_gaussian_through_the_adapter() {
         assert!(ess > 400.0, "parameter {p}: ESS_bulk {ess} of 4000 draws");
     }
 }
+
+/// A standard normal whose gradient panics after `limit` calls, as a user's model might on input
+/// it did not expect.
+struct Fragile {
+    calls: std::sync::atomic::AtomicUsize,
+    limit: usize,
+}
+
+impl Potential for Fragile {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        0.5 * q.iter().map(|x| x * x).sum::<f64>()
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        let n = self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert!(n < self.limit, "cannot handle q = {q:?}");
+        grad.copy_from_slice(q);
+        self.value(q)
+    }
+}
+
+impl shmc::Model for Fragile {
+    fn parameter_names(&self) -> Vec<String> {
+        vec!["a".into(), "b".into()]
+    }
+}
+
+#[test]
+fn a_panicking_model_stops_its_chain_with_an_error_naming_it() {
+    let model = Fragile {
+        calls: 0.into(),
+        limit: 3000,
+    };
+    let config = SampleConfig {
+        chains: 1,
+        warmup: 100,
+        draws: 5000,
+        seed: 1,
+        ..SampleConfig::default()
+    };
+    let sinks: Vec<Box<dyn shmc::sampler::DrawSink>> = vec![Box::new(shmc::sampler::NullSink)];
+    let err = shmc::sampler::sample(&model, &config, sinks, &|_, _| {}, None)
+        .err()
+        .expect("the run fails")
+        .to_string();
+    assert!(
+        err.starts_with("chain 1: the model panicked: cannot handle q = ["),
+        "{err}"
+    );
+}

@@ -35,6 +35,15 @@ use crate::diagnostics::{ParameterSummary, summarize};
 use crate::surrogates::Surrogate;
 use crate::{Error, Model, Result};
 
+/// The text of a panic's payload (a `&str` or `String` message, as `panic!` makes them).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
 /// The sampler columns that precede the parameters in every row, as CmdStan names them.
 pub const SAMPLER_COLUMNS: [&str; 7] = [
     "lp__",
@@ -266,7 +275,18 @@ pub fn sample<M: Model + ?Sized>(
         .into_par_iter()
         .enumerate()
         .map(|(i, mut sink)| {
-            chain::run_chain(model, config, i + 1, sink.as_mut(), progress, interrupt)
+            // A model that panics (a user's, on input it did not expect) stops its chain with
+            // an error instead of taking the process down; the rows written stay as they are.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                chain::run_chain(model, config, i + 1, sink.as_mut(), progress, interrupt)
+            }))
+            .unwrap_or_else(|payload| {
+                Err(Error::invalid(format!(
+                    "chain {}: the model panicked: {}",
+                    i + 1,
+                    panic_message(payload.as_ref())
+                )))
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Run {
