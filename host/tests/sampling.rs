@@ -152,10 +152,10 @@ fn a_panicking_model_stops_its_chain_with_an_error_naming_it() {
         ..SampleConfig::default()
     };
     let sinks: Vec<Box<dyn shmc::sampler::DrawSink>> = vec![Box::new(shmc::sampler::NullSink)];
-    let err = shmc::sampler::sample(&model, &config, sinks, &|_, _| {}, None)
-        .err()
-        .expect("the run fails")
-        .to_string();
+    let Err(err) = shmc::sampler::sample(&model, &config, sinks, &|_, _| {}, None) else {
+        panic!("the run should fail");
+    };
+    let err = err.to_string();
     assert!(
         err.starts_with("chain 1: the model panicked: cannot handle q = ["),
         "{err}"
