@@ -688,3 +688,24 @@ fn draws_do_not_depend_on_the_number_of_threads() {
         );
     }
 }
+
+#[test]
+fn a_full_disk_is_one_clear_line() {
+    // /dev/full fails every write with ENOSPC, as a full disk does.
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        eprintln!("skipped: this system has no /dev/full");
+        return;
+    }
+    let dir = temp_dir("full");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(full, dir.join("banana-1.csv")).unwrap();
+    let o = dir.to_str().unwrap();
+    assert_one_line_error(
+        &[
+            "sample", "--model", "banana", "--chains", "1", "--output", o,
+        ],
+        "banana-1.csv: No space left on device",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
