@@ -108,7 +108,6 @@ impl Rmhmc {
     /// cached by the caller). `proposal` and `metric` drive the dynamics; `target` and the same
     /// `metric` judge. An error (never a panic) if the sizes disagree or the metric is not
     /// positive definite at `q` itself, where no chain can be.
-    #[allow(clippy::too_many_arguments)]
     pub fn transition<R: Rng + ?Sized>(
         &self,
         target: &dyn Potential,
