@@ -26,6 +26,7 @@ pub mod optimize;
 pub mod output;
 pub mod pde;
 pub mod random;
+pub mod riemannian;
 pub mod sampler;
 pub mod surrogates;
 

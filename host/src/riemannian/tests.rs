@@ -1,0 +1,537 @@
+//! Tests of the metrics, the generalized leapfrog and the RMHMC transition.
+
+use nalgebra::{DMatrix, DVector, Dyn, OVector};
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
+use shmc_core::random::fill_standard_normal;
+use shmc_core::{
+    DiagonalMetric, Exact, Hmc, HmcConfig, IdentityMetric, InputTransform, Network, NetworkConfig,
+    Potential, State, Steps, leapfrog,
+};
+use std::sync::OnceLock;
+
+use super::*;
+use crate::diagnostics::{Draws, mcse_mean};
+use crate::models::banana::Banana;
+use crate::models::logistic::LogisticRegression;
+
+/// A network on `ℝᵈ` with random output weights: a position-dependent, indefinite Hessian.
+fn random_network(d: usize, s: usize, seed: u64) -> Network<Dyn, Dyn> {
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let transform = InputTransform::identity(Dyn(d));
+    let mut net = Network::random(&NetworkConfig::default(), transform, Dyn(s), &mut rng).unwrap();
+    let mut v = vec![0.0; s];
+    fill_standard_normal(&mut rng, &mut v);
+    net.set_output(&v, 0.0).unwrap();
+    net
+}
+
+/// The Fisher metric of the banana, `G = (N/σ_y²) J Jᵀ + I/σ_β²` with `J = ∂m/∂β = (1, 2β₂)`:
+/// position dependent, positive definite, with `∂₂G = (N/σ_y²) [[0, 2], [2, 8β₂]]`.
+struct BananaFisher {
+    scale: f64,
+}
+
+struct BananaAt {
+    factor: DenseFactor,
+    matrix: DMatrix<f64>,
+    derivative: DMatrix<f64>,
+}
+
+impl RiemannianMetric for BananaFisher {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn at(&self, q: &[f64]) -> Option<Box<dyn MetricAt + '_>> {
+        let (c, b) = (self.scale, q[1]);
+        let prior = 1.0 / (Banana::SIGMA_BETA * Banana::SIGMA_BETA);
+        let matrix = DMatrix::from_row_slice(
+            2,
+            2,
+            &[c + prior, 2.0 * c * b, 2.0 * c * b, 4.0 * c * b * b + prior],
+        );
+        let derivative = DMatrix::from_row_slice(2, 2, &[0.0, 2.0 * c, 2.0 * c, 8.0 * c * b]);
+        Some(Box::new(BananaAt {
+            factor: DenseFactor::new(matrix.clone())?,
+            matrix,
+            derivative,
+        }))
+    }
+}
+
+impl MetricAt for BananaAt {
+    fn matrix(&self) -> DMatrix<f64> {
+        self.matrix.clone()
+    }
+    fn solve(&self, p: &[f64], out: &mut [f64]) {
+        self.factor.solve(p, out);
+    }
+    fn factor_times(&self, z: &[f64], out: &mut [f64]) {
+        self.factor.factor_times(z, out);
+    }
+    fn log_det(&self) -> f64 {
+        self.factor.log_det()
+    }
+    fn trace_derivatives(&self, out: &mut [f64]) {
+        let inv = self.factor.cholesky().inverse();
+        out[0] = 0.0;
+        out[1] = (inv * &self.derivative).trace();
+    }
+    fn quadratic_derivatives(&self, u: &[f64], out: &mut [f64]) {
+        let u = DVector::from_column_slice(u);
+        out[0] = 0.0;
+        out[1] = u.dot(&(&self.derivative * &u));
+    }
+}
+
+fn banana() -> (Banana, BananaFisher) {
+    let model = Banana::simulate(Banana::PAPER_N, 3).unwrap();
+    let scale = Banana::PAPER_N as f64 / (Banana::SIGMA_Y * Banana::SIGMA_Y);
+    (model, BananaFisher { scale })
+}
+
+/// Checks a metric's contractions against central differences of `G` and `log det G`.
+fn check_derivatives(metric: &dyn RiemannianMetric, q: &[f64], u: &[f64]) {
+    let d = q.len();
+    let h = 1e-5;
+    let at = metric.at(q).unwrap();
+    let (mut quad, mut trace) = (vec![0.0; d], vec![0.0; d]);
+    at.quadratic_derivatives(u, &mut quad);
+    at.trace_derivatives(&mut trace);
+    let uv = DVector::from_column_slice(u);
+    for i in 0..d {
+        let shifted = |sign: f64| {
+            let mut x = q.to_vec();
+            x[i] += sign * h;
+            metric.at(&x).unwrap()
+        };
+        let (plus, minus) = (shifted(1.0), shifted(-1.0));
+        let dg = (plus.matrix() - minus.matrix()) / (2.0 * h);
+        let numeric_quad = uv.dot(&(&dg * &uv));
+        let numeric_trace = (plus.log_det() - minus.log_det()) / (2.0 * h);
+        let size = 1.0 + dg.amax() * uv.norm_squared();
+        assert!(
+            (quad[i] - numeric_quad).abs() < 1e-6 * size,
+            "ν{i}: {} vs {numeric_quad}",
+            quad[i]
+        );
+        assert!(
+            (trace[i] - numeric_trace).abs() < 1e-6 * (1.0 + numeric_trace.abs()),
+            "tr{i}: {} vs {numeric_trace}",
+            trace[i]
+        );
+    }
+    // solve and factor_times agree with the matrix.
+    let g = at.matrix();
+    let mut x = vec![0.0; d];
+    at.solve(u, &mut x);
+    assert!((&g * DVector::from_column_slice(&x) - &uv).amax() < 1e-10 * (1.0 + g.amax()));
+    let mut lz = vec![0.0; d];
+    let mut l = DMatrix::zeros(d, d);
+    for k in 0..d {
+        let mut e = vec![0.0; d];
+        e[k] = 1.0;
+        at.factor_times(&e, &mut lz);
+        l.column_mut(k).copy_from_slice(&lz);
+    }
+    assert!((&l * l.transpose() - &g).amax() < 1e-10 * g.amax());
+    assert!((g.determinant().ln() - at.log_det()).abs() < 1e-8);
+}
+
+/// Each metric's `ν` and `tr(G⁻¹∂G)` match differences of its own `G` and `log det G`.
+#[test]
+fn metric_derivatives_match_finite_differences() {
+    let model = LogisticRegression::simulate(300, 4, 1).unwrap();
+    let fisher = LogisticFisher::new(&model);
+    let q = [0.8, -1.1, 0.4, 2.0];
+    let u = [0.3, -0.7, 1.2, 0.5];
+    check_derivatives(&fisher, &q, &u);
+    let net = random_network(4, 40, 2);
+    // α = 1: the SoftAbs map is far from |λ| for these O(1) eigenvalues, so its curvature
+    // shows in the derivatives.
+    check_derivatives(&NetworkSoftAbs::new(&net, 1.0).unwrap(), &q, &u);
+    check_derivatives(&NetworkDiagonalSoftAbs::new(&net, 1.0).unwrap(), &q, &u);
+    check_derivatives(&banana().1, &[0.3, -0.8], &[1.0, 0.4]);
+}
+
+/// With a constant metric `G = M` the generalized leapfrog is the ordinary leapfrog with mass
+/// `M`, step by step.
+#[test]
+fn constant_metric_gives_the_ordinary_leapfrog() {
+    let (model, _) = banana();
+    let inv_mass = [0.7, 1.3];
+    let metric = ConstantMetric::new(DMatrix::from_diagonal(&DVector::from_iterator(
+        2,
+        inv_mass.iter().map(|m| 1.0 / m),
+    )))
+    .unwrap();
+    let ordinary = DiagonalMetric::new(OVector::<f64, Dyn>::from_column_slice(&inv_mass)).unwrap();
+    let integrator = GeneralizedLeapfrog::new(0.05).unwrap();
+    let (q0, p0) = ([0.4, -0.9], [1.1, 0.3]);
+    let mut point = Trajectory::start(&model, &metric, &q0).unwrap();
+    let mut p = p0.to_vec();
+    let (mut q_ref, mut p_ref, mut g_ref) = (q0, p0, [0.0; 2]);
+    model.gradient(&q_ref, &mut g_ref);
+    for step in 0..40 {
+        integrator
+            .step(&model, &metric, &mut point, &mut p)
+            .unwrap();
+        leapfrog(
+            &Exact(&model),
+            &ordinary,
+            0.05,
+            1,
+            &mut q_ref,
+            &mut p_ref,
+            &mut g_ref,
+        );
+        for k in 0..2 {
+            assert!(
+                (point.position[k] - q_ref[k]).abs() < 1e-12,
+                "step {step}: q"
+            );
+            assert!((p[k] - p_ref[k]).abs() < 1e-12, "step {step}: p");
+        }
+    }
+}
+
+/// A tightly solved integrator: reversibility and volume are then checked to the arithmetic.
+fn tight(step_size: f64) -> GeneralizedLeapfrog {
+    GeneralizedLeapfrog {
+        tolerance: 1e-13,
+        ..GeneralizedLeapfrog::new(step_size).unwrap()
+    }
+}
+
+/// `n` steps from `(q, p)` on the banana with its Fisher metric.
+fn flow(metric: &dyn RiemannianMetric, model: &Banana, n: usize, z: [f64; 4]) -> [f64; 4] {
+    let integrator = tight(0.05);
+    let mut point = Trajectory::start(model, metric, &z[..2]).unwrap();
+    let mut p = z[2..].to_vec();
+    for _ in 0..n {
+        integrator.step(model, metric, &mut point, &mut p).unwrap();
+    }
+    [point.position[0], point.position[1], p[0], p[1]]
+}
+
+/// On the banana's position-dependent Fisher metric the generalized leapfrog retraces its
+/// trajectory with the momentum flipped, and its Jacobian determinant is 1.
+#[test]
+fn generalized_leapfrog_is_reversible_and_volume_preserving() {
+    let (model, metric) = banana();
+    let z0 = [0.2, 0.9, 1.5, -2.0];
+    let z1 = flow(&metric, &model, 10, z0);
+    assert!((z1[1] - z0[1]).abs() > 0.1, "the trajectory moves: {z1:?}");
+    let back = flow(&metric, &model, 10, [z1[0], z1[1], -z1[2], -z1[3]]);
+    for k in 0..2 {
+        assert!((back[k] - z0[k]).abs() < 1e-10, "q: {back:?} vs {z0:?}");
+        assert!(
+            (-back[k + 2] - z0[k + 2]).abs() < 1e-10,
+            "p: {back:?} vs {z0:?}"
+        );
+    }
+    let h = 1e-5;
+    let mut jacobian = DMatrix::zeros(4, 4);
+    for j in 0..4 {
+        let (mut plus, mut minus) = (z0, z0);
+        plus[j] += h;
+        minus[j] -= h;
+        let (a, b) = (
+            flow(&metric, &model, 3, plus),
+            flow(&metric, &model, 3, minus),
+        );
+        for i in 0..4 {
+            jacobian[(i, j)] = (a[i] - b[i]) / (2.0 * h);
+        }
+    }
+    let det = jacobian.determinant();
+    assert!((det - 1.0).abs() < 1e-6, "det {det}, Jacobian {jacobian}");
+    // The map is far from the identity, so a det of 1 is not trivial.
+    assert!((jacobian.clone() - DMatrix::identity(4, 4)).amax() > 0.05);
+}
+
+/// A driver loop: `draws` RMHMC transitions after `warmup`, returning the draws and the counts.
+#[allow(clippy::too_many_arguments)]
+fn run_rmhmc(
+    rmhmc: &Rmhmc,
+    target: &dyn Potential,
+    proposal: &dyn Potential,
+    metric: &dyn RiemannianMetric,
+    start: &[f64],
+    warmup: usize,
+    draws: usize,
+    seed: u64,
+) -> (Vec<Vec<f64>>, RmhmcCounts, usize) {
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let mut q = start.to_vec();
+    let mut u = target.value(&q);
+    let (mut out, mut counts, mut accepted) = (Vec::new(), RmhmcCounts::default(), 0);
+    for i in 0..warmup + draws {
+        let t = rmhmc
+            .transition(target, proposal, metric, &q, u, &mut rng)
+            .unwrap();
+        counts.add(&t.counts);
+        (q, u) = (t.position, t.potential);
+        if i >= warmup {
+            accepted += usize::from(t.accepted);
+            out.push(q.clone());
+        }
+    }
+    (out, counts, accepted)
+}
+
+/// The mean and MCSE of coordinate `k` of one chain's draws (a function `f` of the draw).
+fn mean_and_mcse(draws: &[Vec<f64>], f: impl Fn(&[f64]) -> f64) -> (f64, f64) {
+    let values: Vec<f64> = draws.iter().map(|q| f(q)).collect();
+    let chain = Draws::from_chain(&values);
+    (
+        values.iter().sum::<f64>() / values.len() as f64,
+        mcse_mean(&chain),
+    )
+}
+
+/// RMHMC with the banana's Fisher metric recovers `E β₁`, `E β₂`, `E β₁²`, `E β₂²` computed by
+/// quadrature on a fine grid, within 4 MCSE.
+#[test]
+fn rmhmc_recovers_the_banana() {
+    let (model, metric) = banana();
+    // Quadrature: the posterior is negligible outside [-5, 5]² (prior sd 1).
+    let (n, lo, hi) = (1001usize, -5.0, 5.0);
+    let step = (hi - lo) / (n - 1) as f64;
+    let (mut mass, mut moments) = (0.0, [0.0; 4]);
+    let u_min = model.value(&[0.5, 0.7]);
+    for i in 0..n {
+        for j in 0..n {
+            let q = [lo + i as f64 * step, lo + j as f64 * step];
+            let w = (u_min - model.value(&q)).exp();
+            mass += w;
+            for (m, v) in moments
+                .iter_mut()
+                .zip([q[0], q[1], q[0] * q[0], q[1] * q[1]])
+            {
+                *m += w * v;
+            }
+        }
+    }
+    let exact = moments.map(|m| m / mass);
+    // The Fisher metric turns with β₂, so the implicit solves need small steps (ε = 0.3 already
+    // fails a fifth of the steps' solves).
+    let rmhmc = Rmhmc::new(GeneralizedLeapfrog::new(0.1).unwrap(), 6).unwrap();
+    let (draws, counts, accepted) =
+        run_rmhmc(&rmhmc, &model, &model, &metric, &[0.5, 0.7], 200, 6000, 11);
+    assert!(accepted > 4500, "acceptance {accepted}/6000, {counts:?}");
+    let functions: [fn(&[f64]) -> f64; 4] = [|q| q[0], |q| q[1], |q| q[0] * q[0], |q| q[1] * q[1]];
+    for (k, f) in functions.into_iter().enumerate() {
+        let (mean, mcse) = mean_and_mcse(&draws, f);
+        assert!(
+            (mean - exact[k]).abs() < 4.0 * mcse,
+            "moment {k}: {mean} vs {}, MCSE {mcse}",
+            exact[k]
+        );
+    }
+}
+
+/// A 5-D logistic posterior (N = 500) and the mean and MCSE of each coefficient from a long
+/// plain HMC chain (core's exact HMC, 30 000 draws).
+/// Computed once and shared by the tests that need it.
+fn logistic_reference() -> &'static (LogisticRegression, Vec<(f64, f64)>) {
+    static REFERENCE: OnceLock<(LogisticRegression, Vec<(f64, f64)>)> = OnceLock::new();
+    REFERENCE.get_or_init(compute_logistic_reference)
+}
+
+fn compute_logistic_reference() -> (LogisticRegression, Vec<(f64, f64)>) {
+    let model = LogisticRegression::simulate(500, 5, 21).unwrap();
+    let d = 5;
+    let mut rng = Pcg64::seed_from_u64(22);
+    let config = HmcConfig::new(0.3, Steps::Jittered(10)).unwrap();
+    let mut hmc = Hmc::new(Dyn(d), config).unwrap();
+    let dynamics = Exact(&model);
+    let mut state = State::new(OVector::<f64, Dyn>::zeros(d), &dynamics).unwrap();
+    let mut draws = Vec::new();
+    for i in 0..31_000 {
+        hmc.transition(&mut state, &dynamics, &IdentityMetric, &mut rng);
+        if i >= 1000 {
+            draws.push(state.position.as_slice().to_vec());
+        }
+    }
+    let moments = (0..d).map(|k| mean_and_mcse(&draws, |q| q[k])).collect();
+    (model, moments)
+}
+
+/// Asserts that each coefficient's mean is within 4 combined MCSE of the reference.
+fn assert_matches_reference(what: &str, draws: &[Vec<f64>], reference: &[(f64, f64)]) {
+    for (k, &(expected, ref_mcse)) in reference.iter().enumerate() {
+        let (mean, mcse) = mean_and_mcse(draws, |q| q[k]);
+        let tolerance = 4.0 * (mcse * mcse + ref_mcse * ref_mcse).sqrt();
+        assert!(
+            (mean - expected).abs() < tolerance,
+            "{what} β{k}: {mean} (MCSE {mcse}) vs {expected} (MCSE {ref_mcse})"
+        );
+    }
+}
+
+/// RMHMC with the Fisher metric recovers the posterior means of a 5-D logistic regression.
+#[test]
+fn rmhmc_recovers_a_logistic_posterior() {
+    let (model, reference) = logistic_reference();
+    let centre: Vec<f64> = reference.iter().map(|r| r.0).collect();
+    let fisher = LogisticFisher::new(model);
+    let rmhmc = Rmhmc::new(GeneralizedLeapfrog::new(0.5).unwrap(), 4).unwrap();
+    let (draws, counts, accepted) =
+        run_rmhmc(&rmhmc, model, model, &fisher, &centre, 100, 3000, 31);
+    assert!(
+        accepted > 2400,
+        "RMHMC acceptance {accepted}/3000, {counts:?}"
+    );
+    assert_matches_reference("RMHMC", &draws, reference);
+}
+
+/// RNS-RMHMC, a network fitted to `U` driving the dynamics through its potential and SoftAbs'd
+/// Hessian (the exact `U` in the MH step), recovers the same posterior means.
+#[test]
+fn rns_rmhmc_recovers_a_logistic_posterior() {
+    let (model, reference) = logistic_reference();
+    let d = 5;
+    let centre: Vec<f64> = reference.iter().map(|r| r.0).collect();
+    let rmhmc = Rmhmc::new(GeneralizedLeapfrog::new(0.5).unwrap(), 4).unwrap();
+
+    // The surrogate: 150 softplus units on inputs scaled by 3, output weights fitted by least
+    // squares to U at 1500 points spread around the posterior.
+    let mut rng = Pcg64::seed_from_u64(41);
+    let transform = InputTransform::new(
+        OVector::<f64, Dyn>::from_column_slice(&centre),
+        OVector::<f64, Dyn>::from_element(d, 3.0),
+    )
+    .unwrap();
+    let s = 150;
+    let mut net = Network::random(&NetworkConfig::default(), transform, Dyn(s), &mut rng).unwrap();
+    let m = 1500;
+    let mut design = DMatrix::zeros(m, s + 1);
+    let mut targets = DVector::zeros(m);
+    let mut features = vec![0.0; s];
+    for i in 0..m {
+        let mut q = vec![0.0; d];
+        fill_standard_normal(&mut rng, &mut q);
+        q.iter_mut()
+            .zip(&centre)
+            .for_each(|(x, c)| *x = c + 2.0 * *x);
+        net.features(&q, &mut features);
+        for (j, f) in features.iter().enumerate() {
+            design[(i, j)] = *f;
+        }
+        design[(i, s)] = 1.0;
+        targets[i] = model.value(&q);
+    }
+    let mut normal = design.tr_mul(&design);
+    for j in 0..=s {
+        normal[(j, j)] += 1e-8;
+    }
+    let weights = normal.cholesky().unwrap().solve(&design.tr_mul(&targets));
+    net.set_output(&weights.as_slice()[..s], weights[s])
+        .unwrap();
+    let surrogate_metric = NetworkSoftAbs::new(&net, 10.0).unwrap();
+    let (draws, counts, accepted) = run_rmhmc(
+        &rmhmc,
+        &model,
+        &net,
+        &surrogate_metric,
+        &centre,
+        100,
+        3000,
+        32,
+    );
+    assert!(
+        accepted > 1500,
+        "RNS-RMHMC acceptance {accepted}/3000, {counts:?}"
+    );
+    assert_matches_reference("RNS-RMHMC", &draws, reference);
+}
+
+/// `U = ½|q|²` in two dimensions.
+struct StandardNormal;
+
+impl Potential for StandardNormal {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        0.5 * (q[0] * q[0] + q[1] * q[1])
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        grad.copy_from_slice(q);
+        self.value(q)
+    }
+}
+
+/// The identity metric, not positive definite (a failed factorization) outside `|q|∞ ≤ 1.5`.
+struct Patchy(ConstantMetric);
+
+impl RiemannianMetric for Patchy {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn at(&self, q: &[f64]) -> Option<Box<dyn MetricAt + '_>> {
+        if q.iter().all(|x| x.abs() <= 1.5) {
+            self.0.at(q)
+        } else {
+            None
+        }
+    }
+}
+
+/// Where the metric is not positive definite the proposal is rejected, counted and named, and
+/// the chain never leaves the region; a start outside it is an error, not a panic.
+#[test]
+fn a_metric_that_is_not_positive_definite_is_a_counted_rejection() {
+    let metric = Patchy(ConstantMetric::new(DMatrix::identity(2, 2)).unwrap());
+    let rmhmc = Rmhmc::new(GeneralizedLeapfrog::new(0.8).unwrap(), 5).unwrap();
+    let mut rng = Pcg64::seed_from_u64(5);
+    let (mut q, mut u) = (vec![0.0, 0.0], 0.0);
+    let (mut named, mut total) = (0u64, RmhmcCounts::default());
+    for _ in 0..500 {
+        let t = rmhmc
+            .transition(&StandardNormal, &StandardNormal, &metric, &q, u, &mut rng)
+            .unwrap();
+        total.add(&t.counts);
+        if t.divergence == Some(Divergence::Step(StepFailure::NotPositiveDefinite)) {
+            named += 1;
+            assert!(!t.accepted && t.position == q);
+        }
+        (q, u) = (t.position, t.potential);
+        assert!(q.iter().all(|x| x.is_finite() && x.abs() <= 1.5) && u.is_finite());
+    }
+    assert!(named > 50, "{named} rejections, {total:?}");
+    assert_eq!(total.not_positive_definite, named);
+    let outside = rmhmc.transition(
+        &StandardNormal,
+        &StandardNormal,
+        &metric,
+        &[2.0, 0.0],
+        2.0,
+        &mut rng,
+    );
+    assert!(outside.is_err());
+}
+
+/// A fixed-point solve that cannot converge within its iteration limit ends the trajectory as
+/// a counted, named rejection.
+#[test]
+fn a_fixed_point_solve_that_does_not_converge_is_a_counted_rejection() {
+    let (model, metric) = banana();
+    let integrator = GeneralizedLeapfrog {
+        max_iterations: 2,
+        ..GeneralizedLeapfrog::new(0.1).unwrap()
+    };
+    let rmhmc = Rmhmc::new(integrator, 3).unwrap();
+    let mut rng = Pcg64::seed_from_u64(8);
+    let q = [0.5, 0.7];
+    let t = rmhmc
+        .transition(&model, &model, &metric, &q, model.value(&q), &mut rng)
+        .unwrap();
+    assert_eq!(
+        t.divergence,
+        Some(Divergence::Step(StepFailure::NotConverged))
+    );
+    assert_eq!(t.counts.not_converged, 1);
+    assert!(!t.accepted && t.position == q);
+}

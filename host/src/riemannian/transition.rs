@@ -1,0 +1,207 @@
+//! One RMHMC transition: `p ~ N(0, G(q))`, `L` generalized leapfrog steps under the proposal
+//! potential and the metric, and Metropolis–Hastings with the *exact* Hamiltonian
+//! `H = U(q) + ½ log det G(q) + ½ pᵀG(q)⁻¹p` (exact `U`, the same metric).
+//!
+//! RMHMC is the transition with the exact potential proposing; RNS-RMHMC the same transition
+//! with the surrogate's potential and its Hessian metric driving the dynamics. The generalized
+//! leapfrog is reversible and volume preserving for any `U` and `G` (steps that fail either are
+//! rejected deterministically, the same way forwards and backwards), so the exact MH step keeps
+//! the chain exact whatever the surrogate.
+
+use rand::Rng;
+use shmc_core::Potential;
+use shmc_core::random::{fill_standard_normal, uniform};
+
+use super::integrator::{GeneralizedLeapfrog, StepFailure, Trajectory};
+use super::{MetricAt, RiemannianMetric};
+use crate::{Error, Result};
+
+/// RMHMC with a fixed trajectory length.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rmhmc {
+    /// The integrator.
+    pub integrator: GeneralizedLeapfrog,
+    /// The number of steps `L` per trajectory.
+    pub steps: u32,
+    /// An energy error above this marks the trajectory divergent (Stan's 1000).
+    pub max_energy_error: f64,
+}
+
+/// Why a trajectory was divergent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Divergence {
+    /// A step failed.
+    Step(StepFailure),
+    /// The energy error exceeded the threshold.
+    EnergyError,
+}
+
+/// Counts of the integrator's work and failures, summed over transitions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RmhmcCounts {
+    /// Fixed-point iterations (both implicit equations, including the reverse checks).
+    pub fixed_point_iterations: u64,
+    /// Generalized leapfrog steps taken (each failed step counted once).
+    pub steps: u64,
+    /// Trajectories ended by a fixed-point solve that did not converge.
+    pub not_converged: u64,
+    /// Trajectories ended by a step that failed the reversibility check.
+    pub not_reversible: u64,
+    /// Trajectories ended by a metric that was not positive definite.
+    pub not_positive_definite: u64,
+    /// Trajectories ended by a non-finite value.
+    pub non_finite: u64,
+}
+
+impl RmhmcCounts {
+    /// Adds `other` to these counts.
+    pub fn add(&mut self, other: &RmhmcCounts) {
+        self.fixed_point_iterations += other.fixed_point_iterations;
+        self.steps += other.steps;
+        self.not_converged += other.not_converged;
+        self.not_reversible += other.not_reversible;
+        self.not_positive_definite += other.not_positive_definite;
+        self.non_finite += other.non_finite;
+    }
+}
+
+/// The outcome of one transition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RmhmcTransition {
+    /// Where the chain is after the transition.
+    pub position: Vec<f64>,
+    /// The exact `U` there.
+    pub potential: f64,
+    /// Whether the proposal was accepted.
+    pub accepted: bool,
+    /// `H(end) − H(start)` (NaN when the trajectory failed before its end).
+    pub energy_error: f64,
+    /// Why the trajectory was divergent, if it was.
+    pub divergence: Option<Divergence>,
+    /// This transition's counts.
+    pub counts: RmhmcCounts,
+}
+
+/// `U + ½ log det G + ½ pᵀG⁻¹p`.
+fn hamiltonian(potential: f64, at: &dyn MetricAt, p: &[f64]) -> f64 {
+    let mut u = vec![0.0; p.len()];
+    at.solve(p, &mut u);
+    let kinetic: f64 = 0.5 * u.iter().zip(p).map(|(a, b)| a * b).sum::<f64>();
+    potential + 0.5 * at.log_det() + kinetic
+}
+
+impl Rmhmc {
+    /// A validated transition with `steps` steps of `integrator`.
+    pub fn new(integrator: GeneralizedLeapfrog, steps: u32) -> Result<Self> {
+        integrator.validate()?;
+        if steps == 0 {
+            return Err(Error::invalid("a trajectory needs at least one step"));
+        }
+        Ok(Self {
+            integrator,
+            steps,
+            max_energy_error: 1000.0,
+        })
+    }
+
+    /// One transition from `q`, where the exact potential is `potential` (`target.value(q)`,
+    /// cached by the caller). `proposal` and `metric` drive the dynamics; `target` and the same
+    /// `metric` judge. An error (never a panic) if the sizes disagree or the metric is not
+    /// positive definite at `q` itself, where no chain can be.
+    pub fn transition<R: Rng + ?Sized>(
+        &self,
+        target: &dyn Potential,
+        proposal: &dyn Potential,
+        metric: &dyn RiemannianMetric,
+        q: &[f64],
+        potential: f64,
+        rng: &mut R,
+    ) -> Result<RmhmcTransition> {
+        let d = q.len();
+        for (what, dim) in [
+            ("target", target.dim()),
+            ("proposal", proposal.dim()),
+            ("metric", metric.dim()),
+        ] {
+            if dim != d {
+                return Err(Error::invalid(format!(
+                    "RMHMC: the {what} has dimension {dim}, the point {d}"
+                )));
+            }
+        }
+        let mut counts = RmhmcCounts::default();
+        let start = Trajectory::start(proposal, metric, q).map_err(|failure| {
+            Error::invalid(format!("RMHMC cannot start at this point: {failure:?}"))
+        })?;
+        let mut z = vec![0.0; d];
+        fill_standard_normal(rng, &mut z);
+        let mut p = vec![0.0; d];
+        start.metric.factor_times(&z, &mut p);
+        let h0 = hamiltonian(potential, &*start.metric, &p);
+
+        let mut point = start;
+        let mut failure = None;
+        for _ in 0..self.steps {
+            counts.steps += 1;
+            if let Err(f) = self.integrator.step(proposal, metric, &mut point, &mut p) {
+                failure = Some(f);
+                break;
+            }
+        }
+        counts.fixed_point_iterations = point.iterations;
+        let reject =
+            |energy_error: f64, divergence: Divergence, counts: RmhmcCounts| RmhmcTransition {
+                position: q.to_vec(),
+                potential,
+                accepted: false,
+                energy_error,
+                divergence: Some(divergence),
+                counts,
+            };
+        if let Some(f) = failure {
+            *match f {
+                StepFailure::NotPositiveDefinite => &mut counts.not_positive_definite,
+                StepFailure::NotConverged => &mut counts.not_converged,
+                StepFailure::NotReversible => &mut counts.not_reversible,
+                StepFailure::NonFinite => &mut counts.non_finite,
+            } += 1;
+            return Ok(reject(f64::NAN, Divergence::Step(f), counts));
+        }
+        let end_potential = target.value(&point.position);
+        let h1 = hamiltonian(end_potential, &*point.metric, &p);
+        let energy_error = h1 - h0;
+        if !energy_error.is_finite() {
+            counts.non_finite += 1;
+            return Ok(reject(
+                energy_error,
+                Divergence::Step(StepFailure::NonFinite),
+                counts,
+            ));
+        }
+        if energy_error > self.max_energy_error {
+            return Ok(reject(energy_error, Divergence::EnergyError, counts));
+        }
+        // Draw the uniform even when acceptance is certain, so the random stream does not
+        // depend on the energy error.
+        let accepted = uniform(rng) < (-energy_error).exp();
+        Ok(if accepted {
+            RmhmcTransition {
+                position: point.position,
+                potential: end_potential,
+                accepted,
+                energy_error,
+                divergence: None,
+                counts,
+            }
+        } else {
+            RmhmcTransition {
+                position: q.to_vec(),
+                potential,
+                accepted,
+                energy_error,
+                divergence: None,
+                counts,
+            }
+        })
+    }
+}
