@@ -153,6 +153,8 @@ impl SurrogateArgs {
                 },
             },
             surrogate_file: self.surrogate.clone(),
+            grid: None,
+            approximate_acceptance: false,
         })
     }
 }

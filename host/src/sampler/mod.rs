@@ -187,8 +187,20 @@ pub struct Run {
     pub names: Vec<String>,
     /// One result per chain, in chain order.
     pub chains: Vec<ChainResult>,
-    /// Wall-clock seconds for the whole run.
+    /// Wall-clock seconds for the whole run (a precomputation included).
     pub wall_seconds: f64,
+    /// What fitting the surrogate before sampling cost, if one was (a grid over a box known
+    /// in advance, shared by every chain); reported apart from sampling.
+    pub precompute: Option<Precompute>,
+}
+
+/// The cost of a surrogate fitted before sampling.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Precompute {
+    /// Exact evaluations (value and gradient) the fit made.
+    pub evaluations: u64,
+    /// Wall time of the fit, in seconds.
+    pub seconds: f64,
 }
 
 impl Run {
@@ -262,16 +274,32 @@ pub fn sample<M: Model + ?Sized>(
     let never = AtomicBool::new(false);
     let interrupt = interrupt.unwrap_or(&never);
     let start = std::time::Instant::now();
+    let precomputed = match config.method.surrogate() {
+        Some(settings) => fitted::precompute(settings, &model)?,
+        None => None,
+    };
     let chains = sinks
         .into_par_iter()
         .enumerate()
         .map(|(i, mut sink)| {
-            chain::run_chain(model, config, i + 1, sink.as_mut(), progress, interrupt)
+            chain::run_chain(
+                model,
+                config,
+                precomputed.as_ref(),
+                i + 1,
+                sink.as_mut(),
+                progress,
+                interrupt,
+            )
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Run {
         names: model.parameter_names(),
         chains,
         wall_seconds: start.elapsed().as_secs_f64(),
+        precompute: precomputed.map(|p| Precompute {
+            evaluations: p.evaluations,
+            seconds: p.seconds,
+        }),
     })
 }
