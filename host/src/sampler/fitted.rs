@@ -12,7 +12,7 @@ use shmc_core::schedule::adaptation_probability;
 use shmc_core::{Dyn, Potential, State, Steps};
 
 use super::method::SurrogateSettings;
-use super::proposer::{Proposer, SurrogateReport};
+use super::proposer::{Precompute, Proposer, SurrogateReport};
 use super::trajectory::{AUTO_CAP_FACTOR, SurrogateSteps, choose_steps, lengthen};
 use crate::surrogates::states::TrainingSet;
 use crate::surrogates::{Fallback, Fitter, Shared, Surrogate, kinds};
@@ -51,6 +51,16 @@ pub fn precompute(
     }))
 }
 
+/// The estimated `KL ≤ 2‖U − Ũ‖∞` of accepting with `surrogate`'s own `Ũ`, when `settings` do
+/// (a grid's complete variant) and the kind estimates its error.
+fn kl_bound(settings: &SurrogateSettings, surrogate: &dyn Surrogate) -> Option<f64> {
+    settings
+        .approximate_acceptance
+        .then(|| surrogate.sup_error_estimate())
+        .flatten()
+        .map(|e| 2.0 * e)
+}
+
 /// RNS-HMC and ARNS-HMC's surrogate machinery for one chain on the exact potential of
 /// lifetime `'m`.
 pub struct FittedPhase<'m> {
@@ -84,6 +94,12 @@ impl<'m> FittedPhase<'m> {
                 report.scale = f64::NAN;
                 report.holdout_gradient_error = f64::NAN;
                 report.started_at = Some(0);
+                report.precompute = Some(Precompute {
+                    evaluations: p.evaluations,
+                    seconds: p.seconds,
+                    before_sampling: true,
+                });
+                report.kl_bound_estimate = kl_bound(settings, p.surrogate.as_ref());
                 Some(Fallback {
                     surrogate: Box::new(Shared(Arc::clone(&p.surrogate))),
                     exact,
@@ -129,6 +145,14 @@ impl<'m> FittedPhase<'m> {
         let fitted = self.fitter.fit(self.exact, &self.training)?;
         self.report.training_seconds += fitted.seconds;
         self.report.extra_exact_evaluations += fitted.exact_evaluations;
+        if fitted.exact_evaluations > 0 {
+            self.report.precompute = Some(Precompute {
+                evaluations: fitted.exact_evaluations,
+                seconds: fitted.seconds,
+                before_sampling: false,
+            });
+        }
+        self.report.kl_bound_estimate = kl_bound(&self.settings, fitted.surrogate.as_ref());
         let good_enough = fitted.holdout_gradient_error <= self.settings.start_error;
         if self.adaptive && !last && !good_enough {
             self.settings.start_after = self.training.len() * 3 / 2;

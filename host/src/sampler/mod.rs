@@ -27,7 +27,7 @@ use rayon::prelude::*;
 
 pub use config::{Init, SampleConfig, StepSize};
 pub use method::{Method, SurrogateSettings, VhmcSettings};
-pub use proposer::SurrogateReport;
+pub use proposer::{Precompute, SurrogateReport};
 pub use trajectory::SurrogateSteps;
 pub use variational::PILOT_STATES;
 
@@ -194,15 +194,6 @@ pub struct Run {
     pub precompute: Option<Precompute>,
 }
 
-/// The cost of a surrogate fitted before sampling.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Precompute {
-    /// Exact evaluations (value and gradient) the fit made.
-    pub evaluations: u64,
-    /// Wall time of the fit, in seconds.
-    pub seconds: f64,
-}
-
 impl Run {
     /// Whether any chain was interrupted.
     pub fn interrupted(&self) -> bool {
@@ -300,6 +291,7 @@ pub fn sample<M: Model + ?Sized>(
         precompute: precomputed.map(|p| Precompute {
             evaluations: p.evaluations,
             seconds: p.seconds,
+            before_sampling: true,
         }),
     })
 }

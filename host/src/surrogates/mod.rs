@@ -114,6 +114,13 @@ pub trait Surrogate: Potential + Debug + Send + Sync {
         None
     }
 
+    /// An estimate of `‖U − Ũ‖∞` over its domain, if its kind has one (a grid does): what a
+    /// sampler that also accepts with `Ũ` (a grid's approximate "complete" variant) states with
+    /// its label, `KL ≤ 2‖U − Ũ‖∞`. `None`: no estimate.
+    fn sup_error_estimate(&self) -> Option<f64> {
+        None
+    }
+
     /// Writes the surrogate and `meta` to the JSON file `path`, under its kind's name, so that
     /// [`kinds::load`] rebuilds it bit for bit.
     fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()>;
@@ -197,6 +204,9 @@ impl Surrogate for Shared {
     }
     fn curvature(&self) -> Option<&dyn Curvature> {
         self.0.curvature()
+    }
+    fn sup_error_estimate(&self) -> Option<f64> {
+        self.0.sup_error_estimate()
     }
     fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()> {
         self.0.save(path, meta)

@@ -211,6 +211,24 @@ impl ForceGrid {
         self.precomputation
     }
 
+    /// An estimate of `‖U − Ũ‖∞` over the box: the largest, over the cells, of
+    /// `½ Σₖ |∂ₖU(centre)| wₖ`, the first-order change of `U` from a cell's centre to its
+    /// farthest corner, where the piecewise-constant `Ũ` is furthest off. Not a bound: it
+    /// misses the curvature's share, which is second order in the cell widths.
+    pub fn error_estimate(&self) -> f64 {
+        let d = self.domain.dim();
+        self.gradients
+            .chunks_exact(d)
+            .map(|g| {
+                0.5 * g
+                    .iter()
+                    .zip(&self.widths)
+                    .map(|(g, w)| g.abs() * w)
+                    .sum::<f64>()
+            })
+            .fold(0.0, f64::max)
+    }
+
     /// The bytes the grid's tables take: `cells × (d + 1) × 8`.
     pub fn bytes(&self) -> usize {
         8 * (self.values.len() + self.gradients.len())
@@ -307,6 +325,11 @@ impl Potential for ForceGrid {
 impl Surrogate for ForceGrid {
     fn contains(&self, q: &[f64]) -> bool {
         self.domain.contains(q)
+    }
+
+    /// [`ForceGrid::error_estimate`], from the tabulated gradients.
+    fn sup_error_estimate(&self) -> Option<f64> {
+        Some(self.error_estimate())
     }
 
     fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()> {

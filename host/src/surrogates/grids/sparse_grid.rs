@@ -827,6 +827,11 @@ impl Surrogate for SparseGrid {
         self.domain.contains(q)
     }
 
+    /// [`SparseGrid::error_estimate`], from the frontier's surpluses.
+    fn sup_error_estimate(&self) -> Option<f64> {
+        Some(self.error_estimate())
+    }
+
     fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()> {
         file::write(path, SPARSE_GRID_KIND, meta, self)
     }
