@@ -954,3 +954,46 @@ fn loading_rejects_inconsistent_files() {
     );
     std::fs::remove_file(&path).unwrap();
 }
+
+/// `U(q) = 3 q₀ − 2 q₁`, with its gradient: a plane, on which a cell's constant is furthest off
+/// at the corners, by exactly `½ Σₖ |aₖ| wₖ`.
+struct Plane;
+
+impl Potential for Plane {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        3.0 * q[0] - 2.0 * q[1]
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        grad[0] = 3.0;
+        grad[1] = -2.0;
+        self.value(q)
+    }
+}
+
+#[test]
+fn force_grid_error_estimate_is_exact_on_a_plane_and_close_on_a_curved_potential() {
+    let domain = Domain::new(vec![-1.0, 0.0], vec![1.0, 1.5]).unwrap();
+    let grid = ForceGrid::build(&Plane, domain.clone(), 0.25, GIB).unwrap();
+    let w = grid.widths();
+    let want = 0.5 * (3.0 * w[0] + 2.0 * w[1]);
+    assert!((grid.error_estimate() - want).abs() < 1e-12);
+    assert_eq!(grid.sup_error_estimate(), Some(grid.error_estimate()));
+    // On a curved potential the largest error at random points stays below the estimate plus
+    // the curvature's second-order share, and is not far below it.
+    let grid = ForceGrid::build(&Wavy, domain.clone(), 0.05, GIB).unwrap();
+    let mut r = rng(4);
+    let worst = (0..20_000)
+        .map(|_| {
+            let q = point_in(&domain, &mut r);
+            (grid.value(&q) - Wavy.value(&q)).abs()
+        })
+        .fold(0.0, f64::max);
+    let estimate = grid.error_estimate();
+    assert!(
+        worst <= 1.1 * estimate && worst >= 0.5 * estimate,
+        "{worst} vs {estimate}"
+    );
+}
