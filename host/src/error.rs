@@ -27,6 +27,11 @@ pub enum Error {
     /// An option or argument is out of range or inconsistent.
     #[error("{0}")]
     Invalid(String),
+    /// A precomputation (a grid) would need more memory than its limit: what it is, the bytes
+    /// it would need and the limit. Its own variant so that a caller can say which of its
+    /// settings drives the size.
+    #[error("{0}")]
+    MemoryLimit(String),
     /// The core rejected a configuration.
     #[error(transparent)]
     Core(#[from] shmc_core::Error),

@@ -19,7 +19,6 @@ pub mod cli;
 pub mod data;
 pub mod diagnostics;
 pub mod error;
-pub mod grids;
 pub mod model;
 pub mod models;
 pub mod optimize;

@@ -690,6 +690,66 @@ fn draws_do_not_depend_on_the_number_of_threads() {
 }
 
 #[test]
+fn complete_grid_variant_is_labelled_everywhere() {
+    for (approximate, name) in [(true, "sg-hmc-complete"), (false, "sg-hmc")] {
+        let dir = temp_dir(name);
+        let mut args = vec![
+            "sample",
+            "--model",
+            "banana",
+            "--method",
+            "sg-hmc",
+            "--level",
+            "5",
+            "--domain=-4:4,-4:4",
+            "--chains",
+            "2",
+            "--draws",
+            "100",
+            "--warmup",
+            "100",
+            "--output",
+            dir.to_str().unwrap(),
+            "--quiet",
+        ];
+        if approximate {
+            args.push("--approximate-acceptance");
+        }
+        let out = shmc(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.contains("APPROXIMATE"), approximate, "{stdout}");
+        assert_eq!(stdout.contains("KL(P||Q) <= 2 sup|U - U~| ~ "), approximate);
+        assert!(
+            stdout.contains("precompute: 145 exact evaluations"),
+            "{stdout}"
+        );
+        let files = csv_files(&dir);
+        assert_eq!(files.len(), 2);
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            assert!(text.contains(&format!("shmc_method = {name}\n")), "{text}");
+            assert!(
+                text.contains("# shmc precompute: 145 exact evaluations"),
+                "{text}"
+            );
+            let label = read_stan_csv(file).unwrap().approximate;
+            assert_eq!(label.is_some(), approximate);
+            if let Some(label) = label {
+                assert!(label.contains("KL(P||Q) <= 2 sup|U - U~| ~ "), "{label}");
+            }
+        }
+        let mut summary_args = vec!["summary"];
+        summary_args.extend(files.iter().map(|f| f.to_str().unwrap()));
+        let summary = shmc(&summary_args);
+        assert!(summary.status.success(), "{}", stderr(&summary));
+        let text = String::from_utf8_lossy(&summary.stdout);
+        assert_eq!(text.contains("APPROXIMATE"), approximate, "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
 fn a_full_disk_is_one_clear_line() {
     // /dev/full fails every write with ENOSPC, as a full disk does.
     let full = Path::new("/dev/full");
@@ -707,5 +767,71 @@ fn a_full_disk_is_one_clear_line() {
         ],
         "banana-1.csv: No space left on device",
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_grid_too_large_is_one_line_naming_the_option() {
+    let dir = temp_dir("too-large");
+    let out_dir = dir.to_str().unwrap();
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "logistic",
+            "--n",
+            "100",
+            "--d",
+            "10",
+            "--method",
+            "grid-hmc",
+            "--cell",
+            "0.01",
+            "--domain=-1:1,-1:1,-1:1,-1:1,-1:1,-1:1,-1:1,-1:1,-1:1,-1:1",
+            "--output",
+            out_dir,
+            "--quiet",
+        ],
+        "above the memory limit",
+    );
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "banana",
+        "--method",
+        "sg-hmc",
+        "--level",
+        "8",
+        "--domain=-4:4,-4:4",
+        "--memory-limit",
+        "1000",
+        "--output",
+        out_dir,
+        "--quiet",
+    ]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("--memory-limit") && err.contains("--level") && !err.contains("--cell"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "banana",
+        "--method",
+        "grid-hmc",
+        "--cell",
+        "0.001",
+        "--domain=-4:4,-4:4",
+        "--memory-limit",
+        "1000000",
+        "--output",
+        out_dir,
+        "--quiet",
+    ]);
+    let err = stderr(&out);
+    assert!(err.contains("change --cell"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -43,6 +43,7 @@ use crate::surrogates::FitMethod;
 use crate::surrogates::network::TrainOptions;
 use crate::{Error, Model, Result};
 
+pub mod grid;
 pub mod nuts;
 
 /// The experiments.
@@ -155,6 +156,16 @@ impl Experiment {
         s
     }
 
+    /// The experiment's name on the command line and in the rows' `problem` field.
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::LrSim => "lr-sim",
+            Experiment::Bank => "bank",
+            Experiment::A9a => "a9a",
+            Experiment::Pde => "pde",
+        }
+    }
+
     /// The posterior, and a line saying what it is.
     pub fn model(self, settings: &BenchSettings, quick: bool) -> Result<(Box<dyn Model>, String)> {
         let prior = LogisticRegression::DEFAULT_PRIOR_VARIANCE;
@@ -220,7 +231,10 @@ impl Experiment {
 /// One row of the table (and one object of `--json`).
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchRow {
-    /// The row's key in [`METHOD_KEYS`].
+    /// The problem (posterior) the row is for: the experiment's name, or in `bench grid` one
+    /// of its problems.
+    pub problem: String,
+    /// The row's key in [`METHOD_KEYS`] (`bench grid`: `hmc`, `rns` or `grid`).
     pub key: String,
     /// The method (with its variant).
     pub method: String,
@@ -251,6 +265,11 @@ pub struct BenchRow {
     pub speedup: f64,
     /// Seconds spent training the surrogate (part of burn-in).
     pub training_seconds: f64,
+    /// Seconds of a surrogate precomputed before sampling (a grid), apart from burn-in and
+    /// sampling; 0 for none.
+    pub precompute_seconds: f64,
+    /// Exact evaluations of that precomputation.
+    pub precompute_evaluations: u64,
     /// Online update time, for ARNS-HMC.
     pub online_update_seconds: f64,
     /// Online updates made, for ARNS-HMC.
@@ -358,6 +377,7 @@ fn row(
     let report = surrogate.cloned().unwrap_or_default();
     let trained = |x: f64| if surrogate.is_some() { x } else { f64::NAN };
     BenchRow {
+        problem: String::new(),
         key: key.to_string(),
         method: label.to_string(),
         acceptance: run.mean_accept_stat(),
@@ -375,6 +395,8 @@ fn row(
         min_ess_per_second_with_training: e.min / seconds_with_training,
         speedup: f64::NAN,
         training_seconds: report.training_seconds,
+        precompute_seconds: 0.0,
+        precompute_evaluations: 0,
         online_update_seconds: report.online_seconds,
         online_updates: report.online_updates,
         trajectory: report.trajectory.map(|t| t.to_string()),
@@ -578,6 +600,9 @@ pub fn run_experiment(
     if settings.methods.iter().any(|m| m == "nuts") {
         rows.push(nuts_row(model, settings, quick, log)?);
     }
+    for r in &mut rows {
+        r.problem = experiment.name().to_string();
+    }
     let nuts = rows.iter().find(|r| r.key == "nuts");
     if let Some(rate) = nuts.map(|r| r.min_ess_per_second_with_training) {
         for r in rows.iter_mut().filter(|r| r.key == "all-in") {
@@ -612,6 +637,7 @@ fn nuts_row(
         run.wall_seconds, run.gradients_per_draw, run.divergences
     ));
     Ok(BenchRow {
+        problem: String::new(),
         key: "nuts".into(),
         method: format!("NUTS (nuts-rs, {chains} chains)"),
         acceptance: f64::NAN,
@@ -627,6 +653,8 @@ fn nuts_row(
         min_ess_per_second_with_training: e.min / run.wall_seconds,
         speedup: f64::NAN,
         training_seconds: f64::NAN,
+        precompute_seconds: 0.0,
+        precompute_evaluations: 0,
         online_update_seconds: f64::NAN,
         online_updates: 0,
         trajectory: None,

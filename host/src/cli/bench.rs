@@ -4,15 +4,18 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::bench::{Experiment, METHOD_KEYS, format_table, run_experiment};
+use crate::bench::grid::{format_problems, format_sweep, run_problems, run_sweep};
+use crate::bench::{BenchRow, Experiment, METHOD_KEYS, format_table, run_experiment};
 use crate::{Error, Result};
 
 /// Arguments of `shmc bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// The experiment: the logistic-regression simulation, Bank Marketing, a9a, or the elliptic
-    /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve).
-    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde"])]
+    /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve), or
+    /// the precomputing paper's grid experiments (grid HMC and sgHMC against HMC and RNS-HMC on
+    /// four problems, then the dimension sweep).
+    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid"])]
     experiment: String,
     /// A smaller run (under a minute): fewer observations, iterations and hidden units.
     #[arg(long)]
@@ -54,6 +57,9 @@ pub struct BenchArgs {
 
 /// Runs `shmc bench`.
 pub fn run(args: &BenchArgs) -> Result<i32> {
+    if args.experiment == "grid" {
+        return run_grid(args);
+    }
     let experiment = match args.experiment.as_str() {
         "lr-sim" => Experiment::LrSim,
         "bank" => Experiment::Bank,
@@ -104,10 +110,42 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     );
     let rows = run_experiment(experiment, &settings, args.quick, &|m| eprintln!("{m}"))?;
     print!("{}", format_table(&rows));
+    write_json(args, &rows)?;
+    Ok(0)
+}
+
+/// Writes `rows` to `--json FILE`, if given.
+fn write_json(args: &BenchArgs, rows: &[BenchRow]) -> Result<()> {
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&rows)
+        let text = serde_json::to_string_pretty(rows)
             .map_err(|e| Error::invalid(format!("cannot encode the results: {e}")))?;
         std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
     }
+    Ok(())
+}
+
+/// Runs `shmc bench grid`: the four problems, then the dimension sweep; `--json` gets every
+/// row of both (the sweep's with `problem` `sweep-dN`).
+fn run_grid(args: &BenchArgs) -> Result<i32> {
+    if args.methods.is_some()
+        || args.step_size.is_some()
+        || args.steps.is_some()
+        || args.hidden.is_some()
+        || args.nutpie.is_some()
+    {
+        return Err(Error::invalid(
+            "bench grid runs HMC, RNS-HMC and the grid method with a pilot's step size and \
+             each problem's network: --methods, --step-size, --steps, --hidden and --nutpie are \
+             for the other experiments",
+        ));
+    }
+    let log = |m: &str| eprintln!("{m}");
+    let mut rows = run_problems(args.quick, args.seed, &log)?;
+    print!("{}", format_problems(&rows));
+    let (sweep, sweep_rows) = run_sweep(args.quick, args.seed, &log)?;
+    println!();
+    print!("{}", format_sweep(&sweep));
+    rows.extend(sweep_rows);
+    write_json(args, &rows)?;
     Ok(0)
 }

@@ -7,9 +7,11 @@ use clap::Args;
 
 use super::ModelArgs;
 use super::progress::Progress;
-use super::surrogate_args::SurrogateArgs;
+use super::surrogate_args::{SurrogateArgs, explain_memory};
 use super::trajectory_args::TrajectoryArgs;
-use crate::output::{CsvHeader, CsvSink, RunTotals, format_model_work, format_summary};
+use crate::output::{
+    CsvHeader, CsvSink, RunTotals, approximate_label, format_model_work, format_summary,
+};
 use crate::sampler::{DrawSink, Init, Method, SampleConfig, StepSize, sample};
 use crate::{Error, Model, Result, models};
 
@@ -24,8 +26,12 @@ pub struct SampleArgs {
     /// Sampling method: exact HMC, or a surrogate-accelerated one with the exact MH step (the
     /// draws target the exact posterior): rns-hmc trains a random network on warmup states,
     /// arns-hmc updates it online, vhmc trains it online by score matching inside a Laplace
-    /// approximation (APPROXIMATE with --approximate-acceptance).
-    #[arg(long, default_value = "hmc", value_parser = ["hmc", "rns-hmc", "arns-hmc", "vhmc"])]
+    /// approximation (APPROXIMATE with --approximate-acceptance); grid-hmc precomputes the
+    /// force on a grid of --cell cells, sg-hmc a sparse-grid interpolant of --level (or to
+    /// --tolerance), over --domain (the paper's "complete" variant, which also accepts with the
+    /// grid's U: --approximate-acceptance, APPROXIMATE).
+    #[arg(long, default_value = "hmc",
+          value_parser = ["hmc", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc"])]
     method: String,
     /// Number of chains, run in parallel on all cores.
     #[arg(long, default_value_t = 4)]
@@ -93,6 +99,21 @@ impl SampleArgs {
             max_energy_error: 1000.0,
             method: match self.method.as_str() {
                 "rns-hmc" => Method::RnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
+                "grid-hmc" | "sg-hmc" => {
+                    let mut settings = self.surrogate.settings(self.warmup, self.seed)?;
+                    if settings.surrogate_file.is_some() {
+                        return Err(Error::invalid(
+                            "--surrogate loads a saved surrogate: use it with --method rns-hmc",
+                        ));
+                    }
+                    let kind = if self.method == "grid-hmc" {
+                        "force-grid"
+                    } else {
+                        "sparse-grid"
+                    };
+                    settings.grid = Some(self.surrogate.grid(kind)?);
+                    Method::RnsHmc(settings)
+                }
                 "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
                 "vhmc" => Method::Vhmc(self.surrogate.vhmc(self.seed)?),
                 _ => Method::Hmc,
@@ -135,7 +156,10 @@ fn open_sinks(
                 parameters: model.parameter_names(),
             };
             if config.method.approximate() {
-                header.extra.push(("inference".into(), APPROXIMATE.into()));
+                header.extra.push((
+                    "inference".into(),
+                    approximate_label(config.method.name(), None),
+                ));
             }
             let path = args
                 .output
@@ -144,10 +168,6 @@ fn open_sinks(
         })
         .collect()
 }
-
-/// The label of VHMC's published acceptance rule, in the output and the CSV files.
-const APPROXIMATE: &str = "APPROXIMATE inference: vhmc --approximate-acceptance accepts with the \
-     surrogate V, so the draws target exp(-V), not the exact posterior (lp__ holds -V)";
 
 /// Runs `shmc sample`.
 pub fn run(args: &SampleArgs) -> Result<i32> {
@@ -162,7 +182,7 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     // that is harmless, so the error is ignored.
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
     if config.method.approximate() {
-        eprintln!("{APPROXIMATE}");
+        eprintln!("{}", approximate_label(config.method.name(), None));
     }
     let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
     let run = sample(
@@ -171,6 +191,12 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
         sinks,
         &|chain, done| progress.update(chain, done, config.warmup),
         Some(&INTERRUPTED),
+    )
+    .map_err(
+        |e| match config.method.surrogate().and_then(|s| s.grid.as_ref()) {
+            Some(grid) => explain_memory(e, &grid.kind),
+            None => e,
+        },
     )?;
     progress.finish();
     let kept = run.chains.iter().map(|c| c.kept()).min().unwrap_or(0);
@@ -196,8 +222,35 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
             .fold(f64::INFINITY, f64::min);
         print!("{}", format_model_work(&model.work(), iterations, min_ess));
     }
+    if let Some(p) = &run.precompute {
+        println!(
+            "precompute: {} exact evaluations in {:.3} s before sampling (shared by every chain; \
+             sampling took {:.3} s)",
+            p.evaluations,
+            p.seconds,
+            run.sampling_seconds()
+        );
+    }
+    let mut kl_bound = None;
     for c in &run.chains {
         if let Some(s) = &c.surrogate {
+            kl_bound = kl_bound.or(s.kl_bound_estimate);
+            match s.precompute {
+                Some(p) if p.before_sampling => {
+                    println!(
+                        "chain {}: proposing with the precomputed surrogate; sampling used {} exact values and {} surrogate gradients",
+                        c.chain,
+                        c.sampling_evaluations.exact_values,
+                        c.sampling_evaluations.surrogate_gradients
+                    );
+                    continue;
+                }
+                Some(p) => println!(
+                    "chain {}: precompute after the exact phase: {} exact evaluations in {:.3} s",
+                    c.chain, p.evaluations, p.seconds
+                ),
+                None => {}
+            }
             println!(
                 "chain {}: surrogate trained on {} states in {:.2} s (online updates {} in {:.2} s), scale {}, held-out gradient error {:.3}; sampling used {} exact values and {} surrogate gradients",
                 c.chain,
@@ -216,7 +269,7 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
         }
     }
     if config.method.approximate() {
-        println!("{APPROXIMATE}");
+        println!("{}", approximate_label(config.method.name(), kl_bound));
     }
     println!("draws written to {}", args.output.display());
     if run.interrupted() {

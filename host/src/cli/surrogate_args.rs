@@ -7,6 +7,7 @@ use shmc_core::{Activation, Nodes};
 
 use crate::sampler::{SurrogateSettings, SurrogateSteps, VhmcSettings};
 use crate::surrogates::FitMethod;
+use crate::surrogates::grids::{AdaptiveOptions, Domain, DomainChoice, GridFitter, GridKind};
 use crate::surrogates::network::{Inputs, Scale, TrainOptions};
 use crate::{Error, Result};
 
@@ -66,9 +67,67 @@ pub struct SurrogateArgs {
     /// target exp(-V): APPROXIMATE inference, labelled so in every output.
     #[arg(long)]
     pub approximate_acceptance: bool,
-    /// Use a surrogate saved by `shmc train --save` instead of training one.
+    /// Use a surrogate saved by `shmc train --save` instead of training one (`shmc train`:
+    /// the kind to train, network, force-grid or sparse-grid).
     #[arg(long, value_name = "FILE")]
     pub surrogate: Option<PathBuf>,
+    /// grid-hmc: the force grid's cell size per coordinate (cells grow as (extent/h)^d).
+    #[arg(long, default_value_t = 0.1, value_name = "H")]
+    pub cell: f64,
+    /// sg-hmc: the regular sparse grid's level (default 5 unless --tolerance is given).
+    #[arg(long, value_name = "K")]
+    pub level: Option<u8>,
+    /// sg-hmc: refine the sparse grid adaptively until its largest surplus is below T.
+    #[arg(long, value_name = "T", conflicts_with = "level")]
+    pub tolerance: Option<f64>,
+    /// sg-hmc with --tolerance: the most points (exact evaluations) the grid may take.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_points: usize,
+    /// The grid's box: the Laplace approximation's, each coordinate's interval holding
+    /// probability P (default 0.999), the bounding box of the exact phase's states (10 %
+    /// margin), or given as lo:hi,... per coordinate.
+    #[arg(
+        long,
+        default_value = "laplace",
+        value_name = "laplace[:P]|states|lo:hi,..."
+    )]
+    pub domain: String,
+    /// The most bytes a grid may take (default: half of this machine's memory); a larger grid
+    /// is refused before it is built.
+    #[arg(long, value_name = "BYTES")]
+    pub memory_limit: Option<u64>,
+}
+
+/// The grid's default memory limit: half of the machine's memory (4 GiB if it cannot be read).
+fn default_memory_limit() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024 / 2)
+        })
+        .unwrap_or(4 << 30)
+}
+
+/// The option that drives a grid's size, for a refusal on the command line.
+pub fn size_option(kind: &GridKind) -> &'static str {
+    match kind {
+        GridKind::Force { .. } => "--cell",
+        GridKind::SparseLevel(_) => "--level",
+        GridKind::SparseAdaptive(_) => "--max-points",
+    }
+}
+
+/// A memory refusal (a library error, which knows no options) with the options to change.
+pub fn explain_memory(error: Error, kind: &GridKind) -> Error {
+    match error {
+        Error::MemoryLimit(message) => Error::invalid(format!(
+            "{message}: raise --memory-limit or change {}",
+            size_option(kind)
+        )),
+        other => other,
+    }
 }
 
 impl SurrogateArgs {
@@ -128,6 +187,45 @@ impl SurrogateArgs {
         })
     }
 
+    /// The grid of kind `kind` (`force-grid` or `sparse-grid`) these options describe.
+    pub fn grid(&self, kind: &str) -> Result<GridFitter> {
+        let kind = match kind {
+            "force-grid" => GridKind::Force { cell: self.cell },
+            _ => match (self.level, self.tolerance) {
+                (_, Some(tolerance)) => GridKind::SparseAdaptive(AdaptiveOptions {
+                    tolerance,
+                    max_points: self.max_points,
+                    ..AdaptiveOptions::default()
+                }),
+                (level, None) => GridKind::SparseLevel(level.unwrap_or(5)),
+            },
+        };
+        let domain = match self.domain.as_str() {
+            "states" => DomainChoice::States { margin: 0.1 },
+            "laplace" => DomainChoice::Laplace { probability: 0.999 },
+            text => match text.strip_prefix("laplace:") {
+                Some(p) => match p.parse::<f64>() {
+                    Ok(probability) if probability > 0.0 && probability < 1.0 => {
+                        DomainChoice::Laplace { probability }
+                    }
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "--domain laplace:P needs a probability P in (0, 1), got {p:?}"
+                        )));
+                    }
+                },
+                None => DomainChoice::Explicit(
+                    Domain::parse(text).map_err(|e| Error::invalid(format!("--domain: {e}")))?,
+                ),
+            },
+        };
+        Ok(GridFitter {
+            kind,
+            domain,
+            memory_limit: self.memory_limit.unwrap_or_else(default_memory_limit),
+        })
+    }
+
     /// The validated settings for a run with `warmup` warmup iterations and seed `seed`.
     pub fn settings(&self, warmup: usize, seed: u64) -> Result<SurrogateSettings> {
         Ok(SurrogateSettings {
@@ -153,6 +251,8 @@ impl SurrogateArgs {
                 },
             },
             surrogate_file: self.surrogate.clone(),
+            grid: None,
+            approximate_acceptance: self.approximate_acceptance,
         })
     }
 }

@@ -1,12 +1,14 @@
 //! `shmc train`: explore a posterior with exact HMC, train the surrogate on the visited states,
-//! and save it, so that later runs (`shmc sample --surrogate FILE`) skip the training.
+//! and save it, so that later runs (`shmc sample --surrogate FILE`) skip the training. With
+//! `--surrogate force-grid|sparse-grid` the surrogate is a grid, precomputed over its --domain
+//! (exploring first only for `--domain states`).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::ModelArgs;
-use super::surrogate_args::SurrogateArgs;
+use super::surrogate_args::{SurrogateArgs, explain_memory};
 use super::trajectory_args::TrajectoryArgs;
 use crate::sampler::{DrawSink, Init, Method, NullSink, SampleConfig, sample};
 use crate::surrogates::SurrogateMeta;
@@ -34,19 +36,34 @@ pub struct TrainArgs {
 
 /// Runs `shmc train`.
 pub fn run(args: &TrainArgs) -> Result<i32> {
-    if args.surrogate.surrogate.is_some() {
-        return Err(Error::invalid(
-            "--surrogate loads a trained surrogate; `shmc train` makes one",
-        ));
+    let mut settings = args.surrogate.settings(args.warmup, args.seed)?;
+    settings.surrogate_file = None;
+    let kind = args.surrogate.surrogate.as_deref().and_then(|p| p.to_str());
+    match kind {
+        None | Some("network") => {}
+        Some(grid @ ("force-grid" | "sparse-grid")) => {
+            settings.grid = Some(args.surrogate.grid(grid)?);
+        }
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "shmc train --surrogate names the kind to train (network, force-grid or \
+                 sparse-grid), got {other:?}; `shmc sample --surrogate FILE` loads a saved one"
+            )));
+        }
     }
     let model = models::build(&args.model.spec())?;
     for note in model.notes() {
         println!("model: {note}");
     }
-    let settings = args.surrogate.settings(args.warmup, args.seed)?;
+    // A grid over a box known in advance needs no exploration.
+    let warmup = if settings.fitter().before_sampling() {
+        0
+    } else {
+        args.warmup
+    };
     let config = SampleConfig {
         chains: 1,
-        warmup: args.warmup,
+        warmup,
         draws: 1,
         seed: args.seed,
         step_size: args.trajectory.step_size(),
@@ -58,7 +75,12 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         method: Method::RnsHmc(settings.clone()),
     };
     let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
-    let mut run = sample(model.as_ref(), &config, sinks, &|_, _| {}, None)?;
+    let mut run = sample(model.as_ref(), &config, sinks, &|_, _| {}, None).map_err(|e| {
+        match &settings.grid {
+            Some(grid) => explain_memory(e, &grid.kind),
+            None => e,
+        }
+    })?;
     let chain = run.chains.remove(0);
     let (Some(trained), Some(report)) = (chain.trained, chain.surrogate) else {
         return Err(Error::invalid(
@@ -75,6 +97,14 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         ..SurrogateMeta::default()
     };
     trained.save(&args.save, &meta)?;
+    if let Some(p) = &report.precompute {
+        println!(
+            "precomputed the grid with {} exact evaluations in {:.3} s",
+            p.evaluations, p.seconds
+        );
+        println!("surrogate saved to {}", args.save.display());
+        return Ok(0);
+    }
     println!(
         "trained on {} states in {:.2} s ({} exact gradient evaluations of exploration); scale {}, held-out gradient error {:.4}",
         report.training_states,

@@ -59,11 +59,35 @@ pub fn format_number(x: f64) -> String {
     }
 }
 
+/// The label of approximate inference, in the output and the CSV files: VHMC's published
+/// acceptance rule, or a grid's complete variant (`method` `grid-hmc-complete` or
+/// `sg-hmc-complete`) with its estimated bound `2‖U − Ũ‖∞` on `KL(P‖Q)` once the grid is built.
+pub fn approximate_label(method: &str, kl_bound: Option<f64>) -> String {
+    if method.starts_with("vhmc") {
+        return "APPROXIMATE inference: vhmc --approximate-acceptance accepts with the surrogate \
+                V, so the draws target exp(-V), not the exact posterior (lp__ holds -V)"
+            .into();
+    }
+    let bound = match kl_bound {
+        Some(b) => format!("KL(P||Q) <= 2 sup|U - U~| ~ {b:.4} (estimated from the grid)"),
+        None => "the bound KL(P||Q) <= 2 sup|U - U~| is estimated once the grid is built (see \
+                 the end of the file)"
+            .into(),
+    };
+    format!(
+        "APPROXIMATE inference: {method} (--approximate-acceptance) accepts with the grid's U~ \
+         inside its box, so the draws target exp(-U~), not the exact posterior (lp__ holds \
+         -U~); {bound}"
+    )
+}
+
 /// A chain's CSV file, written as the chain runs.
 pub struct CsvSink {
     path: PathBuf,
     out: BufWriter<File>,
     line: String,
+    /// The method's name, from the header's `shmc_method`, for the approximate label.
+    method: String,
 }
 
 impl CsvSink {
@@ -74,6 +98,11 @@ impl CsvSink {
             path: path.to_path_buf(),
             out: BufWriter::new(file),
             line: String::new(),
+            method: header
+                .extra
+                .iter()
+                .find(|(k, _)| k == "shmc_method")
+                .map_or_else(String::new, |(_, v)| v.clone()),
         };
         let text = header_text(header, path);
         sink.write(&text)?;
@@ -215,6 +244,24 @@ impl DrawSink for CsvSink {
             ));
             if let Some(t) = &s.trajectory {
                 text.push_str(&format!("# shmc surrogate trajectories: {t}\n"));
+            }
+            if let Some(p) = &s.precompute {
+                text.push_str(&format!(
+                    "# shmc precompute: {} exact evaluations in {:.3} s ({})\n",
+                    p.evaluations,
+                    p.seconds,
+                    if p.before_sampling {
+                        "before sampling, shared by every chain"
+                    } else {
+                        "after the exact phase"
+                    }
+                ));
+            }
+            if let Some(b) = s.kl_bound_estimate {
+                text.push_str(&format!(
+                    "# inference = {}\n",
+                    approximate_label(&self.method, Some(b))
+                ));
             }
         }
         self.write(&text)?;

@@ -14,7 +14,7 @@ use shmc_core::{
 };
 
 use super::config::{Init, SampleConfig, StepSize};
-use super::fitted::FittedPhase;
+use super::fitted::{FittedPhase, Precomputed};
 use super::method::Method;
 use super::proposer::{Proposer, Recording};
 use super::variational::VhmcPhase;
@@ -65,12 +65,28 @@ fn initial_state<M: Model + ?Sized, R: Rng + ?Sized>(
 type Phase<'m> = Option<Box<dyn Proposer + 'm>>;
 
 /// The surrogate machinery of `method` for a chain on `model` that starts at `start`, or `None`
-/// for exact HMC. A saved surrogate is loaded here; VHMC finds its Laplace approximation here.
-fn proposer<'m>(method: &Method, model: &'m dyn Potential, start: &[f64]) -> Result<Phase<'m>> {
+/// for exact HMC. A saved surrogate is loaded here; VHMC finds its Laplace approximation here;
+/// `precomputed` is the surrogate fitted before sampling, if there is one.
+fn proposer<'m>(
+    method: &Method,
+    model: &'m (dyn Potential + Sync),
+    start: &[f64],
+    precomputed: Option<&Precomputed>,
+) -> Result<Phase<'m>> {
     Ok(match method {
         Method::Hmc => None,
-        Method::RnsHmc(settings) => Some(Box::new(FittedPhase::new(false, settings, model)?)),
-        Method::ArnsHmc(settings) => Some(Box::new(FittedPhase::new(true, settings, model)?)),
+        Method::RnsHmc(settings) => Some(Box::new(FittedPhase::new(
+            false,
+            settings,
+            model,
+            precomputed,
+        )?)),
+        Method::ArnsHmc(settings) => Some(Box::new(FittedPhase::new(
+            true,
+            settings,
+            model,
+            precomputed,
+        )?)),
         Method::Vhmc(settings) => Some(Box::new(VhmcPhase::new(settings, model, start)?)),
     })
 }
@@ -114,10 +130,12 @@ fn refresh<M: Model + ?Sized>(model: &M, surrogate: &Phase<'_>, state: &mut Stat
     });
 }
 
-/// Runs chain `chain` (1-based) to completion or until `interrupt` is set.
+/// Runs chain `chain` (1-based) to completion or until `interrupt` is set, proposing with
+/// `precomputed` if a surrogate was fitted before sampling.
 pub fn run_chain<M: Model + ?Sized>(
     model: &M,
     config: &SampleConfig,
+    precomputed: Option<&Precomputed>,
     chain: usize,
     sink: &mut dyn DrawSink,
     progress: &(dyn Fn(usize, usize) + Sync),
@@ -127,7 +145,12 @@ pub fn run_chain<M: Model + ?Sized>(
     let mut rng = chain_rng(config.seed, chain);
     let mut metric = DiagonalMetric::new(DVector::from_element(dim, 1.0))?;
     let mut state = initial_state(model, &config.init, chain, &mut rng)?;
-    let mut surrogate: Phase<'_> = proposer(&config.method, &model, state.position.as_slice())?;
+    let mut surrogate: Phase<'_> = proposer(
+        &config.method,
+        &model,
+        state.position.as_slice(),
+        precomputed,
+    )?;
     if let (Init::Random { .. }, Some(phase)) = (&config.init, surrogate.as_deref())
         && let Some(q) = phase.initial_position(&mut rng)
     {

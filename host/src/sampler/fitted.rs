@@ -3,6 +3,7 @@
 //! warmup, and the decision when the proposal changes. Whatever the surrogate's kind: this phase
 //! knows it only as a [`Surrogate`] made by a [`Fitter`] (or loaded from a file).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use rand_pcg::Pcg64;
@@ -11,14 +12,54 @@ use shmc_core::schedule::adaptation_probability;
 use shmc_core::{Dyn, Potential, State, Steps};
 
 use super::method::SurrogateSettings;
-use super::proposer::{Proposer, SurrogateReport};
+use super::proposer::{Precompute, Proposer, SurrogateReport};
 use super::trajectory::{AUTO_CAP_FACTOR, SurrogateSteps, choose_steps, lengthen};
 use crate::surrogates::states::TrainingSet;
-use crate::surrogates::{Fallback, Fitter, Surrogate, kinds};
+use crate::surrogates::{Fallback, Fitter, Shared, Surrogate, kinds};
 use crate::{Error, Result};
 
 /// The fewest collected states a fit accepts.
 const MIN_TRAINING_STATES: usize = 20;
+
+/// A surrogate fitted once before sampling (a grid over a box known in advance), shared by every
+/// chain, with what fitting it cost.
+#[derive(Clone, Debug)]
+pub struct Precomputed {
+    /// The surrogate.
+    pub surrogate: Arc<dyn Surrogate>,
+    /// Exact evaluations the fit made.
+    pub evaluations: u64,
+    /// Wall time of the fit, in seconds.
+    pub seconds: f64,
+}
+
+/// The surrogate of `settings` fitted before sampling when its fitter needs no states
+/// ([`Fitter::before_sampling`]) and no saved one is given; `None` otherwise.
+pub fn precompute(
+    settings: &SurrogateSettings,
+    model: &(dyn Potential + Sync),
+) -> Result<Option<Precomputed>> {
+    let fitter = settings.fitter();
+    if settings.surrogate_file.is_some() || !fitter.before_sampling() {
+        return Ok(None);
+    }
+    let fitted = fitter.fit(model, &TrainingSet::new(model.dim()))?;
+    Ok(Some(Precomputed {
+        surrogate: Arc::from(fitted.surrogate),
+        evaluations: fitted.exact_evaluations,
+        seconds: fitted.seconds,
+    }))
+}
+
+/// The estimated `KL ≤ 2‖U − Ũ‖∞` of accepting with `surrogate`'s own `Ũ`, when `settings` do
+/// (a grid's complete variant) and the kind estimates its error.
+fn kl_bound(settings: &SurrogateSettings, surrogate: &dyn Surrogate) -> Option<f64> {
+    settings
+        .approximate_acceptance
+        .then(|| surrogate.sup_error_estimate())
+        .flatten()
+        .map(|e| 2.0 * e)
+}
 
 /// RNS-HMC and ARNS-HMC's surrogate machinery for one chain on the exact potential of
 /// lifetime `'m`.
@@ -26,7 +67,7 @@ pub struct FittedPhase<'m> {
     adaptive: bool,
     settings: SurrogateSettings,
     fitter: Box<dyn Fitter>,
-    exact: &'m dyn Potential,
+    exact: &'m (dyn Potential + Sync),
     training: TrainingSet,
     /// The surrogate, once fitted (or loaded), with the exact potential outside its domain.
     proposal: Option<Fallback<'m>>,
@@ -38,22 +79,40 @@ pub struct FittedPhase<'m> {
 
 impl<'m> FittedPhase<'m> {
     /// The phase of RNS-HMC (`adaptive`: of ARNS-HMC) with `settings` on the exact potential
-    /// `exact`. A saved surrogate is loaded here.
+    /// `exact`. A saved surrogate is loaded here; a precomputed one proposes from the start.
     pub fn new(
         adaptive: bool,
         settings: &SurrogateSettings,
-        exact: &'m dyn Potential,
+        exact: &'m (dyn Potential + Sync),
+        precomputed: Option<&Precomputed>,
     ) -> Result<Self> {
         let mut report = SurrogateReport::default();
-        let proposal = match &settings.surrogate_file {
-            Some(path) => {
+        let proposal = match (&settings.surrogate_file, precomputed) {
+            (None, Some(p)) => {
+                report.training_seconds = p.seconds;
+                report.extra_exact_evaluations = p.evaluations;
+                report.scale = f64::NAN;
+                report.holdout_gradient_error = f64::NAN;
+                report.started_at = Some(0);
+                report.precompute = Some(Precompute {
+                    evaluations: p.evaluations,
+                    seconds: p.seconds,
+                    before_sampling: true,
+                });
+                report.kl_bound_estimate = kl_bound(settings, p.surrogate.as_ref());
+                Some(Fallback {
+                    surrogate: Box::new(Shared(Arc::clone(&p.surrogate))),
+                    exact,
+                })
+            }
+            (Some(path), _) => {
                 let (surrogate, meta) = kinds::load(path, exact.dim())?;
                 report.scale = meta.scale;
                 report.holdout_gradient_error = meta.holdout_gradient_error;
                 report.started_at = Some(0);
                 Some(Fallback { surrogate, exact })
             }
-            None => None,
+            (None, None) => None,
         };
         Ok(Self {
             adaptive,
@@ -83,8 +142,17 @@ impl<'m> FittedPhase<'m> {
                 self.settings.train_after
             )));
         }
-        let fitted = self.fitter.fit(&self.training)?;
+        let fitted = self.fitter.fit(self.exact, &self.training)?;
         self.report.training_seconds += fitted.seconds;
+        self.report.extra_exact_evaluations += fitted.exact_evaluations;
+        if fitted.exact_evaluations > 0 {
+            self.report.precompute = Some(Precompute {
+                evaluations: fitted.exact_evaluations,
+                seconds: fitted.seconds,
+                before_sampling: false,
+            });
+        }
+        self.report.kl_bound_estimate = kl_bound(&self.settings, fitted.surrogate.as_ref());
         let good_enough = fitted.holdout_gradient_error <= self.settings.start_error;
         if self.adaptive && !last && !good_enough {
             self.settings.start_after = self.training.len() * 3 / 2;
@@ -146,6 +214,11 @@ impl Proposer for FittedPhase<'_> {
             });
         self.report.trajectory = chosen;
         chosen.map_or(base, |c| c.steps)
+    }
+
+    /// The grids' "complete" variant: the MH step judges with the proposal's own `Û`.
+    fn approximate(&self) -> bool {
+        self.settings.approximate_acceptance
     }
 
     fn report(&self) -> &SurrogateReport {
@@ -242,7 +315,7 @@ mod tests {
             ..SurrogateSettings::default()
         };
         let (warmup, start_after) = (200, settings.start_after);
-        let mut phase = FittedPhase::new(true, &settings, &model).unwrap();
+        let mut phase = FittedPhase::new(true, &settings, &model, None).unwrap();
         let mut rng = chain_rng(5, 0);
         let mut states = Vec::new();
         for i in 0..warmup {
@@ -263,7 +336,7 @@ mod tests {
         for (q, u, g) in &states[..start_after] {
             first.push(q, *u, Some(g));
         }
-        let mut reference = settings.fitter().fit(&first).unwrap().surrogate;
+        let mut reference = settings.fitter().fit(&model, &first).unwrap().surrogate;
         let online = reference.online().unwrap();
         online.begin(&first).unwrap();
         for (q, u, _) in &states[start_after..] {

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use super::trajectory::SurrogateSteps;
+use crate::surrogates::grids::{GridFitter, GridKind};
 use crate::surrogates::network::{NetworkFitter, TrainOptions};
 use crate::surrogates::{FitMethod, Fitter};
 use crate::{Error, Result};
@@ -82,6 +83,12 @@ pub struct SurrogateSettings {
     pub trajectory: SurrogateSteps,
     /// A saved surrogate to use instead of training one (`shmc train --save`).
     pub surrogate_file: Option<PathBuf>,
+    /// A grid instead of the network (grid HMC, sparse-grid HMC): fitted before sampling over
+    /// a box known in advance, or after the exact phase over the states' box.
+    pub grid: Option<GridFitter>,
+    /// The grids' "complete" variant: the MH step also uses the grid's `Û` (inside its box), so
+    /// the chain targets `exp(−Û)`, an approximation (labelled so in every output).
+    pub approximate_acceptance: bool,
 }
 
 impl Default for SurrogateSettings {
@@ -95,18 +102,24 @@ impl Default for SurrogateSettings {
             adapt_rate: 0.5,
             trajectory: SurrogateSteps::Factor(1),
             surrogate_file: None,
+            grid: None,
+            approximate_acceptance: false,
         }
     }
 }
 
 impl SurrogateSettings {
-    /// How the surrogate is fitted to the collected states: the network with [`Self::train`],
-    /// to [`Self::fit`]'s quantity. The one place the settings choose the surrogate's kind.
+    /// How the surrogate is fitted: the grid of [`Self::grid`] if there is one, else the
+    /// network with [`Self::train`], to [`Self::fit`]'s quantity. The one place the settings
+    /// choose the surrogate's kind.
     pub fn fitter(&self) -> Box<dyn Fitter> {
-        Box::new(NetworkFitter {
-            options: self.train.clone(),
-            method: self.fit,
-        })
+        match &self.grid {
+            Some(grid) => Box::new(grid.clone()),
+            None => Box::new(NetworkFitter {
+                options: self.train.clone(),
+                method: self.fit,
+            }),
+        }
     }
 }
 
@@ -115,7 +128,13 @@ impl Method {
     pub fn name(&self) -> &'static str {
         match self {
             Method::Hmc => "hmc",
-            Method::RnsHmc(_) => "rns-hmc",
+            Method::RnsHmc(s) => match (&s.grid, s.approximate_acceptance) {
+                (None, _) => "rns-hmc",
+                (Some(g), false) if matches!(g.kind, GridKind::Force { .. }) => "grid-hmc",
+                (Some(_), false) => "sg-hmc",
+                (Some(g), true) if matches!(g.kind, GridKind::Force { .. }) => "grid-hmc-complete",
+                (Some(_), true) => "sg-hmc-complete",
+            },
             Method::ArnsHmc(_) => "arns-hmc",
             Method::Vhmc(v) if v.exact_acceptance => "vhmc",
             Method::Vhmc(_) => "vhmc-approximate",
@@ -123,9 +142,13 @@ impl Method {
     }
 
     /// Whether the chains target only an approximation of the posterior (VHMC with its
-    /// published acceptance rule).
+    /// published acceptance rule, a grid's "complete" variant).
     pub fn approximate(&self) -> bool {
-        matches!(self, Method::Vhmc(v) if !v.exact_acceptance)
+        match self {
+            Method::Vhmc(v) => !v.exact_acceptance,
+            Method::RnsHmc(s) | Method::ArnsHmc(s) => s.approximate_acceptance,
+            Method::Hmc => false,
+        }
     }
 
     /// The surrogate settings, for RNS-HMC and ARNS-HMC.
@@ -145,6 +168,16 @@ impl Method {
             return Ok(());
         };
         check_network(&s.train)?;
+        if s.approximate_acceptance && s.grid.is_none() {
+            return Err(Error::invalid(
+                "approximate acceptance with a grid's U is for grid-hmc and sg-hmc",
+            ));
+        }
+        if s.grid.is_some() && matches!(self, Method::ArnsHmc(_)) {
+            return Err(Error::invalid(
+                "a grid cannot learn online: use it with rns-hmc's single fit",
+            ));
+        }
         if !(s.adapt_rate > 0.0 && s.adapt_rate <= 1.0) {
             return Err(Error::invalid("--adapt-rate must lie in (0, 1]"));
         }
@@ -159,7 +192,8 @@ impl Method {
                  (or rns-hmc / vhmc for score matching)",
             ));
         }
-        if s.surrogate_file.is_none() && s.train_after >= warmup {
+        let needs_states = s.surrogate_file.is_none() && !s.fitter().before_sampling();
+        if needs_states && s.train_after >= warmup {
             return Err(Error::invalid(format!(
                 "--train-after ({}) must be below --warmup ({warmup}): the surrogate trains on warmup states",
                 s.train_after

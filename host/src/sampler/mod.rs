@@ -27,7 +27,7 @@ use rayon::prelude::*;
 
 pub use config::{Init, SampleConfig, StepSize};
 pub use method::{Method, SurrogateSettings, VhmcSettings};
-pub use proposer::SurrogateReport;
+pub use proposer::{Precompute, SurrogateReport};
 pub use trajectory::SurrogateSteps;
 pub use variational::PILOT_STATES;
 
@@ -196,8 +196,11 @@ pub struct Run {
     pub names: Vec<String>,
     /// One result per chain, in chain order.
     pub chains: Vec<ChainResult>,
-    /// Wall-clock seconds for the whole run.
+    /// Wall-clock seconds for the whole run (a precomputation included).
     pub wall_seconds: f64,
+    /// What fitting the surrogate before sampling cost, if one was (a grid over a box known
+    /// in advance, shared by every chain); reported apart from sampling.
+    pub precompute: Option<Precompute>,
 }
 
 impl Run {
@@ -271,6 +274,10 @@ pub fn sample<M: Model + ?Sized>(
     let never = AtomicBool::new(false);
     let interrupt = interrupt.unwrap_or(&never);
     let start = std::time::Instant::now();
+    let precomputed = match config.method.surrogate() {
+        Some(settings) => fitted::precompute(settings, &model)?,
+        None => None,
+    };
     let chains = sinks
         .into_par_iter()
         .enumerate()
@@ -278,7 +285,15 @@ pub fn sample<M: Model + ?Sized>(
             // A model that panics (a user's, on input it did not expect) stops its chain with
             // an error instead of taking the process down; the rows written stay as they are.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                chain::run_chain(model, config, i + 1, sink.as_mut(), progress, interrupt)
+                chain::run_chain(
+                    model,
+                    config,
+                    precomputed.as_ref(),
+                    i + 1,
+                    sink.as_mut(),
+                    progress,
+                    interrupt,
+                )
             }))
             .unwrap_or_else(|payload| {
                 Err(Error::invalid(format!(
@@ -293,5 +308,10 @@ pub fn sample<M: Model + ?Sized>(
         names: model.parameter_names(),
         chains,
         wall_seconds: start.elapsed().as_secs_f64(),
+        precompute: precomputed.map(|p| Precompute {
+            evaluations: p.evaluations,
+            seconds: p.seconds,
+            before_sampling: true,
+        }),
     })
 }

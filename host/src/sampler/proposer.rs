@@ -135,4 +135,22 @@ pub struct SurrogateReport {
     pub extra_exact_evaluations: u64,
     /// The trajectory lengths chosen from the surrogate's curvature, if they were.
     pub trajectory: Option<TrajectoryChoice>,
+    /// What precomputing the surrogate from the exact potential cost (a grid), if it was:
+    /// `before_sampling` when fitted once for every chain, else after this chain's exact phase.
+    pub precompute: Option<Precompute>,
+    /// Under approximate acceptance with the surrogate's own `Ũ` (a grid's complete variant):
+    /// the estimated bound `2‖U − Ũ‖∞` on `KL(P‖Q)`.
+    pub kl_bound_estimate: Option<f64>,
+}
+
+/// What precomputing a surrogate from the exact potential cost.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Precompute {
+    /// Exact evaluations (value and gradient) made.
+    pub evaluations: u64,
+    /// Wall time, in seconds.
+    pub seconds: f64,
+    /// Whether it was made once before sampling (shared by every chain), not after a chain's
+    /// exact phase.
+    pub before_sampling: bool,
 }

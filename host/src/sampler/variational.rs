@@ -62,7 +62,11 @@ pub struct VhmcPhase {
 impl VhmcPhase {
     /// The MAP and Laplace approximation from `start`, the pilot, and the regularized potential
     /// at `μ_0 = 0`.
-    pub fn new(settings: &VhmcSettings, model: &dyn Potential, start: &[f64]) -> Result<Self> {
+    pub fn new(
+        settings: &VhmcSettings,
+        model: &(dyn Potential + Sync),
+        start: &[f64],
+    ) -> Result<Self> {
         let begin = Instant::now();
         let dim = start.len();
         let map = find_map(model, start, &MapOptions::default())?;
@@ -99,7 +103,7 @@ impl VhmcPhase {
                 attempts - pilot.len()
             )));
         }
-        let fitted = settings.fitter().fit(&pilot)?;
+        let fitted = settings.fitter().fit(model, &pilot)?;
         let mut surrogate = fitted.surrogate;
         let online = learning(surrogate.as_mut())?;
         online.begin(&pilot)?;

@@ -5,12 +5,13 @@
 use std::path::Path;
 
 use super::file::SurrogateFile;
+use super::grids::{FORCE_GRID_KIND, ForceGrid, SPARSE_GRID_KIND, SparseGrid};
 use super::network::{self, NetworkSurrogate};
 use super::{Surrogate, SurrogateMeta};
 use crate::Result;
 
 /// The kinds this build reads.
-const KINDS: [&str; 1] = [network::KIND];
+const KINDS: [&str; 3] = [network::KIND, FORCE_GRID_KIND, SPARSE_GRID_KIND];
 
 /// Reads the surrogate file `path` (written by [`Surrogate::save`]) for a model of dimension
 /// `dim`: the surrogate, of the kind the file names, and the meta of its fit.
@@ -24,6 +25,14 @@ pub fn load(path: &Path, dim: usize) -> Result<(Box<dyn Surrogate>, SurrogateMet
             network::KIND => {
                 let (network, meta) = NetworkSurrogate::read(&file)?;
                 (Box::new(network), meta)
+            }
+            FORCE_GRID_KIND => {
+                let (grid, meta) = ForceGrid::read(&file)?;
+                (Box::new(grid), meta)
+            }
+            SPARSE_GRID_KIND => {
+                let (grid, meta) = SparseGrid::read(&file)?;
+                (Box::new(grid), meta)
             }
             other => {
                 return Err(file.invalid(format!(

@@ -6,16 +6,18 @@
 //! gradient: [`Fallback`]), how it is saved (a file names its kind, and [`kinds::load`]
 //! dispatches on it), and two capabilities a kind may lack: its curvature ([`Curvature`], from
 //! which the trajectory lengths can be chosen) and learning state by state ([`Online`]). A
-//! [`Fitter`] is how a kind is fitted to a [`TrainingSet`] in one batch.
+//! [`Fitter`] is how a kind is fitted in one batch: to a [`TrainingSet`] (the network), or from
+//! the exact potential itself (a grid, which may need no states at all).
 //! The samplers drive `dyn Surrogate` and `dyn Fitter` alone, so a new kind is a new module
 //! here and a line in [`kinds`], never a second sampler path.
 //!
-//! Layers: the kinds ([`network`]) build on this module, [`states`], [`exact_floats`] and
+//! Layers: the kinds ([`network`], [`grids`]) build on this module, [`states`], [`exact_floats`] and
 //! [`mod@file`]; [`kinds`] knows every kind; [`laplace`] blends any surrogate with a Laplace
 //! approximation (VHMC). None of them knows a sampler.
 
 pub mod exact_floats;
 pub mod file;
+pub mod grids;
 pub mod kinds;
 pub mod laplace;
 pub mod network;
@@ -23,6 +25,7 @@ pub mod states;
 
 use std::fmt::Debug;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
@@ -111,6 +114,13 @@ pub trait Surrogate: Potential + Debug + Send + Sync {
         None
     }
 
+    /// An estimate of `‖U − Ũ‖∞` over its domain, if its kind has one (a grid does): what a
+    /// sampler that also accepts with `Ũ` (a grid's approximate "complete" variant) states with
+    /// its label, `KL ≤ 2‖U − Ũ‖∞`. `None`: no estimate.
+    fn sup_error_estimate(&self) -> Option<f64> {
+        None
+    }
+
     /// Writes the surrogate and `meta` to the JSON file `path`, under its kind's name, so that
     /// [`kinds::load`] rebuilds it bit for bit.
     fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()>;
@@ -138,11 +148,18 @@ pub trait Online {
     fn publish(&mut self) -> Result<()>;
 }
 
-/// How a surrogate of some kind is fitted to states in one batch: its kind and options, held by
-/// a sampler until the states are there.
+/// How a surrogate of some kind is fitted in one batch: its kind and options, held by a sampler
+/// until what the fit needs is there.
 pub trait Fitter {
-    /// The surrogate fitted to `states`, and how well it did.
-    fn fit(&self, states: &TrainingSet) -> Result<Fitted>;
+    /// The surrogate of `model`'s exact potential fitted to `states` (a kind may evaluate
+    /// `model` itself, as a grid does at its points), and how well it did.
+    fn fit(&self, model: &(dyn Potential + Sync), states: &TrainingSet) -> Result<Fitted>;
+
+    /// Whether the fit needs no states, so that it is made once before sampling, shared by
+    /// every chain, instead of after each chain's exact phase. The default: it needs them.
+    fn before_sampling(&self) -> bool {
+        false
+    }
 }
 
 /// A batch fit's surrogate and the figures the output reports about it.
@@ -156,6 +173,44 @@ pub struct Fitted {
     pub holdout_gradient_error: f64,
     /// Wall time of the fit, in seconds.
     pub seconds: f64,
+    /// Exact evaluations the fit made itself (a grid's points, its box's MAP search); 0 for a
+    /// fit to the states alone.
+    pub exact_evaluations: u64,
+}
+
+/// One surrogate shared by every chain (a grid precomputed before sampling): each chain
+/// proposes with it, none can change it, so it has no online learning.
+#[derive(Clone, Debug)]
+pub struct Shared(pub Arc<dyn Surrogate>);
+
+impl Potential for Shared {
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        self.0.value(q)
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        self.0.value_and_gradient(q, grad)
+    }
+    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
+        self.0.gradient(q, grad)
+    }
+}
+
+impl Surrogate for Shared {
+    fn contains(&self, q: &[f64]) -> bool {
+        self.0.contains(q)
+    }
+    fn curvature(&self) -> Option<&dyn Curvature> {
+        self.0.curvature()
+    }
+    fn sup_error_estimate(&self) -> Option<f64> {
+        self.0.sup_error_estimate()
+    }
+    fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()> {
+        self.0.save(path, meta)
+    }
 }
 
 /// A boxed surrogate is a potential, so that a potential built around any surrogate (VHMC's

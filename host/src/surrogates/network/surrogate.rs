@@ -123,7 +123,8 @@ pub struct NetworkFitter {
 }
 
 impl Fitter for NetworkFitter {
-    fn fit(&self, states: &TrainingSet) -> Result<Fitted> {
+    /// Fitted to `states` alone; the model is not evaluated.
+    fn fit(&self, _model: &(dyn Potential + Sync), states: &TrainingSet) -> Result<Fitted> {
         let trained = match self.method {
             FitMethod::Potential => fit_potential(states, &self.options)?,
             FitMethod::Score => fit_score(states, &self.options)?,
@@ -137,6 +138,7 @@ impl Fitter for NetworkFitter {
             scale: trained.scale,
             holdout_gradient_error: trained.holdout_gradient_error,
             seconds: trained.seconds,
+            exact_evaluations: 0,
         })
     }
 }

@@ -13,7 +13,7 @@
 //!   for its experiments.
 //!
 //! Outside the box a grid-driven sampler falls back to the exact gradient (see
-//! [`super::Hybrid`]), so a box that is too small costs speed, never correctness.
+//! [`crate::surrogates::Fallback`]), so a box that is too small costs speed, never correctness.
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,9 +22,9 @@ use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
 
-use super::exact;
 use crate::diagnostics::inverse_normal_cdf;
 use crate::optimize::{MapEstimate, MapOptions, find_map};
+use crate::surrogates::exact_floats;
 use crate::{Error, Result};
 
 /// A box in `ℝᵈ`: finite bounds with `lower[i] < upper[i]` for every coordinate.
@@ -42,9 +42,9 @@ pub struct Domain {
 /// A domain as written in a grid file: bounds as exact decimal strings, validated on reading.
 #[derive(Serialize, Deserialize)]
 struct DomainRecord {
-    #[serde(with = "exact::vec")]
+    #[serde(with = "exact_floats::vec")]
     lower: Vec<f64>,
-    #[serde(with = "exact::vec")]
+    #[serde(with = "exact_floats::vec")]
     upper: Vec<f64>,
 }
 

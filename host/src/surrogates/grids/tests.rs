@@ -11,6 +11,8 @@ use shmc_core::Potential;
 use super::*;
 use crate::models::gaussian::ConjugateGaussian;
 use crate::optimize::{MapEstimate, MapOptions, find_map};
+use crate::surrogates::file::SurrogateFile;
+use crate::surrogates::{Fallback, Shared, Surrogate, SurrogateMeta, kinds};
 
 fn rng(seed: u64) -> Pcg64 {
     Pcg64::seed_from_u64(seed)
@@ -310,7 +312,7 @@ fn force_grid_returns_the_centre_value_of_the_cell_holding_a_point() {
     assert_eq!(grid.try_value(&outside), None);
     grad = [7.0; 2];
     assert_eq!(grid.try_value_and_gradient(&outside, &mut grad), None);
-    assert!(!grid.try_gradient(&outside, &mut grad));
+    assert!(grid.try_value_and_gradient(&outside, &mut grad).is_none());
     assert_eq!(grad, [7.0; 2]);
     assert!(grid.value(&outside).is_nan());
     grid.gradient(&outside, &mut grad);
@@ -394,13 +396,16 @@ fn grids_refuse_a_domain_where_the_model_is_not_finite() {
 }
 
 #[test]
-fn hybrid_uses_the_grid_inside_and_the_exact_potential_outside() {
+fn fallback_uses_the_grid_inside_and_the_exact_potential_outside() {
     let domain = Domain::new(vec![-1.0, -0.5], vec![1.5, 2.0]).unwrap();
     let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
     let sparse = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
-    let check = |grid: &dyn GridApproximation| {
-        let hybrid = Hybrid::new(grid, &Wavy).unwrap();
-        assert_eq!(hybrid.dim(), 2);
+    let check = |reference: std::sync::Arc<dyn Surrogate>| {
+        let fallback = Fallback {
+            surrogate: Box::new(Shared(reference.clone())),
+            exact: &Wavy,
+        };
+        assert_eq!(fallback.dim(), 2);
         let (mut a, mut b) = ([0.0; 2], [0.0; 2]);
         let mut r = rng(2);
         for _ in 0..200 {
@@ -408,38 +413,31 @@ fn hybrid_uses_the_grid_inside_and_the_exact_potential_outside() {
             let q: Vec<f64> = (0..2)
                 .map(|k| domain.lower()[k] + (2.0 * r.random::<f64>() - 0.5) * domain.width(k))
                 .collect();
-            let (reference, expected) = if domain.contains(&q) {
-                (grid.value_and_gradient(&q, &mut b), b)
+            let (value, expected) = if domain.contains(&q) {
+                assert!(reference.contains(&q));
+                (reference.value_and_gradient(&q, &mut b), b)
             } else {
+                assert!(!reference.contains(&q));
+                assert!(reference.value(&q).is_nan());
                 (Wavy.value_and_gradient(&q, &mut b), b)
             };
             assert_eq!(
-                hybrid.value_and_gradient(&q, &mut a).to_bits(),
-                reference.to_bits()
+                fallback.value_and_gradient(&q, &mut a).to_bits(),
+                value.to_bits()
             );
             assert_eq!(a.map(f64::to_bits), expected.map(f64::to_bits));
-            hybrid.gradient(&q, &mut a);
+            fallback.gradient(&q, &mut a);
             assert_eq!(a.map(f64::to_bits), expected.map(f64::to_bits));
-            assert_eq!(hybrid.value(&q).to_bits(), reference.to_bits());
+            assert_eq!(fallback.value(&q).to_bits(), value.to_bits());
         }
         // Just outside the upper corner: the exact gradient, not the last cell's.
         let q = [1.5 + 1e-9, 2.0];
-        hybrid.gradient(&q, &mut a);
+        fallback.gradient(&q, &mut a);
         Wavy.gradient(&q, &mut b);
         assert_eq!(a, b);
     };
-    check(&force);
-    check(&sparse);
-    assert!(
-        Hybrid::new(
-            &force,
-            Values {
-                dim: 3,
-                f: |_: &[f64]| 0.0
-            }
-        )
-        .is_err()
-    );
+    check(std::sync::Arc::new(force));
+    check(std::sync::Arc::new(sparse));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -832,15 +830,15 @@ fn sparse_grid_over_the_memory_limit_is_refused_before_any_evaluation() {
 // ---------------------------------------------------------------------------------------------
 // Files
 
-/// Asserts that two grids give the same bits for values and gradients at random points.
-fn assert_same_bits(a: &dyn GridApproximation, b: &dyn GridApproximation, seed: u64) {
-    let domain = a.domain().clone();
-    assert_eq!(&domain, b.domain());
+/// Asserts that two surrogates give the same bits for values and gradients at random points
+/// of `domain`.
+fn assert_same_bits(a: &dyn Surrogate, b: &dyn Surrogate, domain: &Domain, seed: u64) {
     let d = domain.dim();
     let (mut ga, mut gb) = (vec![0.0; d], vec![0.0; d]);
     let mut r = rng(seed);
     for _ in 0..500 {
-        let q = point_in(&domain, &mut r);
+        let q = point_in(domain, &mut r);
+        assert!(a.contains(&q) && b.contains(&q));
         assert_eq!(a.value(&q).to_bits(), b.value(&q).to_bits());
         let (va, vb) = (
             a.value_and_gradient(&q, &mut ga),
@@ -853,25 +851,35 @@ fn assert_same_bits(a: &dyn GridApproximation, b: &dyn GridApproximation, seed: 
     }
 }
 
+/// A meta whose floats are not short decimals, so a lossy format would show.
+fn meta() -> SurrogateMeta {
+    SurrogateMeta {
+        model: "wavy".into(),
+        train_seconds: 1.0 / 3.0,
+        ..SurrogateMeta::default()
+    }
+}
+
 #[test]
-fn save_load_round_trip_is_bit_identical() {
+fn save_load_round_trip_through_kinds_is_bit_identical() {
     // Bounds that are not short decimals, so a lossy float format would show.
     let domain = Domain::new(vec![-1.0 / 3.0, -0.7], vec![1.3, 2.0 + 1e-9]).unwrap();
     let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
     let path = temp_path("force");
-    force.save(&path).unwrap();
-    let loaded = ForceGrid::load(&path).unwrap();
-    assert_same_bits(&force, &loaded, 17);
-    assert_eq!(loaded.cells(), force.cells());
-    assert_eq!(loaded.precomputation(), force.precomputation());
-    assert!(matches!(load(&path).unwrap(), Grid::Force(_)));
-    let error = SparseGrid::load(&path).unwrap_err();
-    assert!(
-        error
-            .to_string()
-            .contains("holds a force-grid, not a sparse-grid"),
-        "{error}"
+    force.save(&path, &meta()).unwrap();
+    let (loaded, read_meta) = kinds::load(&path, 2).unwrap();
+    assert_same_bits(&force, loaded.as_ref(), &domain, 17);
+    assert_eq!(
+        read_meta.train_seconds.to_bits(),
+        meta().train_seconds.to_bits()
     );
+    let file = SurrogateFile::open(&path).unwrap();
+    assert_eq!(file.kind(), Some(FORCE_GRID_KIND));
+    let (again, _) = ForceGrid::read(&file).unwrap();
+    assert_eq!(again.cells(), force.cells());
+    assert_eq!(again.precomputation(), force.precomputation());
+    let error = kinds::load(&path, 3).unwrap_err().to_string();
+    assert!(error.contains("dimension 2"), "{error}");
     std::fs::remove_file(&path).unwrap();
 
     let regular = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
@@ -879,25 +887,22 @@ fn save_load_round_trip_is_bit_identical() {
         tolerance: 1e-3,
         ..AdaptiveOptions::default()
     };
-    let adaptive = SparseGrid::adaptive(&Wavy, domain, &options, GIB).unwrap();
+    let adaptive = SparseGrid::adaptive(&Wavy, domain.clone(), &options, GIB).unwrap();
     for (name, grid) in [("regular", regular), ("adaptive", adaptive)] {
         let path = temp_path(name);
-        grid.save(&path).unwrap();
-        let loaded = SparseGrid::load(&path).unwrap();
-        assert_same_bits(&grid, &loaded, 19);
-        assert_eq!(loaded.construction(), grid.construction());
-        assert_eq!(loaded.precomputation(), grid.precomputation());
+        grid.save(&path, &meta()).unwrap();
+        let (loaded, _) = kinds::load(&path, 2).unwrap();
+        assert_same_bits(&grid, loaded.as_ref(), &domain, 19);
+        let file = SurrogateFile::open(&path).unwrap();
+        assert_eq!(file.kind(), Some(SPARSE_GRID_KIND), "{name}");
+        let (again, _) = SparseGrid::read(&file).unwrap();
+        assert_eq!(again.construction(), grid.construction());
+        assert_eq!(again.precomputation(), grid.precomputation());
         assert_eq!(
-            loaded.error_estimate().to_bits(),
+            again.error_estimate().to_bits(),
             grid.error_estimate().to_bits()
         );
-        assert_eq!(loaded.points_per_level(), grid.points_per_level());
-        match load(&path).unwrap() {
-            Grid::Sparse(any) => assert_same_bits(&grid, &any, 23),
-            Grid::Force(_) => panic!("{name}: loaded as a force grid"),
-        }
-        let error = ForceGrid::load(&path).unwrap_err();
-        assert!(error.to_string().contains("holds a sparse-grid"), "{error}");
+        assert_eq!(again.points_per_level(), grid.points_per_level());
         std::fs::remove_file(&path).unwrap();
     }
 }
@@ -906,37 +911,89 @@ fn save_load_round_trip_is_bit_identical() {
 fn loading_rejects_inconsistent_files() {
     let grid = SparseGrid::regular(&Wavy, unit_box(2), 3, GIB).unwrap();
     let path = temp_path("broken");
-    grid.save(&path).unwrap();
+    grid.save(&path, &meta()).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let original: serde_json::Value = serde_json::from_str(&text).unwrap();
     let broken = |edit: &dyn Fn(&mut serde_json::Value), expect: &str| {
         let mut value = original.clone();
         edit(&mut value);
         std::fs::write(&path, value.to_string()).unwrap();
-        let error = SparseGrid::load(&path).unwrap_err().to_string();
+        let error = kinds::load(&path, 2).unwrap_err().to_string();
         assert!(error.contains(expect), "expected {expect:?} in {error}");
     };
-    broken(&|v| v["version"] = 2.into(), "version 2");
+    broken(&|v| v["version"] = 3.into(), "version 3");
     broken(
-        &|v| v["format"] = "shmc-surrogate".into(),
-        "not a grid file",
+        &|v| v["format"] = "shmc-grid".into(),
+        "not a surrogate file",
     );
-    broken(&|v| v["kind"] = "mesh".into(), "holds a mesh");
+    broken(
+        &|v| v["kind"] = "mesh".into(),
+        "unknown surrogate kind \"mesh\"",
+    );
     broken(
         &|v| {
-            v["grid"]["surpluses"].as_array_mut().unwrap().pop();
+            v["surrogate"]["surpluses"].as_array_mut().unwrap().pop();
         },
         "surpluses",
     );
-    broken(&|v| v["grid"]["levels"][1] = 5.into(), "lower neighbour");
-    broken(&|v| v["grid"]["levels"][1] = 40.into(), "above the maximum");
     broken(
-        &|v| v["grid"]["domain"]["upper"][0] = "-1".into(),
+        &|v| v["surrogate"]["levels"][1] = 5.into(),
+        "lower neighbour",
+    );
+    broken(
+        &|v| v["surrogate"]["levels"][1] = 40.into(),
+        "above the maximum",
+    );
+    broken(
+        &|v| v["surrogate"]["domain"]["upper"][0] = "-1".into(),
         "lower bound",
     );
     broken(
-        &|v| v["grid"]["surpluses"][0] = "one".into(),
+        &|v| v["surrogate"]["surpluses"][0] = "one".into(),
         "not a number",
     );
     std::fs::remove_file(&path).unwrap();
+}
+
+/// `U(q) = 3 q₀ − 2 q₁`, with its gradient: a plane, on which a cell's constant is furthest off
+/// at the corners, by exactly `½ Σₖ |aₖ| wₖ`.
+struct Plane;
+
+impl Potential for Plane {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        3.0 * q[0] - 2.0 * q[1]
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        grad[0] = 3.0;
+        grad[1] = -2.0;
+        self.value(q)
+    }
+}
+
+#[test]
+fn force_grid_error_estimate_is_exact_on_a_plane_and_close_on_a_curved_potential() {
+    let domain = Domain::new(vec![-1.0, 0.0], vec![1.0, 1.5]).unwrap();
+    let grid = ForceGrid::build(&Plane, domain.clone(), 0.25, GIB).unwrap();
+    let w = grid.widths();
+    let want = 0.5 * (3.0 * w[0] + 2.0 * w[1]);
+    assert!((grid.error_estimate() - want).abs() < 1e-12);
+    assert_eq!(grid.sup_error_estimate(), Some(grid.error_estimate()));
+    // On a curved potential the largest error at random points stays below the estimate plus
+    // the curvature's second-order share, and is not far below it.
+    let grid = ForceGrid::build(&Wavy, domain.clone(), 0.05, GIB).unwrap();
+    let mut r = rng(4);
+    let worst = (0..20_000)
+        .map(|_| {
+            let q = point_in(&domain, &mut r);
+            (grid.value(&q) - Wavy.value(&q)).abs()
+        })
+        .fold(0.0, f64::max);
+    let estimate = grid.error_estimate();
+    assert!(
+        worst <= 1.1 * estimate && worst >= 0.5 * estimate,
+        "{worst} vs {estimate}"
+    );
 }

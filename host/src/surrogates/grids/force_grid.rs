@@ -17,10 +17,10 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
 
-use super::{
-    Domain, FORCE_GRID_KIND, GridApproximation, Precomputation, check_memory, exact, parse_body,
-    read_file, save_file,
-};
+use super::{Domain, FORCE_GRID_KIND, Precomputation, check_memory};
+use crate::surrogates::exact_floats;
+use crate::surrogates::file::{self, SurrogateFile};
+use crate::surrogates::{Surrogate, SurrogateMeta};
 use crate::{Error, Result};
 
 /// Relative slack when rounding `extent / h` to a cell count: a box of width 1 with `h = 0.1`
@@ -211,6 +211,24 @@ impl ForceGrid {
         self.precomputation
     }
 
+    /// An estimate of `‖U − Ũ‖∞` over the box: the largest, over the cells, of
+    /// `½ Σₖ |∂ₖU(centre)| wₖ`, the first-order change of `U` from a cell's centre to its
+    /// farthest corner, where the piecewise-constant `Ũ` is furthest off. Not a bound: it
+    /// misses the curvature's share, which is second order in the cell widths.
+    pub fn error_estimate(&self) -> f64 {
+        let d = self.domain.dim();
+        self.gradients
+            .chunks_exact(d)
+            .map(|g| {
+                0.5 * g
+                    .iter()
+                    .zip(&self.widths)
+                    .map(|(g, w)| g.abs() * w)
+                    .sum::<f64>()
+            })
+            .fold(0.0, f64::max)
+    }
+
     /// The bytes the grid's tables take: `cells × (d + 1) × 8`.
     pub fn bytes(&self) -> usize {
         8 * (self.values.len() + self.gradients.len())
@@ -232,16 +250,29 @@ impl ForceGrid {
         Some(index)
     }
 
-    /// Writes `self` to `path` as a grid file of kind `force-grid`.
-    pub fn save(&self, path: &Path) -> Result<()> {
-        save_file(self, FORCE_GRID_KIND, path)
+    /// Reads the force grid of a surrogate file of kind [`FORCE_GRID_KIND`] (for
+    /// [`crate::surrogates::kinds::load`]). Inconsistent sizes are an error naming the file.
+    pub fn read(file: &SurrogateFile) -> Result<(Self, SurrogateMeta)> {
+        file.read()
     }
 
-    /// Reads a force grid written by [`ForceGrid::save`]. A file of another format, version or
-    /// kind, or with inconsistent sizes, is an error naming the file.
-    pub fn load(path: &Path) -> Result<Self> {
-        let (text, kind) = read_file(path)?;
-        parse_body(path, &text, &kind, FORCE_GRID_KIND)
+    /// The box the grid covers.
+    pub fn domain(&self) -> &Domain {
+        &self.domain
+    }
+
+    /// `U` at the centre of the cell holding `q`, `None` outside the box.
+    pub fn try_value(&self, q: &[f64]) -> Option<f64> {
+        self.cell(q).map(|c| self.values[c])
+    }
+
+    /// Writes `∇U` at the centre of the cell holding `q` into `grad` and returns `U` there;
+    /// `None` outside the box, with `grad` untouched.
+    pub fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
+        let c = self.cell(q)?;
+        let d = self.domain.dim();
+        grad.copy_from_slice(&self.gradients[c * d..(c + 1) * d]);
+        Some(self.values[c])
     }
 }
 
@@ -271,22 +302,38 @@ impl Layout<'_> {
     }
 }
 
-impl GridApproximation for ForceGrid {
-    fn domain(&self) -> &Domain {
-        &self.domain
+/// The grid's `Ũ` inside its box; NaN outside, where it knows nothing (a sampler proposes with
+/// [`crate::surrogates::Fallback`], which never asks it there), so a caller that forgets
+/// [`Surrogate::contains`] sees a divergent trajectory, not a silently wrong force.
+impl Potential for ForceGrid {
+    fn dim(&self) -> usize {
+        self.domain.dim()
     }
 
-    /// `U` at the centre of the cell holding `q`.
-    fn try_value(&self, q: &[f64]) -> Option<f64> {
-        self.cell(q).map(|c| self.values[c])
+    fn value(&self, q: &[f64]) -> f64 {
+        self.try_value(q).unwrap_or(f64::NAN)
     }
 
-    /// `∇U` and `U` at the centre of the cell holding `q`.
-    fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
-        let c = self.cell(q)?;
-        let d = self.domain.dim();
-        grad.copy_from_slice(&self.gradients[c * d..(c + 1) * d]);
-        Some(self.values[c])
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        self.try_value_and_gradient(q, grad).unwrap_or_else(|| {
+            grad.fill(f64::NAN);
+            f64::NAN
+        })
+    }
+}
+
+impl Surrogate for ForceGrid {
+    fn contains(&self, q: &[f64]) -> bool {
+        self.domain.contains(q)
+    }
+
+    /// [`ForceGrid::error_estimate`], from the tabulated gradients.
+    fn sup_error_estimate(&self) -> Option<f64> {
+        Some(self.error_estimate())
+    }
+
+    fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()> {
+        file::write(path, FORCE_GRID_KIND, meta, self)
     }
 }
 
@@ -295,9 +342,9 @@ impl GridApproximation for ForceGrid {
 struct ForceGridRef<'a> {
     domain: &'a Domain,
     cells: &'a [usize],
-    #[serde(with = "exact::vec")]
+    #[serde(with = "exact_floats::vec")]
     values: &'a [f64],
-    #[serde(with = "exact::vec")]
+    #[serde(with = "exact_floats::vec")]
     gradients: &'a [f64],
     precomputation: Precomputation,
 }
@@ -307,9 +354,9 @@ struct ForceGridRef<'a> {
 struct ForceGridRecord {
     domain: Domain,
     cells: Vec<usize>,
-    #[serde(with = "exact::vec")]
+    #[serde(with = "exact_floats::vec")]
     values: Vec<f64>,
-    #[serde(with = "exact::vec")]
+    #[serde(with = "exact_floats::vec")]
     gradients: Vec<f64>,
     precomputation: Precomputation,
 }

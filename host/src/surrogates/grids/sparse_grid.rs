@@ -40,7 +40,7 @@
 //!
 //! # Gradient at kinks
 //! The interpolant is piecewise multilinear: it has kinks where a coordinate crosses a multiple
-//! of the finest spacing `2^(−L)`. [`GridApproximation::gradient`] returns, in every coordinate, the
+//! of the finest spacing `2^(−L)`. [`SparseGrid::try_value_and_gradient`] returns, in every coordinate, the
 //! one-sided derivative *from above* (the slope on `[x, x + δ)`), except on the box's upper face,
 //! where only the slope from below exists. Any fixed choice keeps the leapfrog deterministic and
 //! so reversible; this one is what the floor in the lookup gives.
@@ -54,10 +54,10 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
 
-use super::{
-    Domain, GridApproximation, Precomputation, SPARSE_GRID_KIND, check_memory, exact, parse_body,
-    read_file, save_file,
-};
+use super::{Domain, Precomputation, SPARSE_GRID_KIND, check_memory};
+use crate::surrogates::exact_floats;
+use crate::surrogates::file::{self, SurrogateFile};
+use crate::surrogates::{Surrogate, SurrogateMeta};
 use crate::{Error, Result};
 
 /// The finest level any coordinate may reach: spacing `2⁻³⁰` of the box's width, far below any
@@ -249,7 +249,7 @@ pub enum Construction {
     /// Dimension-adaptive refinement ([`SparseGrid::adaptive`]).
     Adaptive {
         /// The surplus tolerance asked for.
-        #[serde(with = "exact::float")]
+        #[serde(with = "exact_floats")]
         tolerance: f64,
         /// The point budget.
         max_points: usize,
@@ -721,7 +721,7 @@ impl SparseGrid {
 
     /// `2 ×` [`SparseGrid::error_estimate`]: the Kullback–Leibler bound `KL(P‖Q) ≤ 2‖U − Û‖∞`
     /// of the paper's Theorem 5.1 for the approximate "complete" variant, which also accepts
-    /// with `Û` ([`super::Hybrid`]'s value) and so samples `Q ∝ exp(−Û)`. Since `Û = U` outside
+    /// with `Û` (the value of [`crate::surrogates::Fallback`]) and so samples `Q ∝ exp(−Û)`. Since `Û = U` outside
     /// the box, the supremum over the box is the supremum over `ℝᵈ`. A label, carrying the
     /// estimate's caveats; the exact sampler needs none.
     pub fn kl_bound_estimate(&self) -> f64 {
@@ -773,32 +773,27 @@ impl SparseGrid {
         })
     }
 
-    /// Writes `self` to `path` as a grid file of kind `sparse-grid`.
-    pub fn save(&self, path: &Path) -> Result<()> {
-        save_file(self, SPARSE_GRID_KIND, path)
+    /// Reads the sparse grid of a surrogate file of kind [`SPARSE_GRID_KIND`] (for
+    /// [`crate::surrogates::kinds::load`]). Inconsistent subspaces (sizes, levels above
+    /// [`MAX_LEVEL`], a set that is not downward closed) are an error naming the file.
+    pub fn read(file: &SurrogateFile) -> Result<(Self, SurrogateMeta)> {
+        file.read()
     }
 
-    /// Reads a sparse grid written by [`SparseGrid::save`]. A file of another format, version or
-    /// kind, or whose subspaces are inconsistent (sizes, levels above [`MAX_LEVEL`], a set that
-    /// is not downward closed), is an error naming the file.
-    pub fn load(path: &Path) -> Result<Self> {
-        let (text, kind) = read_file(path)?;
-        parse_body(path, &text, &kind, SPARSE_GRID_KIND)
-    }
-}
-
-impl GridApproximation for SparseGrid {
-    fn domain(&self) -> &Domain {
+    /// The box the grid covers.
+    pub fn domain(&self) -> &Domain {
         &self.domain
     }
 
-    fn try_value(&self, q: &[f64]) -> Option<f64> {
+    /// `Ũ(q)` for `q` in the box, `None` outside.
+    pub fn try_value(&self, q: &[f64]) -> Option<f64> {
         let hierarchy = self.hierarchy();
         self.at(q, |scratch| hierarchy.value(scratch))
     }
 
-    /// The one-sided gradient described in the module docs (from above at kinks).
-    fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
+    /// Writes `∇Ũ(q)` (the one-sided gradient of the module docs: from above at kinks) into
+    /// `grad` and returns `Ũ(q)` for `q` in the box; `None` outside, with `grad` untouched.
+    pub fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
         let hierarchy = self.hierarchy();
         let value = self.at(q, |scratch| hierarchy.value_and_gradient(scratch, grad))?;
         for (g, iw) in grad.iter_mut().zip(&self.inverse_widths) {
@@ -808,13 +803,47 @@ impl GridApproximation for SparseGrid {
     }
 }
 
+/// The interpolant inside its box; NaN outside, where it knows nothing (a sampler proposes with
+/// [`crate::surrogates::Fallback`], which never asks it there).
+impl Potential for SparseGrid {
+    fn dim(&self) -> usize {
+        self.domain.dim()
+    }
+
+    fn value(&self, q: &[f64]) -> f64 {
+        self.try_value(q).unwrap_or(f64::NAN)
+    }
+
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        self.try_value_and_gradient(q, grad).unwrap_or_else(|| {
+            grad.fill(f64::NAN);
+            f64::NAN
+        })
+    }
+}
+
+impl Surrogate for SparseGrid {
+    fn contains(&self, q: &[f64]) -> bool {
+        self.domain.contains(q)
+    }
+
+    /// [`SparseGrid::error_estimate`], from the frontier's surpluses.
+    fn sup_error_estimate(&self) -> Option<f64> {
+        Some(self.error_estimate())
+    }
+
+    fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()> {
+        file::write(path, SPARSE_GRID_KIND, meta, self)
+    }
+}
+
 /// A sparse grid as written to a file (borrowed, so saving copies nothing). The subspace
 /// starts, the top level and the unit-coordinate map are derived again on loading.
 #[derive(Serialize)]
 struct SparseGridRef<'a> {
     domain: &'a Domain,
     levels: &'a [u8],
-    #[serde(with = "exact::vec")]
+    #[serde(with = "exact_floats::vec")]
     surpluses: &'a [f64],
     active: &'a [bool],
     construction: &'a Construction,
@@ -826,7 +855,7 @@ struct SparseGridRef<'a> {
 struct SparseGridRecord {
     domain: Domain,
     levels: Vec<u8>,
-    #[serde(with = "exact::vec")]
+    #[serde(with = "exact_floats::vec")]
     surpluses: Vec<f64>,
     active: Vec<bool>,
     construction: Construction,

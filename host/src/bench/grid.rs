@@ -1,0 +1,481 @@
+//! `shmc bench grid`: the precomputing paper's experiments (section 4), every problem run with
+//! HMC, RNS-HMC (the network) and the paper's grid method in one process, so that users see
+//! which surrogate wins where: the 2-D logistic regression and the banana with grid HMC, the
+//! 3-D Gaussian-process hyperparameters and the d = 5 elliptic PDE with sparse-grid HMC; then
+//! the paper's dimension sweep (logistic regression, section 4.5), where sgHMC's grid grows
+//! with the dimension until HMC, and the network, take over.
+//!
+//! Protocol per problem (the paper's: 800 burn-in iterations, 3200 kept draws, one chain from
+//! the MAP): a pilot of exact HMC adapts the step size to acceptance 0.9 (about the paper's HMC
+//! rates), and every method then runs with that fixed step size and the same jittered number
+//! of steps. A grid over a known box is precomputed before the chain, its cost (exact
+//! evaluations, seconds) reported apart from sampling; RNS-HMC trains on the burn-in. ESS is
+//! Geyer's per parameter and min ESS/s is per second of sampling, the paper's convention.
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
+use serde::Serialize;
+use shmc_core::Steps;
+use shmc_core::random::{fill_standard_normal, uniform};
+
+use super::{BenchRow, exact_potential_seconds, row};
+use crate::data::Dataset;
+use crate::diagnostics::{Draws, ess};
+use crate::models::banana::Banana;
+use crate::models::elliptic_pde::{EllipticPde, PdeSettings};
+use crate::models::gp_hyper::GpHyper;
+use crate::models::logistic::LogisticRegression;
+use crate::optimize::{MapOptions, find_map};
+use crate::sampler::{
+    DrawSink, Init, Method, NullSink, SampleConfig, StepSize, SurrogateSettings, sample,
+};
+use crate::surrogates::FitMethod;
+use crate::surrogates::grids::{AdaptiveOptions, Domain, DomainChoice, GridFitter, GridKind};
+use crate::surrogates::network::TrainOptions;
+use crate::{Model, Result};
+
+/// The most bytes a bench grid may take.
+const MEMORY_LIMIT: u64 = 1 << 30;
+
+/// The published speed-ups of the grid method over HMC (Tables 4.1 to 4.4).
+pub const PUBLISHED_SPEEDUPS: [(&str, f64); 4] = [
+    ("logistic-2d", 2.1),
+    ("banana", 1.7),
+    ("gp-hyper", 6.4),
+    ("pde-5", 2.8),
+];
+
+/// One problem of the paper's section 4.
+struct Problem {
+    /// The name in the rows' `problem` field.
+    name: &'static str,
+    model: Box<dyn Model>,
+    /// The grid method's label, and its grid.
+    grid_label: &'static str,
+    grid: GridFitter,
+    /// Maximum leapfrog steps (jittered).
+    steps: u32,
+    /// Hidden units of RNS-HMC's network.
+    hidden: usize,
+}
+
+/// The paper's logistic regression of section 4.1: `N = 100` rows of two standard normal
+/// features, `β = (−1, 1)`, prior `N(0, 100 I)`.
+fn paper_logistic(seed: u64) -> Result<LogisticRegression> {
+    let (n, beta) = (100, [-1.0, 1.0]);
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let mut x = vec![0.0; 2 * n];
+    fill_standard_normal(&mut rng, &mut x);
+    let y = x
+        .chunks_exact(2)
+        .map(|row| {
+            let p = 1.0 / (1.0 + (-(row[0] * beta[0] + row[1] * beta[1])).exp());
+            if uniform(&mut rng) < p { 1.0 } else { 0.0 }
+        })
+        .collect();
+    let data = Dataset::new(x, y, n, 2, vec!["x.1".into(), "x.2".into()])?;
+    LogisticRegression::new(data, LogisticRegression::DEFAULT_PRIOR_VARIANCE)
+}
+
+/// The box `text` (a constant of this file, so it parses).
+fn explicit(text: &str) -> Result<DomainChoice> {
+    Ok(DomainChoice::Explicit(Domain::parse(text)?))
+}
+
+/// The four problems, with the paper's boxes and cell size; `quick` coarsens the PDE's grid.
+fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
+    let grid = |kind, domain| GridFitter {
+        kind,
+        domain,
+        memory_limit: MEMORY_LIMIT,
+    };
+    let pde = PdeSettings {
+        modes: EllipticPde::SPARSE_GRID_MODES,
+        prior_sd: EllipticPde::SPARSE_GRID_PRIOR_SD,
+        data_seed: seed,
+        ..PdeSettings::default()
+    };
+    Ok(vec![
+        Problem {
+            name: "logistic-2d",
+            model: Box::new(paper_logistic(seed)?),
+            grid_label: "grid HMC (h = 0.1)",
+            grid: grid(GridKind::Force { cell: 0.1 }, explicit("-3:0.5,-0.5:3")?),
+            steps: 10,
+            hidden: 100,
+        },
+        Problem {
+            name: "banana",
+            model: Box::new(Banana::simulate(Banana::PAPER_N, seed)?),
+            grid_label: "grid HMC (h = 0.1)",
+            grid: grid(GridKind::Force { cell: 0.1 }, explicit("-4:4,-4:4")?),
+            steps: 10,
+            hidden: 200,
+        },
+        Problem {
+            name: "gp-hyper",
+            model: Box::new(GpHyper::simulate(GpHyper::DEFAULT_N, seed)?),
+            grid_label: "sgHMC (level 5)",
+            grid: grid(
+                GridKind::SparseLevel(5),
+                explicit("-1.6:1.6,-1.6:1.6,-1.2:0.4")?,
+            ),
+            steps: 10,
+            hidden: 200,
+        },
+        Problem {
+            name: "pde-5",
+            model: Box::new(EllipticPde::simulate(pde)?),
+            grid_label: if quick {
+                "sgHMC (level 3, Laplace)"
+            } else {
+                "sgHMC (level 4, Laplace)"
+            },
+            grid: grid(
+                GridKind::SparseLevel(if quick { 3 } else { 4 }),
+                DomainChoice::Laplace { probability: 0.999 },
+            ),
+            steps: 10,
+            hidden: 300,
+        },
+    ])
+}
+
+/// Burn-in and kept draws: the paper's 800 and 3200, or a quarter of each with `quick`.
+fn lengths(quick: bool) -> (usize, usize) {
+    if quick { (300, 800) } else { (800, 3200) }
+}
+
+/// The step size a pilot of exact HMC adapts to acceptance 0.9 from `start`.
+fn pilot_step_size(model: &dyn Model, start: &[f64], steps: u32, seed: u64) -> Result<f64> {
+    let config = SampleConfig {
+        chains: 1,
+        warmup: 300,
+        draws: 1,
+        seed,
+        step_size: StepSize::Adapt { target: 0.9 },
+        steps: Steps::Jittered(steps),
+        adapt_mass: false,
+        init: Init::Values(start.to_vec()),
+        save_warmup: false,
+        max_energy_error: 1000.0,
+        method: Method::Hmc,
+    };
+    let run = sample(model, &config, vec![Box::new(NullSink)], &|_, _| {}, None)?;
+    Ok(run.chains[0].step_size)
+}
+
+/// The settings of RNS-HMC's network (score fit: `d` equations per state) for a problem.
+fn network(hidden: usize, train_after: usize, seed: u64) -> SurrogateSettings {
+    SurrogateSettings {
+        train: TrainOptions {
+            hidden,
+            seed,
+            ..TrainOptions::default()
+        },
+        fit: FitMethod::Score,
+        train_after,
+        ..SurrogateSettings::default()
+    }
+}
+
+/// Runs HMC, RNS-HMC and `grid` on `model` with one step size, returning the rows (speed-ups
+/// over the HMC row) with `problem` set.
+#[allow(clippy::too_many_arguments)]
+fn compare(
+    problem: &str,
+    model: &dyn Model,
+    grid_label: &str,
+    grid: &GridFitter,
+    steps: u32,
+    hidden: usize,
+    (burn_in, draws): (usize, usize),
+    seed: u64,
+    log: &dyn Fn(&str),
+) -> Result<Vec<BenchRow>> {
+    let map = find_map(model, &vec![0.0; model.dim()], &MapOptions::default())?;
+    let step_size = pilot_step_size(model, &map.position, steps, seed)?;
+    log(&format!(
+        "{problem}: d = {}, step size {step_size:.4} (pilot HMC at acceptance 0.9), steps 1..={steps}",
+        model.dim()
+    ));
+    let grid_settings = SurrogateSettings {
+        grid: Some(grid.clone()),
+        ..SurrogateSettings::default()
+    };
+    let methods = [
+        ("hmc", "HMC".to_string(), Method::Hmc),
+        (
+            "rns",
+            "RNS-HMC (score fit)".to_string(),
+            Method::RnsHmc(network(hidden, burn_in / 4, seed)),
+        ),
+        (
+            "grid",
+            grid_label.to_string(),
+            Method::RnsHmc(grid_settings),
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (key, label, method) in methods {
+        log(&format!("  running {label} ..."));
+        let config = SampleConfig {
+            chains: 1,
+            warmup: burn_in,
+            draws,
+            seed,
+            step_size: StepSize::Fixed(step_size),
+            steps: Steps::Jittered(steps),
+            adapt_mass: false,
+            init: Init::Values(map.position.clone()),
+            save_warmup: false,
+            max_energy_error: 1000.0,
+            method,
+        };
+        let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
+        let run = sample(model, &config, sinks, &|_, _| {}, None)?;
+        let chain = &run.chains[0];
+        let exact_u = exact_potential_seconds(model, &map.position);
+        let geyer: Vec<f64> = (0..run.names.len())
+            .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
+            .collect();
+        let precompute = run.precompute.map_or(0.0, |p| p.seconds);
+        let waited = chain.warmup_seconds + chain.sampling_seconds + precompute;
+        let mut r = row(key, &label, &run, exact_u, &geyer, waited);
+        r.problem = problem.to_string();
+        if let Some(p) = run.precompute {
+            r.precompute_seconds = p.seconds;
+            r.precompute_evaluations = p.evaluations;
+            r.training_seconds = 0.0;
+        }
+        rows.push(r);
+    }
+    let hmc = rows[0].min_ess_per_second;
+    for r in &mut rows {
+        r.speedup = r.min_ess_per_second / hmc;
+    }
+    Ok(rows)
+}
+
+/// The four problems of section 4, side by side.
+pub fn run_problems(quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<Vec<BenchRow>> {
+    let mut rows = Vec::new();
+    for p in problems(quick, seed)? {
+        rows.extend(compare(
+            p.name,
+            p.model.as_ref(),
+            p.grid_label,
+            &p.grid,
+            p.steps,
+            p.hidden,
+            lengths(quick),
+            seed,
+            log,
+        )?);
+    }
+    Ok(rows)
+}
+
+/// One dimension of the sweep: each method's min ESS/s and the grid's size.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepRow {
+    /// The dimension `d`.
+    pub dim: usize,
+    /// HMC's, sgHMC's and RNS-HMC's acceptance.
+    pub acceptance: [f64; 3],
+    /// HMC's, sgHMC's and RNS-HMC's min ESS per second of sampling.
+    pub min_ess_per_second: [f64; 3],
+    /// sgHMC's and RNS-HMC's speed-ups over HMC.
+    pub speedup: [f64; 2],
+    /// The sparse grid's points (exact evaluations) and precompute seconds.
+    pub grid_points: u64,
+    /// Seconds of the grid's precomputation.
+    pub precompute_seconds: f64,
+}
+
+/// The paper's dimension sweep (section 4.5): logistic regression on simulated data with `N`
+/// rows (10⁵; 10⁴ with `quick`) in dimensions 2 to 40 (2 to 20 with `quick`), HMC against
+/// dimension-adaptive sgHMC (over the Laplace box, a point budget of 4000, 1500 with `quick`)
+/// and RNS-HMC, the paper's 1000 burn-in and 4000 draws (300 and 800 with `quick`).
+/// Returns the sweep's table rows and every method's full row (`problem` `sweep-dN`).
+pub fn run_sweep(
+    quick: bool,
+    seed: u64,
+    log: &dyn Fn(&str),
+) -> Result<(Vec<SweepRow>, Vec<BenchRow>)> {
+    let (n, dims, budget, lengths): (usize, &[usize], usize, (usize, usize)) = if quick {
+        (10_000, &[2, 5, 10, 20], 1500, (300, 800))
+    } else {
+        (100_000, &[2, 5, 10, 20, 30, 40], 4000, (1000, 4000))
+    };
+    let mut sweep = Vec::new();
+    let mut all = Vec::new();
+    for &d in dims {
+        let model = LogisticRegression::simulate(n, d, seed)?;
+        let grid = GridFitter {
+            kind: GridKind::SparseAdaptive(AdaptiveOptions {
+                tolerance: 1e-3,
+                max_points: budget,
+                ..AdaptiveOptions::default()
+            }),
+            domain: DomainChoice::Laplace { probability: 0.999 },
+            memory_limit: MEMORY_LIMIT,
+        };
+        let rows = compare(
+            &format!("sweep-d{d}"),
+            &model,
+            "sgHMC (adaptive)",
+            &grid,
+            10,
+            (d * (d + 1) / 2).max(100) + 50,
+            lengths,
+            seed,
+            log,
+        )?;
+        let (hmc, rns, sg) = (&rows[0], &rows[1], &rows[2]);
+        sweep.push(SweepRow {
+            dim: d,
+            acceptance: [hmc.acceptance, sg.acceptance, rns.acceptance],
+            min_ess_per_second: [
+                hmc.min_ess_per_second,
+                sg.min_ess_per_second,
+                rns.min_ess_per_second,
+            ],
+            speedup: [sg.speedup, rns.speedup],
+            grid_points: sg.precompute_evaluations,
+            precompute_seconds: sg.precompute_seconds,
+        });
+        all.extend(rows);
+    }
+    Ok((sweep, all))
+}
+
+/// The problems' table: per problem its three rows, the grid's precompute, and the published
+/// speed-up beside the measured one.
+pub fn format_problems(rows: &[BenchRow]) -> String {
+    let mut out = format!(
+        "{:<12}{:<26}{:>8}{:>22}{:>11}{:>11}{:>9}{:>12}{:>11}\n",
+        "problem",
+        "method",
+        "accept",
+        "ESS (min, med, max)",
+        "s/iter",
+        "minESS/s",
+        "speedup",
+        "precompute",
+        "published"
+    );
+    for r in rows {
+        let published = PUBLISHED_SPEEDUPS
+            .iter()
+            .find(|(p, _)| *p == r.problem)
+            .filter(|_| r.key == "grid")
+            .map_or(String::new(), |(_, s)| format!("{s:.1}"));
+        let precompute = if r.precompute_evaluations > 0 {
+            format!("{:.3} s", r.precompute_seconds)
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "{:<12}{:<26}{:>8.3}{:>22}{:>11.2e}{:>11.1}{:>9.2}{:>12}{:>11}\n",
+            r.problem,
+            r.method,
+            r.acceptance,
+            format!("({:.0}, {:.0}, {:.0})", r.ess_min, r.ess_median, r.ess_max),
+            r.seconds_per_iteration,
+            r.min_ess_per_second,
+            r.speedup,
+            precompute,
+            published
+        ));
+    }
+    for r in rows.iter().filter(|r| r.precompute_evaluations > 0) {
+        out.push_str(&format!(
+            "{} {}: precomputed with {} exact evaluations in {:.3} s, before sampling\n",
+            r.problem, r.method, r.precompute_evaluations, r.precompute_seconds
+        ));
+    }
+    out
+}
+
+/// The sweep's table, and where sgHMC stops beating HMC and where the network takes over.
+pub fn format_sweep(sweep: &[SweepRow]) -> String {
+    let mut out = format!(
+        "{:>4}{:>24}{:>30}{:>15}{:>10}{:>12}\n",
+        "d", "accept (HMC, sg, RNS)", "minESS/s (HMC, sg, RNS)", "speedup sg", "RNS", "grid pts"
+    );
+    for s in sweep {
+        out.push_str(&format!(
+            "{:>4}{:>24}{:>30}{:>15.2}{:>10.2}{:>12}\n",
+            s.dim,
+            format!(
+                "({:.2}, {:.2}, {:.2})",
+                s.acceptance[0], s.acceptance[1], s.acceptance[2]
+            ),
+            format!(
+                "({:.0}, {:.0}, {:.0})",
+                s.min_ess_per_second[0], s.min_ess_per_second[1], s.min_ess_per_second[2]
+            ),
+            s.speedup[0],
+            s.speedup[1],
+            s.grid_points
+        ));
+    }
+    let first = |f: &dyn Fn(&SweepRow) -> bool| sweep.iter().find(|s| f(s)).map(|s| s.dim);
+    let text =
+        |d: Option<usize>| d.map_or("not within the sweep".to_string(), |d| format!("d = {d}"));
+    out.push_str(&format!(
+        "sgHMC stops beating HMC at {}; the network beats sgHMC from {}\n",
+        text(first(&|s| s.speedup[0] < 1.0)),
+        text(first(&|s| s.speedup[1] > s.speedup[0]))
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep_row(dim: usize, sg: f64, rns: f64) -> SweepRow {
+        SweepRow {
+            dim,
+            acceptance: [0.9; 3],
+            min_ess_per_second: [100.0, 100.0 * sg, 100.0 * rns],
+            speedup: [sg, rns],
+            grid_points: 10,
+            precompute_seconds: 0.1,
+        }
+    }
+
+    /// The sweep's verdict names the first dimension where sgHMC falls below HMC and the first
+    /// where the network beats it, and says so when neither happens.
+    #[test]
+    fn the_sweep_names_where_sghmc_stops_winning_and_the_network_takes_over() {
+        let sweep = [
+            sweep_row(2, 4.0, 3.0),
+            sweep_row(10, 2.0, 2.5),
+            sweep_row(20, 0.8, 2.0),
+        ];
+        let text = format_sweep(&sweep);
+        assert!(
+            text.contains("sgHMC stops beating HMC at d = 20; the network beats sgHMC from d = 10"),
+            "{text}"
+        );
+        let text = format_sweep(&sweep[..1]);
+        assert!(
+            text.contains("at not within the sweep; the network beats sgHMC from not within"),
+            "{text}"
+        );
+    }
+
+    /// The paper's 2-D logistic regression puts its posterior inside the paper's box.
+    #[test]
+    fn the_paper_logistic_posterior_lies_in_the_paper_box() {
+        let model = paper_logistic(1).unwrap();
+        let map = find_map(&model, &[0.0, 0.0], &MapOptions::default()).unwrap();
+        let DomainChoice::Explicit(domain) = explicit("-3:0.5,-0.5:3").unwrap() else {
+            unreachable!("explicit gives an explicit box")
+        };
+        assert!(domain.contains(&map.position), "{:?}", map.position);
+    }
+}
