@@ -794,6 +794,12 @@ fn a_grid_too_large_is_one_line_naming_the_option() {
         ],
         "above the memory limit",
     );
+    // Refused before the first draw: no header-only file is left to look like a run.
+    assert!(
+        !dir.exists() || csv_files(&dir).is_empty(),
+        "{:?}",
+        csv_files(&dir)
+    );
     let out = shmc(&[
         "sample",
         "--model",

@@ -169,6 +169,28 @@ fn open_sinks(
         .collect()
 }
 
+/// Removes the run's CSV files that hold no draw (only the header CmdStan writes first).
+fn remove_files_without_draws(args: &SampleArgs) {
+    let Ok(entries) = std::fs::read_dir(&args.output) else {
+        return;
+    };
+    let prefix = format!("{}-", args.model.model);
+    for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
+        let ours = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".csv"));
+        let empty = ours
+            && std::fs::read_to_string(&path).is_ok_and(|text| {
+                // The column-name line is the one non-comment line of a header.
+                text.lines().filter(|l| !l.starts_with('#')).count() <= 1
+            });
+        if empty {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 /// Runs `shmc sample`.
 pub fn run(args: &SampleArgs) -> Result<i32> {
     let config = args.config()?;
@@ -192,12 +214,15 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
         &|chain, done| progress.update(chain, done, config.warmup),
         Some(&INTERRUPTED),
     )
-    .map_err(
-        |e| match config.method.surrogate().and_then(|s| s.grid.as_ref()) {
+    .map_err(|e| {
+        // A run that fails before its first draw (a grid refused, a model that cannot start)
+        // leaves no header-only files that look like a run.
+        remove_files_without_draws(args);
+        match config.method.surrogate().and_then(|s| s.grid.as_ref()) {
             Some(grid) => explain_memory(e, &grid.kind),
             None => e,
-        },
-    )?;
+        }
+    })?;
     progress.finish();
     let kept = run.chains.iter().map(|c| c.kept()).min().unwrap_or(0);
     if kept >= 4 {
