@@ -398,7 +398,8 @@ pub fn format_problems(rows: &[BenchRow]) -> String {
     out
 }
 
-/// The sweep's table, and where sgHMC stops beating HMC and where the network takes over.
+/// The sweep's table, and at which dimensions sgHMC is slower than HMC and the network faster
+/// than sgHMC.
 pub fn format_sweep(sweep: &[SweepRow]) -> String {
     let mut out = format!(
         "{:>4}{:>24}{:>30}{:>15}{:>10}{:>12}\n",
@@ -421,14 +422,26 @@ pub fn format_sweep(sweep: &[SweepRow]) -> String {
             s.grid_points
         ));
     }
-    let first = |f: &dyn Fn(&SweepRow) -> bool| sweep.iter().find(|s| f(s)).map(|s| s.dim);
-    let text =
-        |d: Option<usize>| d.map_or("not within the sweep".to_string(), |d| format!("d = {d}"));
-    out.push_str(&format!(
-        "sgHMC stops beating HMC at {}; the network beats sgHMC from {}\n",
-        text(first(&|s| s.speedup[0] < 1.0)),
-        text(first(&|s| s.speedup[1] > s.speedup[0]))
-    ));
+    let dims = |f: &dyn Fn(&SweepRow) -> bool| -> Vec<String> {
+        sweep
+            .iter()
+            .filter(|s| f(s))
+            .map(|s| s.dim.to_string())
+            .collect()
+    };
+    let below = dims(&|s| s.speedup[0] < 1.0);
+    let network = dims(&|s| s.speedup[1] > s.speedup[0]);
+    let sg = if below.is_empty() {
+        "sgHMC beats HMC at every d of the sweep".to_string()
+    } else {
+        format!("sgHMC is slower than HMC at d = {}", below.join(", "))
+    };
+    let net = match network.len() {
+        0 => "sgHMC beats the network at every d".to_string(),
+        n if n == sweep.len() => "the network beats sgHMC at every d".to_string(),
+        _ => format!("the network beats sgHMC at d = {}", network.join(", ")),
+    };
+    out.push_str(&format!("{sg}; {net}\n"));
     out
 }
 
@@ -447,8 +460,8 @@ mod tests {
         }
     }
 
-    /// The sweep's verdict names the first dimension where sgHMC falls below HMC and the first
-    /// where the network beats it, and says so when neither happens.
+    /// The sweep's verdict names the dimensions where sgHMC is slower than HMC and those where
+    /// the network beats it, and says so when it is none or all of them.
     #[test]
     fn the_sweep_names_where_sghmc_stops_winning_and_the_network_takes_over() {
         let sweep = [
@@ -458,12 +471,21 @@ mod tests {
         ];
         let text = format_sweep(&sweep);
         assert!(
-            text.contains("sgHMC stops beating HMC at d = 20; the network beats sgHMC from d = 10"),
+            text.contains(
+                "sgHMC is slower than HMC at d = 20; the network beats sgHMC at d = 10, 20"
+            ),
             "{text}"
         );
         let text = format_sweep(&sweep[..1]);
         assert!(
-            text.contains("at not within the sweep; the network beats sgHMC from not within"),
+            text.contains(
+                "sgHMC beats HMC at every d of the sweep; sgHMC beats the network at every d"
+            ),
+            "{text}"
+        );
+        let text = format_sweep(&sweep[1..]);
+        assert!(
+            text.contains("the network beats sgHMC at every d"),
             "{text}"
         );
     }
