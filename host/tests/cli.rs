@@ -367,6 +367,32 @@ fn bad_input_gives_one_clear_line() {
         &["sample", "--model", "banana", "--mesh", "10", "--output", o],
         "--mesh does not apply to model banana",
     );
+    // A network too large for memory is refused before anything is allocated or written
+    // (it used to abort the process trying to allocate 720 GB).
+    assert_one_line_error(
+        &[
+            "sample", "--model", "banana", "--method", "rns-hmc", "--hidden", "300000", "--output",
+            o,
+        ],
+        "a network of 300000 hidden units would need 2162400000000 bytes",
+    );
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "banana",
+            "--method",
+            "vhmc",
+            "--hidden",
+            "300000",
+            "--memory-limit",
+            "1000000",
+            "--output",
+            o,
+        ],
+        "above the memory limit of 1000000 bytes (0.001 GiB): raise --memory-limit or change --hidden",
+    );
+    assert!(!out_dir.exists(), "a refused run leaves no files");
     // A numeric column whose first value is missing: refused by default, not read as text.
     let nan_first = dir.join("nan-first.csv");
     std::fs::create_dir_all(&dir).unwrap();

@@ -198,7 +198,10 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     for note in model.notes() {
         println!("model: {note}");
     }
-    config.validate(model.dim())?;
+    config.validate(model.dim()).map_err(|e| {
+        let grid = config.method.surrogate().and_then(|s| s.grid.as_ref());
+        explain_memory(e, grid.map(|g| &g.kind))
+    })?;
     let sinks = open_sinks(args, &config, model.as_ref())?;
     // A second Ctrl-C falls through to the default handler only if this one failed to install;
     // that is harmless, so the error is ignored.
@@ -218,10 +221,8 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
         // A run that fails before its first draw (a grid refused, a model that cannot start)
         // leaves no header-only files that look like a run.
         remove_files_without_draws(args);
-        match config.method.surrogate().and_then(|s| s.grid.as_ref()) {
-            Some(grid) => explain_memory(e, &grid.kind),
-            None => e,
-        }
+        let grid = config.method.surrogate().and_then(|s| s.grid.as_ref());
+        explain_memory(e, grid.map(|g| &g.kind))
     })?;
     progress.finish();
     let kept = run.chains.iter().map(|c| c.kept()).min().unwrap_or(0);

@@ -92,8 +92,8 @@ pub struct SurrogateArgs {
         value_name = "laplace[:P]|states|lo:hi,..."
     )]
     pub domain: String,
-    /// The most bytes a grid may take (default: half of this machine's memory); a larger grid
-    /// is refused before it is built.
+    /// The most bytes a grid or a network's training may take (default: half of this
+    /// machine's memory); a larger one is refused before it is built.
     #[arg(long, value_name = "BYTES")]
     pub memory_limit: Option<u64>,
 }
@@ -119,12 +119,13 @@ pub fn size_option(kind: &GridKind) -> &'static str {
     }
 }
 
-/// A memory refusal (a library error, which knows no options) with the options to change.
-pub fn explain_memory(error: Error, kind: &GridKind) -> Error {
+/// A memory refusal (a library error, which knows no options) with the options to change:
+/// the grid's size option, or for a network (`kind` `None`) the number of hidden units.
+pub fn explain_memory(error: Error, kind: Option<&GridKind>) -> Error {
     match error {
         Error::MemoryLimit(message) => Error::invalid(format!(
             "{message}: raise --memory-limit or change {}",
-            size_option(kind)
+            kind.map_or("--hidden", size_option)
         )),
         other => other,
     }
@@ -173,6 +174,7 @@ impl SurrogateArgs {
             },
         };
         Ok(TrainOptions {
+            memory_limit: self.memory_limit.unwrap_or_else(default_memory_limit),
             hidden: self.hidden,
             nodes,
             ridge: self.ridge,

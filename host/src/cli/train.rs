@@ -75,12 +75,8 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         method: Method::RnsHmc(settings.clone()),
     };
     let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
-    let mut run = sample(model.as_ref(), &config, sinks, &|_, _| {}, None).map_err(|e| {
-        match &settings.grid {
-            Some(grid) => explain_memory(e, &grid.kind),
-            None => e,
-        }
-    })?;
+    let mut run = sample(model.as_ref(), &config, sinks, &|_, _| {}, None)
+        .map_err(|e| explain_memory(e, settings.grid.as_ref().map(|g| &g.kind)))?;
     let chain = run.chains.remove(0);
     let (Some(trained), Some(report)) = (chain.trained, chain.surrogate) else {
         return Err(Error::invalid(

@@ -168,6 +168,9 @@ impl Method {
             return Ok(());
         };
         check_network(&s.train)?;
+        if s.grid.is_none() && s.surrogate_file.is_none() {
+            s.train.check_memory(warmup)?;
+        }
         if s.approximate_acceptance && s.grid.is_none() {
             return Err(Error::invalid(
                 "approximate acceptance with a grid's U is for grid-hmc and sg-hmc",
@@ -215,6 +218,7 @@ impl VhmcSettings {
 
     fn validate(&self, warmup: usize) -> Result<()> {
         check_network(&self.train)?;
+        self.train.check_memory(warmup)?;
         if !(self.tau.is_finite() && self.tau > 0.0) {
             return Err(Error::invalid("--tau must be a finite positive number"));
         }

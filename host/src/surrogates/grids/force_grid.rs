@@ -17,7 +17,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
 
-use super::{Domain, FORCE_GRID_KIND, Precomputation, check_memory};
+use super::{Domain, FORCE_GRID_KIND, Precomputation};
+use crate::surrogates::check_memory;
 use crate::surrogates::exact_floats;
 use crate::surrogates::file::{self, SurrogateFile};
 use crate::surrogates::{Surrogate, SurrogateMeta};

@@ -55,8 +55,6 @@ pub use fitter::{DomainChoice, GridFitter, GridKind};
 pub use force_grid::ForceGrid;
 pub use sparse_grid::{AdaptiveOptions, AdaptiveStop, Construction, SparseGrid};
 
-use crate::{Error, Result};
-
 /// The kind name of a force grid in a surrogate file.
 pub const FORCE_GRID_KIND: &str = "force-grid";
 /// The kind name of a sparse grid in a surrogate file.
@@ -79,28 +77,6 @@ impl Precomputation {
             evaluations,
             seconds: start.elapsed().as_secs_f64(),
         }
-    }
-}
-
-/// `Ok` when `bytes` fits in `limit` and in this machine's address space, otherwise the error
-/// stating both (`None`: the count overflowed 128 bits). `what` names the grid in the message.
-fn check_memory(what: &str, bytes: Option<u128>, limit: u64) -> Result<()> {
-    const GIB: f64 = (1u64 << 30) as f64;
-    let limit_text = format!("{limit} bytes ({:.3} GiB)", limit as f64 / GIB);
-    match bytes {
-        Some(b) if b <= u128::from(limit) => match usize::try_from(b) {
-            Ok(_) => Ok(()),
-            Err(_) => Err(Error::invalid(format!(
-                "{what} would need {b} bytes, more than this machine can address"
-            ))),
-        },
-        Some(b) => Err(Error::MemoryLimit(format!(
-            "{what} would need {b} bytes ({:.3e} GiB), above the memory limit of {limit_text}",
-            b as f64 / GIB
-        ))),
-        None => Err(Error::MemoryLimit(format!(
-            "{what} would need more than 2^128 bytes, above the memory limit of {limit_text}"
-        ))),
     }
 }
 

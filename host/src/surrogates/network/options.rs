@@ -4,6 +4,8 @@
 
 use shmc_core::Nodes;
 
+use crate::Result;
+
 /// The surrogate network with run-time input dimension and number of units.
 pub type DynNetwork = shmc_core::Network<shmc_core::Dyn, shmc_core::Dyn>;
 
@@ -72,6 +74,9 @@ pub struct TrainOptions {
     /// `[0, 1)`: every `1/f`-th state. Default 0.2 (every 5th). With 0 nothing is held out,
     /// the errors are NaN and `Scale::Auto` is an error.
     pub holdout_fraction: f64,
+    /// The most bytes the network's training may take (see [`TrainOptions::check_memory`]).
+    /// Default: no limit.
+    pub memory_limit: u64,
 }
 
 impl Default for TrainOptions {
@@ -84,6 +89,24 @@ impl Default for TrainOptions {
             inputs: Inputs::Whitened,
             seed: 1,
             holdout_fraction: 0.2,
+            memory_limit: u64::MAX,
         }
+    }
+}
+
+impl TrainOptions {
+    /// Refuses, before anything is allocated, a network whose training on up to `states`
+    /// states would pass [`TrainOptions::memory_limit`]: the fits hold an `s × s` normal matrix,
+    /// the online updates (Greville's, score matching's) up to two more, and the design one row
+    /// of `s` per state. `s` is what the user sets, and `s²` grows fastest: 300 000 units
+    /// would need 2 TB.
+    pub fn check_memory(&self, states: usize) -> Result<()> {
+        let s = self.hidden as u128;
+        let bytes = (3 * s * s + states as u128 * s).checked_mul(8);
+        crate::surrogates::check_memory(
+            &format!("a network of {} hidden units", self.hidden),
+            bytes,
+            self.memory_limit,
+        )
     }
 }

@@ -274,6 +274,7 @@ fn ridge_solution_matches_direct_dense_solve() {
                 inputs,
                 seed: 3,
                 holdout_fraction,
+                ..TrainOptions::default()
             };
             let fit = fit_potential(&set, &opts).unwrap();
             let all: Vec<usize> = (0..set.len()).collect();
@@ -315,6 +316,7 @@ fn score_fit_matches_direct_dense_solve() {
                 inputs,
                 seed: 9,
                 holdout_fraction,
+                ..TrainOptions::default()
             };
             let fit = fit_score(&set, &opts).unwrap();
             assert_eq!(fit.method, FitMethod::Score);
