@@ -27,11 +27,26 @@ pub enum Error {
     /// An option or argument is out of range or inconsistent.
     #[error("{0}")]
     Invalid(String),
-    /// A precomputation (a grid) would need more memory than its limit: what it is, the bytes
-    /// it would need and the limit. Its own variant so that a caller can say which of its
-    /// settings drives the size.
-    #[error("{0}")]
-    MemoryLimit(String),
+    /// One named setting is out of range or does not apply. `setting` is the library's name
+    /// for it (`step_size`, `train_after`), so that a front end can name it its own way (the
+    /// CLI says `--step-size`); `problem` completes the sentence.
+    #[error("setting `{setting}` {problem}")]
+    Setting {
+        /// The setting, in the library's snake-case name.
+        setting: &'static str,
+        /// What is wrong with it: "must be at least 1", "does not apply to model banana".
+        problem: String,
+    },
+    /// A surrogate (a grid, a network's training) would need more memory than its limit: what
+    /// it is, the bytes it would need and the limit, and the setting that drives the size, so
+    /// that a front end can name both options to change.
+    #[error("{message}: raise the memory limit or lower `{driver}`")]
+    MemoryLimit {
+        /// What would not fit, with its size and the limit.
+        message: String,
+        /// The setting that drives the size (`hidden`, `cell`, `level`, `max_points`).
+        driver: &'static str,
+    },
     /// The core rejected a configuration.
     #[error(transparent)]
     Core(#[from] shmc_core::Error),
@@ -41,6 +56,14 @@ impl Error {
     /// An [`Error::Invalid`] from anything printable.
     pub fn invalid(message: impl Into<String>) -> Self {
         Error::Invalid(message.into())
+    }
+
+    /// An [`Error::Setting`]: `setting` (its snake-case name) followed by `problem`.
+    pub fn setting(setting: &'static str, problem: impl Into<String>) -> Self {
+        Error::Setting {
+            setting,
+            problem: problem.into(),
+        }
     }
 
     /// An [`Error::Io`] for `path`.

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::Result;
 use crate::models::{self, ModelSpec};
+use crate::{Error, Result};
 
 /// Surrogate-accelerated Hamiltonian Monte Carlo.
 ///
@@ -122,16 +122,71 @@ impl ModelArgs {
     }
 }
 
+/// The command-line options that shape the built-in model `name`, for `shmc models`.
+fn model_options(name: &str) -> &'static str {
+    match name {
+        "logistic" => {
+            "--data FILE [--format csv|libsvm --response NAME --standardize --project K --intercept] | --n (100000) --d (50) --data-seed; --prior-variance"
+        }
+        "probit" => "as logistic; simulated defaults --n 10000 --d 5",
+        "banana" => "--n (100) --data-seed",
+        "gaussian-conjugate" => "--n (100) --data-seed",
+        "gaussian-32" => "--d (32)",
+        "beta-binomial" => "(embedded data)",
+        "elliptic-pde" => {
+            "--mesh (30) --kl-modes (20; 5 in the sparse-grid paper) --prior-sd (0.5; 1 in the sparse-grid paper) --data-seed"
+        }
+        "gp-hyper" => "--n (100) --data-seed",
+        _ => "",
+    }
+}
+
+/// The text of `shmc models`: each built-in model, its parameters and its options.
+fn catalogue_text() -> String {
+    models::CATALOGUE
+        .iter()
+        .map(|m| {
+            format!(
+                "{}\n    {}\n    parameters: {}\n    options: {}\n",
+                m.name,
+                m.description,
+                m.parameters,
+                model_options(m.name)
+            )
+        })
+        .collect()
+}
+
+/// The option that sets the library's setting `setting` (`train_after` is `--train-after`).
+fn flag(setting: &str) -> String {
+    format!("--{}", setting.replace('_', "-"))
+}
+
+/// A library error as the command line says it: a setting by the option that sets it.
+fn in_cli_terms(error: Error) -> Error {
+    match error {
+        Error::Setting { setting, problem } => {
+            Error::invalid(format!("{} {problem}", flag(setting)))
+        }
+        Error::MemoryLimit { message, driver } => Error::invalid(format!(
+            "{message}: raise --memory-limit or change {}",
+            flag(driver)
+        )),
+        other => other,
+    }
+}
+
 /// Runs the parsed command; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
-    match cli.command {
+    let result = match cli.command {
         Command::Sample(args) => sample::run(&args),
         Command::Summary(args) => summary::run(&args),
         Command::Train(args) => train::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Models => {
-            print!("{}", models::catalogue_text());
+            print!("{}", catalogue_text());
             Ok(0)
         }
-    }
+    };
+    result.map_err(in_cli_terms)
 }

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::ModelArgs;
 use super::progress::Progress;
-use super::surrogate_args::{SurrogateArgs, explain_memory};
+use super::surrogate_args::SurrogateArgs;
 use super::trajectory_args::TrajectoryArgs;
 use crate::output::{
     CsvHeader, CsvSink, RunTotals, approximate_label, format_model_work, format_summary,
@@ -198,10 +198,7 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     for note in model.notes() {
         println!("model: {note}");
     }
-    config.validate(model.dim()).map_err(|e| {
-        let grid = config.method.surrogate().and_then(|s| s.grid.as_ref());
-        explain_memory(e, grid.map(|g| &g.kind))
-    })?;
+    config.validate(model.dim())?;
     let sinks = open_sinks(args, &config, model.as_ref())?;
     // A second Ctrl-C falls through to the default handler only if this one failed to install;
     // that is harmless, so the error is ignored.
@@ -217,13 +214,9 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
         &|chain, done| progress.update(chain, done, config.warmup),
         Some(&INTERRUPTED),
     )
-    .map_err(|e| {
-        // A run that fails before its first draw (a grid refused, a model that cannot start)
-        // leaves no header-only files that look like a run.
-        remove_files_without_draws(args);
-        let grid = config.method.surrogate().and_then(|s| s.grid.as_ref());
-        explain_memory(e, grid.map(|g| &g.kind))
-    })?;
+    // A run that fails before its first draw (a grid refused, a model that cannot start)
+    // leaves no header-only files that look like a run.
+    .inspect_err(|_| remove_files_without_draws(args))?;
     progress.finish();
     let kept = run.chains.iter().map(|c| c.kept()).min().unwrap_or(0);
     if kept >= 4 {

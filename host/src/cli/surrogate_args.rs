@@ -110,27 +110,6 @@ fn default_memory_limit() -> u64 {
         .unwrap_or(4 << 30)
 }
 
-/// The option that drives a grid's size, for a refusal on the command line.
-pub fn size_option(kind: &GridKind) -> &'static str {
-    match kind {
-        GridKind::Force { .. } => "--cell",
-        GridKind::SparseLevel(_) => "--level",
-        GridKind::SparseAdaptive(_) => "--max-points",
-    }
-}
-
-/// A memory refusal (a library error, which knows no options) with the options to change:
-/// the grid's size option, or for a network (`kind` `None`) the number of hidden units.
-pub fn explain_memory(error: Error, kind: Option<&GridKind>) -> Error {
-    match error {
-        Error::MemoryLimit(message) => Error::invalid(format!(
-            "{message}: raise --memory-limit or change {}",
-            kind.map_or("--hidden", size_option)
-        )),
-        other => other,
-    }
-}
-
 impl SurrogateArgs {
     /// The VHMC settings for seed `seed`.
     pub fn vhmc(&self, seed: u64) -> Result<VhmcSettings> {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::ModelArgs;
-use super::surrogate_args::{SurrogateArgs, explain_memory};
+use super::surrogate_args::SurrogateArgs;
 use super::trajectory_args::TrajectoryArgs;
 use crate::sampler::{DrawSink, Init, Method, NullSink, SampleConfig, sample};
 use crate::surrogates::SurrogateMeta;
@@ -75,8 +75,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         method: Method::RnsHmc(settings.clone()),
     };
     let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
-    let mut run = sample(model.as_ref(), &config, sinks, &|_, _| {}, None)
-        .map_err(|e| explain_memory(e, settings.grid.as_ref().map(|g| &g.kind)))?;
+    let mut run = sample(model.as_ref(), &config, sinks, &|_, _| {}, None)?;
     let chain = run.chains.remove(0);
     let (Some(trained), Some(report)) = (chain.trained, chain.surrogate) else {
         return Err(Error::invalid(

@@ -86,73 +86,51 @@ pub struct ModelInfo {
     pub description: &'static str,
     /// Its parameters.
     pub parameters: &'static str,
-    /// The options that shape it.
-    pub options: &'static str,
 }
 
 /// Every built-in model.
 pub const CATALOGUE: &[ModelInfo] = &[
     ModelInfo {
         name: "logistic",
-        description: "Bayesian logistic regression, prior N(0, 100 I); simulated as in the papers, or from --data",
+        description: "Bayesian logistic regression, prior N(0, 100 I); simulated as in the papers, or from a data file",
         parameters: "beta.1 .. beta.d",
-        options: "--data FILE [--format csv|libsvm --response NAME --standardize --project K --intercept] | --n (100000) --d (50) --data-seed; --prior-variance",
     },
     ModelInfo {
         name: "probit",
-        description: "Bayesian probit regression, prior N(0, 100 I); simulated as in the VHMC paper, or from --data",
+        description: "Bayesian probit regression, prior N(0, 100 I); simulated as in the VHMC paper, or from a data file",
         parameters: "theta.1 .. theta.d",
-        options: "as logistic; simulated defaults --n 10000 --d 5",
     },
     ModelInfo {
         name: "banana",
         description: "banana-shaped posterior: y ~ N(b1 + b2^2, 2^2), b ~ N(0, I) (precomputing paper)",
         parameters: "beta.1, beta.2",
-        options: "--n (100) --data-seed",
     },
     ModelInfo {
         name: "gaussian-conjugate",
         description: "2-D Gaussian mean with known covariance and a conjugate prior (precomputing paper)",
         parameters: "mu.1, mu.2",
-        options: "--n (100) --data-seed",
     },
     ModelInfo {
         name: "gaussian-32",
         description: "correlated Gaussian: eigenvalue 1 along (1,..,1), 0.01 across (journal paper)",
         parameters: "q.1 .. q.d",
-        options: "--d (32)",
     },
     ModelInfo {
         name: "beta-binomial",
         description: "beta-binomial overdispersion, 20-city cancer mortality (VHMC paper; Albert ch. 5)",
         parameters: "logit_eta, log_K",
-        options: "(embedded data)",
     },
     ModelInfo {
         name: "elliptic-pde",
         description: "elliptic PDE inverse problem: the diffusion coefficient of div(c grad u) = 0 on the unit square from u observed on an 11x11 grid with noise sd 0.1; Q1 finite elements, log c a Gaussian process (squared exponential, sd 1, length 0.2) by its Karhunen-Loeve modes (journal paper 5.2)",
         parameters: "theta.1 .. theta.d (the mode weights)",
-        options: "--mesh (30) --kl-modes (20; 5 in the sparse-grid paper) --prior-sd (0.5; 1 in the sparse-grid paper) --data-seed",
     },
     ModelInfo {
         name: "gp-hyper",
         description: "Gaussian-process hyperparameters, priors N(-1, 1) on the logs (precomputing paper 4.3)",
         parameters: "log_eta, log_l, log_J",
-        options: "--n (100) --data-seed",
     },
 ];
-
-/// The text of `shmc models`.
-pub fn catalogue_text() -> String {
-    let mut out = String::new();
-    for m in CATALOGUE {
-        out.push_str(&format!(
-            "{}\n    {}\n    parameters: {}\n    options: {}\n",
-            m.name, m.description, m.parameters, m.options
-        ));
-    }
-    out
-}
 
 /// Checks what every regression model needs: at least one row and one column, and a finite
 /// positive prior variance.
@@ -174,22 +152,22 @@ pub(crate) fn check_regression(model: &str, data: &Dataset, prior_variance: f64)
 /// Rejects data options for a model that takes none.
 fn no_data_options(spec: &ModelSpec) -> Result<()> {
     let given = [
-        (spec.data.is_some(), "--data"),
-        (spec.format.is_some(), "--format"),
-        (spec.missing != Missing::Error, "--missing"),
-        (spec.standardize, "--standardize"),
-        (spec.intercept, "--intercept"),
-        (spec.project.is_some(), "--project"),
-        (spec.prior_variance.is_some(), "--prior-variance"),
-        (spec.mesh.is_some(), "--mesh"),
-        (spec.kl_modes.is_some(), "--kl-modes"),
-        (spec.prior_sd.is_some(), "--prior-sd"),
+        (spec.data.is_some(), "data"),
+        (spec.format.is_some(), "format"),
+        (spec.missing != Missing::Error, "missing"),
+        (spec.standardize, "standardize"),
+        (spec.intercept, "intercept"),
+        (spec.project.is_some(), "project"),
+        (spec.prior_variance.is_some(), "prior_variance"),
+        (spec.mesh.is_some(), "mesh"),
+        (spec.kl_modes.is_some(), "kl_modes"),
+        (spec.prior_sd.is_some(), "prior_sd"),
     ];
     match given.iter().find(|(set, _)| *set) {
-        Some((_, option)) => Err(Error::invalid(format!(
-            "{option} does not apply to model {}",
-            spec.name
-        ))),
+        Some((_, setting)) => Err(Error::setting(
+            setting,
+            format!("does not apply to model {}", spec.name),
+        )),
         None => Ok(()),
     }
 }
@@ -210,9 +188,10 @@ fn read_dataset(spec: &ModelSpec, path: &std::path::Path) -> Result<Dataset> {
         "csv" => read_csv(path, &spec.response, spec.missing)?,
         "libsvm" => read_libsvm(path, None)?,
         other => {
-            return Err(Error::invalid(format!(
-                "unknown --format {other}: use csv or libsvm"
-            )));
+            return Err(Error::setting(
+                "format",
+                format!("{other} is unknown: use csv or libsvm"),
+            ));
         }
     };
     data.preprocess(&Preprocessing {
@@ -372,6 +351,6 @@ mod tests {
             ..ModelSpec::named("banana")
         };
         let err = build(&spec).err().unwrap().to_string();
-        assert_eq!(err, "--standardize does not apply to model banana");
+        assert_eq!(err, "setting `standardize` does not apply to model banana");
     }
 }

@@ -64,8 +64,8 @@ pub fn format_number(x: f64) -> String {
 /// `sg-hmc-complete`) with its estimated bound `2‖U − Ũ‖∞` on `KL(P‖Q)` once the grid is built.
 pub fn approximate_label(method: &str, kl_bound: Option<f64>) -> String {
     if method.starts_with("vhmc") {
-        return "APPROXIMATE inference: vhmc --approximate-acceptance accepts with the surrogate \
-                V, so the draws target exp(-V), not the exact posterior (lp__ holds -V)"
+        return "APPROXIMATE inference: vhmc with the published acceptance rule accepts with the \
+                surrogate V, so the draws target exp(-V), not the exact posterior (lp__ holds -V)"
             .into();
     }
     let bound = match kl_bound {
@@ -75,7 +75,7 @@ pub fn approximate_label(method: &str, kl_bound: Option<f64>) -> String {
             .into(),
     };
     format!(
-        "APPROXIMATE inference: {method} (--approximate-acceptance) accepts with the grid's U~ \
+        "APPROXIMATE inference: {method} (the complete variant) accepts with the grid's U~ \
          inside its box, so the draws target exp(-U~), not the exact posterior (lp__ holds \
          -U~); {bound}"
     )

@@ -96,7 +96,7 @@ pub fn format_summary(params: &[ParameterSummary], totals: &RunTotals) -> String
         out.push_str("warning: R_hat above 1.01 for some parameters: the chains have not mixed; run longer\n");
     }
     if totals.divergences > 0 {
-        out.push_str("warning: divergent transitions: consider a smaller step size or a higher --target-accept\n");
+        out.push_str("warning: divergent transitions: consider a smaller step size or a higher target acceptance\n");
     }
     out
 }

@@ -81,26 +81,28 @@ impl SampleConfig {
     /// Checks every setting, naming the first bad one.
     pub fn validate(&self, dim: usize) -> Result<()> {
         if self.chains == 0 {
-            return Err(Error::invalid("--chains must be at least 1"));
+            return Err(Error::setting("chains", "must be at least 1"));
         }
         if self.draws == 0 {
-            return Err(Error::invalid("--draws must be at least 1"));
+            return Err(Error::setting("draws", "must be at least 1"));
         }
         match self.step_size {
             StepSize::Adapt { target } if !(target > 0.0 && target < 1.0) => {
-                return Err(Error::invalid(format!(
-                    "--target-accept must lie strictly between 0 and 1, got {target}"
-                )));
+                return Err(Error::setting(
+                    "target_accept",
+                    format!("must lie strictly between 0 and 1, got {target}"),
+                ));
             }
             StepSize::Fixed(eps) if !(eps.is_finite() && eps > 0.0) => {
-                return Err(Error::invalid(format!(
-                    "--step-size must be a finite positive number, got {eps}"
-                )));
+                return Err(Error::setting(
+                    "step_size",
+                    format!("must be a finite positive number, got {eps}"),
+                ));
             }
             _ => {}
         }
         if self.steps.max() == 0 {
-            return Err(Error::invalid("--steps must be at least 1"));
+            return Err(Error::setting("steps", "must be at least 1"));
         }
         match &self.init {
             Init::Random { radius } if !(radius.is_finite() && *radius > 0.0) => {

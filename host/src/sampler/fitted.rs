@@ -135,12 +135,15 @@ impl<'m> FittedPhase<'m> {
     /// many states again. Returns whether the surrogate now proposes.
     fn fit(&mut self, i: usize, last: bool) -> Result<bool> {
         if self.training.len() < MIN_TRAINING_STATES {
-            return Err(Error::invalid(format!(
-                "only {} accepted warmup states after --train-after {} to train the surrogate on \
-                 (at least {MIN_TRAINING_STATES}): lengthen --warmup or lower --train-after",
-                self.training.len(),
-                self.settings.train_after
-            )));
+            return Err(Error::setting(
+                "train_after",
+                format!(
+                    "({}) leaves only {} accepted warmup states to train the surrogate on (at \
+                     least {MIN_TRAINING_STATES}): lower it or lengthen the warmup",
+                    self.settings.train_after,
+                    self.training.len()
+                ),
+            ));
         }
         let fitted = self.fitter.fit(self.exact, &self.training)?;
         self.report.training_seconds += fitted.seconds;

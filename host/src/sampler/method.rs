@@ -182,25 +182,31 @@ impl Method {
             ));
         }
         if !(s.adapt_rate > 0.0 && s.adapt_rate <= 1.0) {
-            return Err(Error::invalid("--adapt-rate must lie in (0, 1]"));
+            return Err(Error::setting("adapt_rate", "must lie in (0, 1]"));
         }
         if s.trajectory == SurrogateSteps::Factor(0) {
-            return Err(Error::invalid(
-                "--surrogate-steps-factor must be at least 1",
+            return Err(Error::setting(
+                "surrogate_steps_factor",
+                "must be at least 1",
             ));
         }
         if matches!(self, Method::ArnsHmc(_)) && s.fit == FitMethod::Score {
-            return Err(Error::invalid(
-                "arns-hmc updates its weights online from potential values: use --fit potential \
-                 (or rns-hmc / vhmc for score matching)",
+            return Err(Error::setting(
+                "fit",
+                "must be potential for arns-hmc, which updates its weights online from potential \
+                 values (rns-hmc and vhmc fit scores)",
             ));
         }
         let needs_states = s.surrogate_file.is_none() && !s.fitter().before_sampling();
         if needs_states && s.train_after >= warmup {
-            return Err(Error::invalid(format!(
-                "--train-after ({}) must be below --warmup ({warmup}): the surrogate trains on warmup states",
-                s.train_after
-            )));
+            return Err(Error::setting(
+                "train_after",
+                format!(
+                    "({}) must be below the warmup ({warmup}): the surrogate trains on warmup \
+                     states",
+                    s.train_after
+                ),
+            ));
         }
         Ok(())
     }
@@ -220,11 +226,12 @@ impl VhmcSettings {
         check_network(&self.train)?;
         self.train.check_memory(warmup)?;
         if !(self.tau.is_finite() && self.tau > 0.0) {
-            return Err(Error::invalid("--tau must be a finite positive number"));
+            return Err(Error::setting("tau", "must be a finite positive number"));
         }
         if warmup == 0 {
-            return Err(Error::invalid(
-                "vhmc trains its surrogate during warmup: --warmup must be positive",
+            return Err(Error::setting(
+                "warmup",
+                "must be positive: vhmc trains its surrogate during warmup",
             ));
         }
         Ok(())
@@ -234,10 +241,10 @@ impl VhmcSettings {
 /// The network options every surrogate method needs: at least one unit, a positive ridge.
 fn check_network(train: &TrainOptions) -> Result<()> {
     if train.hidden == 0 {
-        return Err(Error::invalid("--hidden must be at least 1"));
+        return Err(Error::setting("hidden", "must be at least 1"));
     }
     if !(train.ridge.is_finite() && train.ridge > 0.0) {
-        return Err(Error::invalid("--ridge must be a finite positive number"));
+        return Err(Error::setting("ridge", "must be a finite positive number"));
     }
     Ok(())
 }

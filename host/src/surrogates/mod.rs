@@ -90,8 +90,13 @@ impl Default for SurrogateMeta {
 }
 
 /// `Ok` when `bytes` fits in `limit` and in this machine's address space, otherwise the error
-/// stating both (`None`: the count overflowed 128 bits). `what` names the surrogate in the message.
-pub(crate) fn check_memory(what: &str, bytes: Option<u128>, limit: u64) -> Result<()> {
+/// stating both (`None`: the count overflowed 128 bits). `what` names the surrogate in the message, `driver` the setting that drives its size.
+pub(crate) fn check_memory(
+    what: &str,
+    driver: &'static str,
+    bytes: Option<u128>,
+    limit: u64,
+) -> Result<()> {
     const GIB: f64 = (1u64 << 30) as f64;
     let limit_text = format!("{limit} bytes ({:.3} GiB)", limit as f64 / GIB);
     match bytes {
@@ -101,13 +106,19 @@ pub(crate) fn check_memory(what: &str, bytes: Option<u128>, limit: u64) -> Resul
                 "{what} would need {b} bytes, more than this machine can address"
             ))),
         },
-        Some(b) => Err(Error::MemoryLimit(format!(
-            "{what} would need {b} bytes ({:.3e} GiB), above the memory limit of {limit_text}",
-            b as f64 / GIB
-        ))),
-        None => Err(Error::MemoryLimit(format!(
-            "{what} would need more than 2^128 bytes, above the memory limit of {limit_text}"
-        ))),
+        Some(b) => Err(Error::MemoryLimit {
+            message: format!(
+                "{what} would need {b} bytes ({:.3e} GiB), above the memory limit of {limit_text}",
+                b as f64 / GIB
+            ),
+            driver,
+        }),
+        None => Err(Error::MemoryLimit {
+            message: format!(
+                "{what} would need more than 2^128 bytes, above the memory limit of {limit_text}"
+            ),
+            driver,
+        }),
     }
 }
 

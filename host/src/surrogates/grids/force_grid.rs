@@ -108,7 +108,7 @@ impl ForceGrid {
             "a force grid of cell size {cell_size} over {d} coordinates ({} cells)",
             total.map_or_else(|| "more than 2^128".to_string(), |n| n.to_string())
         );
-        check_memory(&what, bytes, memory_limit)?;
+        check_memory(&what, "cell", bytes, memory_limit)?;
         // The bytes fit in memory, so every count below fits in usize.
         let cells: Vec<usize> = per_coordinate
             .iter()

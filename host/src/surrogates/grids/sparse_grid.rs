@@ -524,7 +524,7 @@ impl SparseGrid {
             "a level-{level} sparse grid over {d} coordinates ({} points)",
             points.map_or_else(|| "more than 2^128".to_string(), |p| p.to_string())
         );
-        check_memory(&what, bytes, memory_limit)?;
+        check_memory(&what, "level", bytes, memory_limit)?;
         let mut builder = Builder::new(potential, domain, Construction::Regular { level }, start)?;
         for sum in 0..=level {
             builder.add(&multi_indices(d, sum))?;
@@ -580,7 +580,7 @@ impl SparseGrid {
             "an adaptive sparse grid of up to {} points over {d} coordinates",
             options.max_points
         );
-        check_memory(&what, bytes, memory_limit)?;
+        check_memory(&what, "max_points", bytes, memory_limit)?;
 
         let construction = Construction::Adaptive {
             tolerance: options.tolerance,

@@ -105,6 +105,7 @@ impl TrainOptions {
         let bytes = (3 * s * s + states as u128 * s).checked_mul(8);
         crate::surrogates::check_memory(
             &format!("a network of {} hidden units", self.hidden),
+            "hidden",
             bytes,
             self.memory_limit,
         )
