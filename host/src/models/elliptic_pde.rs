@@ -220,15 +220,16 @@ impl EllipticPde {
         ]
     }
 
-    fn dim_(&self) -> usize {
+    /// The dimension `d`: one weight per Karhunen–Loève mode.
+    fn modes(&self) -> usize {
         self.settings.modes
     }
 
     fn check_dim(&self, theta: &[f64]) -> Result<()> {
-        if theta.len() != self.dim_() {
+        if theta.len() != self.modes() {
             return Err(Error::invalid(format!(
                 "the PDE model has {} parameters, got {}",
-                self.dim_(),
+                self.modes(),
                 theta.len()
             )));
         }
@@ -247,12 +248,12 @@ impl EllipticPde {
             .ok()
             .flatten();
         let mut scratch = taken.unwrap_or_else(|| Scratch {
-            workspace: self.mesh.workspace(self.dim_()),
+            workspace: self.mesh.workspace(self.modes()),
             coefficient: vec![0.0; self.mesh.quadrature_len()],
             u: vec![0.0; self.mesh.nodes()],
             dual: vec![0.0; self.mesh.nodes()],
             products: vec![0.0; self.mesh.quadrature_len()],
-            rhs: vec![0.0; self.mesh.unknowns() * self.dim_()],
+            rhs: vec![0.0; self.mesh.unknowns() * self.modes()],
         });
         let out = f(&mut scratch);
         if let Ok(mut pool) = self.scratch.lock() {
@@ -263,7 +264,7 @@ impl EllipticPde {
 
     /// The coefficient at the quadrature points and the forward solution into `s`.
     fn solve(&self, theta: &[f64], s: &mut Scratch) -> Result<()> {
-        let d = self.dim_();
+        let d = self.modes();
         for (c, row) in s.coefficient.iter_mut().zip(self.modes.chunks_exact(d)) {
             let log_c: f64 = row.iter().zip(theta).map(|(m, t)| m * t).sum();
             *c = fastmath::exp(log_c);
@@ -328,7 +329,7 @@ impl EllipticPde {
 
     fn curvature(&self, theta: &[f64], exact: bool) -> Result<Vec<f64>> {
         self.check_dim(theta)?;
-        let d = self.dim_();
+        let d = self.modes();
         let n = self.mesh.unknowns();
         let inv_var = 1.0 / (Self::NOISE_SD * Self::NOISE_SD);
         let prior_precision = 1.0 / (self.settings.prior_sd * self.settings.prior_sd);
@@ -406,7 +407,7 @@ fn solve_log_coefficient(mesh: &Mesh, modes: &[f64], theta: &[f64]) -> Result<Ve
 
 impl Potential for EllipticPde {
     fn dim(&self) -> usize {
-        self.dim_()
+        self.modes()
     }
 
     /// `+∞` where the solve fails (a non-finite `θ`, or a coefficient that overflows): the
@@ -426,7 +427,7 @@ impl Potential for EllipticPde {
             grad.fill(f64::NAN);
             return f64::INFINITY;
         }
-        let d = self.dim_();
+        let d = self.modes();
         let prior_var = self.settings.prior_sd * self.settings.prior_sd;
         self.with_scratch(|s| {
             if self.solve(q, s).is_err() {
@@ -450,7 +451,7 @@ impl Potential for EllipticPde {
 
 impl Model for EllipticPde {
     fn parameter_names(&self) -> Vec<String> {
-        indexed_names("theta", self.dim_())
+        indexed_names("theta", self.modes())
     }
 
     fn notes(&self) -> Vec<String> {
