@@ -540,7 +540,7 @@ fn wait_for_draws(dir: &Path, files: usize) {
         let started: Vec<PathBuf> = if dir.exists() { csv_files(dir) } else { vec![] };
         let ready = started
             .iter()
-            .filter(|f| read_stan_csv(f).is_ok_and(|c| c.columns[0].len() >= 3))
+            .filter(|f| read_stan_csv(f).is_ok_and(|c| c.columns[0].len() >= 4))
             .count()
             >= files;
         if ready || std::time::Instant::now() > deadline {
@@ -575,10 +575,10 @@ fn ctrl_c_stops_cleanly_keeping_finished_draws() {
 
 #[test]
 fn sigkill_leaves_complete_rows_that_summary_reads() {
-    // 4 chains on 2 threads: two run, two wait in the queue with only a header when killed.
+    // 4 chains on 2 cores, all running at once (a thread each), killed mid-run.
     let dir = temp_dir("sigkill");
     let mut child = spawn_long_run(&dir, "4");
-    wait_for_draws(&dir, 2);
+    wait_for_draws(&dir, 4);
     let seen: usize = csv_files(&dir)
         .iter()
         .map(|f| read_stan_csv(f).map_or(0, |c| c.columns[0].len()))

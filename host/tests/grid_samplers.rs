@@ -11,7 +11,7 @@ use shmc::surrogates::states::TrainingSet;
 use shmc::surrogates::{Fitter, SurrogateMeta};
 
 mod common;
-use common::{assert_mean_within_4_mcse, run, series};
+use common::{assert_mean_within_4_mcse, banana_moments, run, series};
 
 const GIB: u64 = 1 << 30;
 
@@ -29,33 +29,6 @@ fn grid_method(kind: GridKind, domain: DomainChoice) -> Method {
         train_after: 200,
         ..SurrogateSettings::default()
     })
-}
-
-/// `E[β₁]`, `E[β₂]`, `E[β₁²]`, `E[β₂²]` of the banana by the midpoint rule on a 1200² grid over
-/// `[−6, 6]²`, which holds all but a negligible part of its mass.
-fn banana_moments(model: &Banana) -> [f64; 4] {
-    let (n, lo, hi) = (1200, -6.0, 6.0);
-    let h = (hi - lo) / n as f64;
-    let at = |i: usize| lo + (i as f64 + 0.5) * h;
-    let mut minimum = f64::INFINITY;
-    for i in 0..n {
-        for j in 0..n {
-            minimum = minimum.min(model.value(&[at(i), at(j)]));
-        }
-    }
-    let mut sums = [0.0; 5];
-    for i in 0..n {
-        for j in 0..n {
-            let q = [at(i), at(j)];
-            let w = (minimum - model.value(&q)).exp();
-            sums[0] += w;
-            sums[1] += w * q[0];
-            sums[2] += w * q[1];
-            sums[3] += w * q[0] * q[0];
-            sums[4] += w * q[1] * q[1];
-        }
-    }
-    [1, 2, 3, 4].map(|k| sums[k] / sums[0])
 }
 
 /// Grid HMC (force grid, cell 0.1, the paper's box), regular sparse-grid HMC and adaptive

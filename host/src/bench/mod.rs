@@ -45,6 +45,7 @@ use crate::{Error, Model, Result};
 
 pub mod grid;
 pub mod nuts;
+pub mod ttr;
 
 /// The experiments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,6 +457,7 @@ fn all_in_row(
         save_warmup: false,
         max_energy_error: 1000.0,
         method: Method::RnsHmc(surrogate),
+        ..SampleConfig::default()
     };
     let sinks: Vec<Box<dyn DrawSink>> = (0..chains).map(|_| Box::new(NullSink) as _).collect();
     let map_seconds = start.elapsed().as_secs_f64();
@@ -559,6 +561,7 @@ pub fn run_experiment(
             save_warmup: false,
             max_energy_error: 1000.0,
             method,
+            ..SampleConfig::default()
         };
         let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
         let work_before = model.work();

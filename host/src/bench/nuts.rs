@@ -31,6 +31,9 @@ pub struct NutsRun {
     pub gradients_per_draw: f64,
     /// Divergent kept draws over all chains.
     pub divergences: usize,
+    /// `finished[chain][i]`: seconds from the start until kept draw `i` was made, so that the
+    /// time to any number of draws can be read off after the run.
+    pub finished: Vec<Vec<f64>>,
 }
 
 impl NutsRun {
@@ -116,7 +119,7 @@ pub fn run_nuts(
     let start = Instant::now();
     let runs = (0..chains)
         .into_par_iter()
-        .map(|chain| -> Result<(Vec<Vec<f64>>, u64, usize)> {
+        .map(|chain| -> Result<(Vec<Vec<f64>>, u64, usize, Vec<f64>)> {
             let fail = |e: anyhow::Error| Error::invalid(format!("NUTS chain {chain}: {e}"));
             // Streams apart from the chains' own (1-based) and from the start points'.
             let mut rng = chain_rng(seed, NUTS_STREAMS + chain);
@@ -127,6 +130,7 @@ pub fn run_nuts(
             let q: Vec<f64> = (0..dim).map(|_| 4.0 * uniform(&mut init) - 2.0).collect();
             sampler.set_position(&q).map_err(fail)?;
             let mut kept = vec![Vec::with_capacity(draws); dim];
+            let mut finished = Vec::with_capacity(draws);
             let (mut gradients, mut divergences) = (0, 0);
             for _ in 0..warmup + draws {
                 let (position, progress) = sampler.draw().map_err(fail)?;
@@ -136,9 +140,10 @@ pub fn run_nuts(
                     for (column, x) in kept.iter_mut().zip(position.iter()) {
                         column.push(*x);
                     }
+                    finished.push(start.elapsed().as_secs_f64());
                 }
             }
-            Ok((kept, gradients, divergences))
+            Ok((kept, gradients, divergences, finished))
         })
         .collect::<Result<Vec<_>>>()?;
     let wall_seconds = start.elapsed().as_secs_f64();
@@ -146,6 +151,7 @@ pub fn run_nuts(
     Ok(NutsRun {
         gradients_per_draw: gradients as f64 / (chains * (warmup + draws)) as f64,
         divergences: runs.iter().map(|r| r.2).sum(),
+        finished: runs.iter().map(|r| r.3.clone()).collect(),
         draws: runs.into_iter().map(|r| r.0).collect(),
         wall_seconds,
     })

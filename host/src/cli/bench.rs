@@ -14,8 +14,10 @@ pub struct BenchArgs {
     /// The experiment: the logistic-regression simulation, Bank Marketing, a9a, or the elliptic
     /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve), or
     /// the precomputing paper's grid experiments (grid HMC and sgHMC against HMC and RNS-HMC on
-    /// four problems, then the dimension sweep).
-    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid"])]
+    /// four problems, then the dimension sweep), or time to result (seconds until every
+    /// parameter's bulk and tail ESS reach 400, for NUTS, exact HMC and RNS-HMC with
+    /// surrogate-driven warmup, on lr-sim, bank, a9a and pde).
+    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr"])]
     experiment: String,
     /// A smaller run (under a minute): fewer observations, iterations and hidden units.
     #[arg(long)]
@@ -59,6 +61,9 @@ pub struct BenchArgs {
 pub fn run(args: &BenchArgs) -> Result<i32> {
     if args.experiment == "grid" {
         return run_grid(args);
+    }
+    if args.experiment == "ttr" {
+        return run_ttr(args);
     }
     let experiment = match args.experiment.as_str() {
         "lr-sim" => Experiment::LrSim,
@@ -115,13 +120,44 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
 }
 
 /// Writes `rows` to `--json FILE`, if given.
-fn write_json(args: &BenchArgs, rows: &[BenchRow]) -> Result<()> {
+fn write_json<T: serde::Serialize>(args: &BenchArgs, rows: &[T]) -> Result<()> {
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(rows)
             .map_err(|e| Error::invalid(format!("cannot encode the results: {e}")))?;
         std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
     }
     Ok(())
+}
+
+/// Runs `shmc bench ttr` on the four problems.
+fn run_ttr(args: &BenchArgs) -> Result<i32> {
+    if args.methods.is_some()
+        || args.step_size.is_some()
+        || args.steps.is_some()
+        || args.nutpie.is_some()
+    {
+        return Err(Error::invalid(
+            "bench ttr runs NUTS, exact HMC and its surrogate configuration with adapted step \
+             sizes: --methods, --step-size, --steps and --nutpie are for the other experiments",
+        ));
+    }
+    let log = |m: &str| eprintln!("{m}");
+    let experiments = [
+        Experiment::LrSim,
+        Experiment::Bank,
+        Experiment::A9a,
+        Experiment::Pde,
+    ];
+    let rows = crate::bench::ttr::run_ttr(
+        &experiments,
+        args.quick,
+        args.data_dir.clone(),
+        args.seed,
+        &log,
+    )?;
+    print!("{}", crate::bench::ttr::format_ttr(&rows));
+    write_json(args, &rows)?;
+    Ok(0)
 }
 
 /// Runs `shmc bench grid`: the four problems, then the dimension sweep; `--json` gets every

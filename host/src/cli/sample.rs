@@ -42,6 +42,14 @@ pub struct SampleArgs {
     /// Warmup iterations per chain (not written unless --save-warmup).
     #[arg(long, default_value_t = 1000)]
     warmup: usize,
+    /// Stop once every parameter's bulk and tail ESS over all chains reach N (checked every
+    /// --ess-check-every draws; --draws is then the most each chain makes). CmdStan users look
+    /// for 400.
+    #[arg(long, value_name = "N")]
+    target_ess: Option<f64>,
+    /// Kept draws between checks of --target-ess.
+    #[arg(long, default_value_t = 100, value_name = "K")]
+    ess_check_every: usize,
     /// Seed; chain k uses stream k of it, so runs are reproducible.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -97,6 +105,8 @@ impl SampleArgs {
             init,
             save_warmup: self.save_warmup,
             max_energy_error: 1000.0,
+            target_ess: self.target_ess,
+            ess_check_every: self.ess_check_every,
             method: match self.method.as_str() {
                 "rns-hmc" => Method::RnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
                 "grid-hmc" | "sg-hmc" => {
@@ -118,6 +128,7 @@ impl SampleArgs {
                 "vhmc" => Method::Vhmc(self.surrogate.vhmc(self.seed)?),
                 _ => Method::Hmc,
             },
+            ..SampleConfig::default()
         })
     }
 }
@@ -249,6 +260,54 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
             p.seconds,
             run.sampling_seconds()
         );
+    }
+    if let (Some(target), Some(check)) = (config.target_ess, &run.target_ess) {
+        let name = |p: usize| run.names.get(p).map_or("?", String::as_str);
+        let ess = format!(
+            "min bulk ESS {:.0} ({}), min tail ESS {:.0} ({})",
+            check.bulk.0,
+            name(check.bulk.1),
+            check.tail.0,
+            name(check.tail.1)
+        );
+        if check.reached {
+            println!(
+                "target ESS {target} reached after {} draws per chain, {:.1} s from the start: {ess}",
+                check.draws, run.wall_seconds
+            );
+        } else {
+            println!(
+                "target ESS {target} not reached: stopped at the most draws ({} per chain) with {ess}; \
+                 raise --draws or lower --target-ess",
+                check.draws
+            );
+        }
+    }
+    for c in &run.chains {
+        let phases: Vec<String> = c
+            .phases
+            .iter()
+            .filter(|p| p.iterations > 0 || p.seconds > 0.0)
+            .map(|p| match p.iterations {
+                0 => format!("{} {:.2} s", p.phase.name(), p.seconds),
+                n => format!("{} {n} it {:.2} s", p.phase.name(), p.seconds),
+            })
+            .collect();
+        if c.surrogate.is_some() {
+            println!("chain {}: {}", c.chain, phases.join(", "));
+        }
+        if let Some(collapse) = c.surrogate.as_ref().and_then(|s| s.collapse) {
+            println!(
+                "chain {}: the surrogate's exact acceptance collapsed to {:.3} (its own \
+                 dynamics: {:.3}) over its last {} proposals at warmup iteration {}: exact HMC \
+                 from there on",
+                c.chain,
+                collapse.acceptance,
+                collapse.own_acceptance,
+                crate::sampler::COLLAPSE_WINDOW,
+                collapse.iteration + 1
+            );
+        }
     }
     let mut kl_bound = None;
     for c in &run.chains {

@@ -41,9 +41,16 @@ pub struct SurrogateArgs {
     #[arg(long, default_value = "whitened", value_parser = ["whitened", "standardized"])]
     pub inputs: String,
     /// Warmup iterations before states are collected for training (default: a fifth of
-    /// --warmup; the papers use 1000 of 5000).
+    /// --warmup, or a third of --exact-warmup; the papers use 1000 of 5000).
     #[arg(long, value_name = "B")]
     pub train_after: Option<usize>,
+    /// rns-hmc: fit the surrogate after N warmup iterations of exact HMC and let it propose
+    /// for the rest of warmup, the step size and metric adapting on its trajectories (one exact
+    /// U per iteration instead of a trajectory of exact gradients; back to exact HMC if its
+    /// acceptance collapses, said in the output). Default: fit at the end of warmup, as the
+    /// papers do.
+    #[arg(long, value_name = "N")]
+    pub exact_warmup: Option<usize>,
     /// ARNS-HMC: collected states before the surrogate starts proposing and updating online.
     #[arg(long, default_value_t = 300)]
     pub start_after: usize,
@@ -216,7 +223,10 @@ impl SurrogateArgs {
             } else {
                 FitMethod::Potential
             },
-            train_after: self.train_after.unwrap_or(warmup / 5),
+            train_after: self
+                .train_after
+                .unwrap_or(self.exact_warmup.map_or(warmup / 5, |n| n / 3)),
+            exact_warmup: self.exact_warmup,
             start_after: self.start_after,
             start_error: self.start_error,
             adapt_rate: self.adapt_rate,

@@ -73,6 +73,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         save_warmup: false,
         max_energy_error: 1000.0,
         method: Method::RnsHmc(settings.clone()),
+        ..SampleConfig::default()
     };
     let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
     let mut run = sample(model.as_ref(), &config, sinks, &|_, _| {}, None)?;

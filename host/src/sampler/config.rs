@@ -57,6 +57,12 @@ pub struct SampleConfig {
     pub max_energy_error: f64,
     /// The sampler.
     pub method: Method,
+    /// Stop sampling once every parameter's bulk and tail ESS over all chains reach this
+    /// (checked every [`Self::ess_check_every`] draws); `draws` is then the most each chain
+    /// makes.
+    pub target_ess: Option<f64>,
+    /// Kept draws between checks of the target ESS.
+    pub ess_check_every: usize,
 }
 
 impl Default for SampleConfig {
@@ -73,6 +79,8 @@ impl Default for SampleConfig {
             save_warmup: false,
             max_energy_error: 1000.0,
             method: Method::Hmc,
+            target_ess: None,
+            ess_check_every: 100,
         }
     }
 }
@@ -121,6 +129,17 @@ impl SampleConfig {
         }
         if self.max_energy_error.is_nan() || self.max_energy_error <= 0.0 {
             return Err(Error::invalid("the divergence threshold must be positive"));
+        }
+        if let Some(target) = self.target_ess
+            && !(target.is_finite() && target > 0.0)
+        {
+            return Err(Error::setting(
+                "target_ess",
+                format!("must be a finite positive number, got {target}"),
+            ));
+        }
+        if self.ess_check_every == 0 {
+            return Err(Error::setting("ess_check_every", "must be at least 1"));
         }
         self.method.validate(self.warmup)?;
         Ok(())

@@ -259,7 +259,7 @@ impl Proposer for FittedPhase<'_> {
             let ready = if self.adaptive {
                 self.training.len() >= self.settings.start_after || last
             } else {
-                last
+                last || self.settings.exact_warmup == Some(i + 1)
             };
             return if ready { self.fit(i, last) } else { Ok(false) };
         }

@@ -71,6 +71,11 @@ pub struct SurrogateSettings {
     pub fit: FitMethod,
     /// Warmup iterations before states are collected (the papers: 1000).
     pub train_after: usize,
+    /// RNS-HMC: the warmup iterations of exact HMC after which the surrogate is fitted and
+    /// proposes, adaptation going on with it, for the rest of warmup (surrogate-driven warmup:
+    /// one exact `U` per iteration instead of a trajectory of exact gradients). `None`: fitted
+    /// at the end of warmup, as the papers do.
+    pub exact_warmup: Option<usize>,
     /// ARNS-HMC: collected states before the first fit (the online updates follow).
     pub start_after: usize,
     /// ARNS-HMC: the surrogate starts proposing once its held-out relative gradient error is
@@ -97,6 +102,7 @@ impl Default for SurrogateSettings {
             train: TrainOptions::default(),
             fit: FitMethod::Potential,
             train_after: 1000,
+            exact_warmup: None,
             start_after: 300,
             start_error: 0.1,
             adapt_rate: 0.5,
@@ -198,6 +204,25 @@ impl Method {
             ));
         }
         let needs_states = s.surrogate_file.is_none() && !s.fitter().before_sampling();
+        if let Some(exact) = s.exact_warmup {
+            if !matches!(self, Method::RnsHmc(_)) || !needs_states {
+                return Err(Error::setting(
+                    "exact_warmup",
+                    "is for rns-hmc fitting its surrogate on warmup states (arns-hmc starts \
+                     proposing when its fit is good enough)",
+                ));
+            }
+            if exact > warmup || s.train_after >= exact {
+                return Err(Error::setting(
+                    "exact_warmup",
+                    format!(
+                        "({exact}) must lie above the iterations before states are collected \
+                         ({}) and at most the warmup ({warmup})",
+                        s.train_after
+                    ),
+                ));
+            }
+        }
         if needs_states && s.train_after >= warmup {
             return Err(Error::setting(
                 "train_after",

@@ -16,6 +16,7 @@ mod config;
 mod fitted;
 mod method;
 mod proposer;
+mod target_ess;
 pub mod trajectory;
 mod variational;
 pub mod warmup;
@@ -23,17 +24,18 @@ pub mod warmup;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use rayon::prelude::*;
-
+pub use chain::{COLLAPSE_WINDOW, Collapse};
 pub use config::{Init, SampleConfig, StepSize};
 pub use method::{Method, SurrogateSettings, VhmcSettings};
 pub use proposer::{Precompute, SurrogateReport};
+pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
 pub use variational::PILOT_STATES;
 
 use crate::diagnostics::{ParameterSummary, summarize};
 use crate::surrogates::Surrogate;
 use crate::{Error, Model, Result};
+use target_ess::EssMonitor;
 
 /// The text of a panic's payload (a `&str` or `String` message, as `panic!` makes them).
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -109,6 +111,42 @@ impl Evaluations {
     }
 }
 
+/// The phases of a chain, in the order it lives them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Exact HMC adapting step size and metric, collecting states for the surrogate.
+    ExactWarmup,
+    /// Fitting the surrogate and learning online (during warmup).
+    Training,
+    /// The rest of warmup on surrogate proposals judged by the exact `U`.
+    SurrogateWarmup,
+    /// The kept draws.
+    Sampling,
+}
+
+impl Phase {
+    /// The phase's name in the output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::ExactWarmup => "exact warmup",
+            Phase::Training => "training",
+            Phase::SurrogateWarmup => "surrogate warmup",
+            Phase::Sampling => "sampling",
+        }
+    }
+}
+
+/// What one phase of a chain took.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PhaseReport {
+    /// The phase.
+    pub phase: Phase,
+    /// Its iterations (training has none of its own: it happens inside warmup's).
+    pub iterations: usize,
+    /// Its wall time in seconds (the warmup phases without the training they contain).
+    pub seconds: f64,
+}
+
 /// One chain's kept draws and statistics.
 #[derive(Clone, Debug)]
 pub struct ChainResult {
@@ -138,6 +176,8 @@ pub struct ChainResult {
     pub trained: Option<Arc<dyn Surrogate>>,
     /// Whether the run was interrupted before all draws were made.
     pub interrupted: bool,
+    /// Each phase's iterations and time, in the order they ran.
+    pub phases: Vec<PhaseReport>,
 }
 
 impl ChainResult {
@@ -155,7 +195,24 @@ impl ChainResult {
             surrogate: None,
             trained: None,
             interrupted: false,
+            phases: Vec::new(),
         }
+    }
+
+    /// The seconds and iterations of `phase` (zero if the chain never ran it).
+    pub fn phase(&self, phase: Phase) -> PhaseReport {
+        self.phases.iter().filter(|p| p.phase == phase).fold(
+            PhaseReport {
+                phase,
+                iterations: 0,
+                seconds: 0.0,
+            },
+            |a, p| PhaseReport {
+                phase,
+                iterations: a.iterations + p.iterations,
+                seconds: a.seconds + p.seconds,
+            },
+        )
     }
 
     fn record(&mut self, row: &[f64]) {
@@ -201,6 +258,8 @@ pub struct Run {
     /// What fitting the surrogate before sampling cost, if one was (a grid over a box known
     /// in advance, shared by every chain); reported apart from sampling.
     pub precompute: Option<Precompute>,
+    /// With a target ESS: the last check of it (whether it was reached, after how many draws).
+    pub target_ess: Option<EssCheck>,
 }
 
 impl Run {
@@ -278,32 +337,58 @@ pub fn sample<M: Model + ?Sized>(
         Some(settings) => fitted::precompute(settings, &model)?,
         None => None,
     };
-    let chains = sinks
-        .into_par_iter()
-        .enumerate()
-        .map(|(i, mut sink)| {
-            // A model that panics (a user's, on input it did not expect) stops its chain with
-            // an error instead of taking the process down; the rows written stay as they are.
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                chain::run_chain(
-                    model,
-                    config,
-                    precomputed.as_ref(),
-                    i + 1,
-                    sink.as_mut(),
-                    progress,
-                    interrupt,
-                )
-            }))
-            .unwrap_or_else(|payload| {
-                Err(Error::invalid(format!(
-                    "chain {}: the model panicked: {}",
-                    i + 1,
-                    panic_message(payload.as_ref())
-                )))
+    let monitor = config.target_ess.map(|target| {
+        EssMonitor::new(
+            target,
+            config.ess_check_every,
+            config.chains,
+            model.parameter_names().len(),
+        )
+    });
+    // One thread per chain, so that all chains run at once whatever the number of cores: the
+    // target-ESS check needs every chain's draws, and a chain queued behind another would
+    // leave it waiting.
+    let chains = std::thread::scope(|scope| {
+        let handles: Vec<_> = sinks
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut sink)| {
+                let (precomputed, monitor) = (precomputed.as_ref(), monitor.as_ref());
+                scope.spawn(move || {
+                    // A model that panics (a user's, on input it did not expect) stops its chain
+                    // with an error instead of taking the process down; the rows written stay.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        chain::run_chain(
+                            model,
+                            config,
+                            precomputed,
+                            i + 1,
+                            chain::Outlets {
+                                sink: sink.as_mut(),
+                                progress,
+                                interrupt,
+                                monitor,
+                            },
+                        )
+                    }))
+                    .unwrap_or_else(|payload| {
+                        Err(Error::invalid(format!(
+                            "chain {}: the model panicked: {}",
+                            i + 1,
+                            panic_message(payload.as_ref())
+                        )))
+                    })
+                })
             })
-        })
-        .collect::<Result<Vec<_>>>()?;
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::invalid("a chain's thread failed")))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
     Ok(Run {
         names: model.parameter_names(),
         chains,
@@ -313,5 +398,6 @@ pub fn sample<M: Model + ?Sized>(
             seconds: p.seconds,
             before_sampling: true,
         }),
+        target_ess: monitor.and_then(|m| m.last_check()),
     })
 }

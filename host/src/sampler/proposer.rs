@@ -7,8 +7,9 @@
 use std::cell::RefCell;
 
 use rand_pcg::Pcg64;
-use shmc_core::{Dyn, Dynamics, Potential, State, Steps};
+use shmc_core::{Dyn, Potential, State, Steps};
 
+use super::chain::Collapse;
 use super::trajectory::TrajectoryChoice;
 use crate::Result;
 use crate::surrogates::Surrogate;
@@ -22,12 +23,6 @@ pub trait Proposer {
     /// Whether the MH step uses the proposal potential itself instead of the exact `U`
     /// (VHMC's published rule): the chain then targets `exp(−V)`, an approximation.
     fn approximate(&self) -> bool {
-        false
-    }
-
-    /// Whether step-size and metric adaptation go on while the surrogate proposes (VHMC, which
-    /// proposes from the first iteration); otherwise they stop when it starts.
-    fn adapts_while_proposing(&self) -> bool {
         false
     }
 
@@ -56,7 +51,8 @@ pub trait Proposer {
     ) -> Result<bool>;
 
     /// Where to keep the exact gradient of each end point, for a method that learns from the
-    /// exact gradients of accepted states (the chain then proposes with [`Recording`]).
+    /// exact gradients of accepted states (the end point then evaluates `U` and `∇U` in one
+    /// fused pass).
     fn end_gradient(&self) -> Option<&RefCell<EndGradient>> {
         None
     }
@@ -75,40 +71,6 @@ pub struct EndGradient {
     pub position: Vec<f64>,
     /// `∇U` there.
     pub gradient: Vec<f64>,
-}
-
-/// Surrogate proposals judged by the exact `U` whose end point evaluates `U` and `∇U` in one
-/// fused pass and keeps `∇U` in `record`. A method that learns from the exact gradients of
-/// accepted states then pays a fraction of a pass for each (the fused kernel's extra over `U`
-/// alone) instead of a separate gradient pass.
-pub struct Recording<'a> {
-    /// The exact potential (MH step).
-    pub target: &'a dyn Potential,
-    /// The potential whose gradient drives the leapfrog.
-    pub proposal: &'a dyn Potential,
-    /// Where the end point's exact gradient goes.
-    pub record: &'a RefCell<EndGradient>,
-}
-
-impl Dynamics for Recording<'_> {
-    fn dim(&self) -> usize {
-        self.target.dim()
-    }
-
-    fn proposal_gradient(&self, q: &[f64], grad: &mut [f64]) {
-        self.proposal.gradient(q, grad);
-    }
-
-    fn end_point(&self, q: &[f64], grad: &mut [f64]) -> f64 {
-        let mut record = self.record.borrow_mut();
-        let EndGradient { position, gradient } = &mut *record;
-        position.clear();
-        position.extend_from_slice(q);
-        gradient.resize(q.len(), 0.0);
-        let u = self.target.value_and_gradient(q, gradient);
-        self.proposal.gradient(q, grad);
-        u
-    }
 }
 
 /// What the surrogate cost and how well it fits, for the output.
@@ -141,6 +103,9 @@ pub struct SurrogateReport {
     /// Under approximate acceptance with the surrogate's own `Ũ` (a grid's complete variant):
     /// the estimated bound `2‖U − Ũ‖∞` on `KL(P‖Q)`.
     pub kl_bound_estimate: Option<f64>,
+    /// If the surrogate's exact acceptance collapsed during warmup: when, and to what (the
+    /// chain went on with exact HMC).
+    pub collapse: Option<Collapse>,
 }
 
 /// What precomputing a surrogate from the exact potential cost.

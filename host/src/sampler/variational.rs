@@ -159,10 +159,6 @@ impl Proposer for VhmcPhase {
         !self.settings.exact_acceptance
     }
 
-    fn adapts_while_proposing(&self) -> bool {
-        true
-    }
-
     /// Under the exact rule the MH step evaluates `U` at every end point anyway; fusing `∇U`
     /// into it gives the score-matching target of an accepted state almost for free.
     fn end_gradient(&self) -> Option<&RefCell<EndGradient>> {

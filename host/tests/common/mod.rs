@@ -1,8 +1,12 @@
 //! Helpers shared by the sampling tests: run chains in memory, derive per-chain series, and
 //! compare a mean with its expectation in units of its Monte Carlo standard error.
+// Each test crate uses its own part of these.
+#![allow(dead_code)]
 
 use shmc::Model;
+use shmc::core::Potential;
 use shmc::diagnostics::{Draws, mcse_mean};
+use shmc::models::banana::Banana;
 use shmc::sampler::{DrawSink, NullSink, Run, SampleConfig, sample};
 
 pub fn run(model: &dyn Model, config: &SampleConfig) -> Run {
@@ -38,4 +42,31 @@ pub fn assert_mean_within_4_mcse(what: &str, chains: &[Vec<f64>], expected: f64)
         (mean - expected).abs() < 4.0 * mcse,
         "{what}: estimate {mean}, expected {expected}, MCSE {mcse}"
     );
+}
+
+/// `E[β₁]`, `E[β₂]`, `E[β₁²]`, `E[β₂²]` of the banana by the midpoint rule on a 1200² grid over
+/// `[−6, 6]²`, which holds all but a negligible part of its mass.
+pub fn banana_moments(model: &Banana) -> [f64; 4] {
+    let (n, lo, hi) = (1200, -6.0, 6.0);
+    let h = (hi - lo) / n as f64;
+    let at = |i: usize| lo + (i as f64 + 0.5) * h;
+    let mut minimum = f64::INFINITY;
+    for i in 0..n {
+        for j in 0..n {
+            minimum = minimum.min(model.value(&[at(i), at(j)]));
+        }
+    }
+    let mut sums = [0.0; 5];
+    for i in 0..n {
+        for j in 0..n {
+            let q = [at(i), at(j)];
+            let w = (minimum - model.value(&q)).exp();
+            sums[0] += w;
+            sums[1] += w * q[0];
+            sums[2] += w * q[1];
+            sums[3] += w * q[0] * q[0];
+            sums[4] += w * q[1] * q[1];
+        }
+    }
+    [1, 2, 3, 4].map(|k| sums[k] / sums[0])
 }

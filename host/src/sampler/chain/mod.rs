@@ -1,0 +1,517 @@
+//! One chain from start to finish, in the order it lives:
+//!
+//! 1. **start** ([`start`]): a finite initial point, the method's surrogate machinery, Stan's
+//!    first step size;
+//! 2. **exact warmup**: exact HMC adapting the step size and metric ([`adaptation`]) while the
+//!    method collects states, until its surrogate is fitted and proposes;
+//! 3. **training**: the fits and online updates, timed apart from the iterations they end;
+//! 4. **surrogate warmup**: the rest of warmup on surrogate trajectories judged by the exact
+//!    `U`, adapting on the surrogate's own acceptance ([`dynamics`]), back to exact HMC for
+//!    good if the exact acceptance collapses ([`guard`]);
+//! 5. **sampling**: the kept draws, with step size, metric, trajectory lengths and surrogate
+//!    fixed, until the draws are done or every chain together reaches the target ESS.
+//!
+//! Each row goes to the chain's sink as soon as it is made, so an interrupted run keeps every
+//! finished draw.
+
+mod adaptation;
+mod dynamics;
+mod guard;
+mod start;
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use rand_pcg::Pcg64;
+use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, HmcConfig, Potential, State, Transition};
+
+pub use guard::{Collapse, WINDOW as COLLAPSE_WINDOW};
+
+use self::adaptation::Adaptation;
+use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
+use self::guard::Guard;
+use super::config::{Init, SampleConfig, StepSize};
+use super::fitted::Precomputed;
+use super::proposer::Proposer;
+use super::target_ess::{EssMonitor, Verdict};
+use super::warmup::initial_step_size;
+use super::{ChainResult, DrawSink, Phase, SAMPLER_COLUMNS};
+use crate::random::chain_rng;
+use crate::{Model, Result};
+
+/// Where a chain's rows and progress go, and what may stop it early.
+pub struct Outlets<'b> {
+    /// The chain's rows.
+    pub sink: &'b mut dyn DrawSink,
+    /// `progress(chain, iterations_done)` after every iteration.
+    pub progress: &'b (dyn Fn(usize, usize) + Sync),
+    /// Set to stop every chain after its current iteration.
+    pub interrupt: &'b AtomicBool,
+    /// The run's target ESS, checked by all chains together, if there is one.
+    pub monitor: Option<&'b EssMonitor>,
+}
+
+/// Runs chain `chain` (1-based) to completion or until it is interrupted, proposing with
+/// `precomputed` if a surrogate was fitted before sampling.
+pub fn run_chain<M: Model + ?Sized>(
+    model: &M,
+    config: &SampleConfig,
+    precomputed: Option<&Precomputed>,
+    chain: usize,
+    outlets: Outlets<'_>,
+) -> Result<ChainResult> {
+    let exact: &(dyn Potential + Sync) = &model;
+    let mut c = Chain::start(model, exact, config, precomputed, chain, outlets)?;
+    c.exact_warmup()?;
+    c.surrogate_warmup()?;
+    c.end_warmup()?;
+    c.sampling()?;
+    c.finish()
+}
+
+/// Leaves the target-ESS check when dropped.
+struct Leave<'b>(Option<&'b EssMonitor>, usize);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        if let Some(monitor) = self.0 {
+            monitor.leave(self.1);
+        }
+    }
+}
+
+/// A chain's state between iterations.
+struct Chain<'b, 'o, M: Model + ?Sized> {
+    model: &'b M,
+    exact: &'b (dyn Potential + Sync),
+    config: &'b SampleConfig,
+    number: usize,
+    rng: Pcg64,
+    state: State<Dyn>,
+    metric: DiagonalMetric<Dyn>,
+    hmc: Hmc<Dyn>,
+    proposer: Option<Box<dyn Proposer + 'b>>,
+    /// Whether the surrogate may propose (it does once it is fitted), or the guard sent the
+    /// chain back to exact HMC.
+    mode: Mode,
+    /// `Ũ` at the current state, while the surrogate proposes (for its own acceptance).
+    proposal_value: f64,
+    /// `U` and `Ũ` at the latest judged end point.
+    end: Cell<EndPoint>,
+    adaptation: Option<Adaptation>,
+    guard: Guard,
+    collapse: Option<Collapse>,
+    result: ChainResult,
+    row: Vec<f64>,
+    outlets: Outlets<'o>,
+    /// Takes the chain out of the target-ESS check however it ends (an error or a panic
+    /// included), so that the other chains never wait for it.
+    _leave: Leave<'o>,
+    /// Iterations done, warmup included.
+    done: usize,
+    /// Seconds spent fitting and learning, which the phase clocks leave out.
+    training_seconds: f64,
+}
+
+impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
+    /// The initial point, the surrogate machinery (a method may move the random start to
+    /// where it knows the posterior is) and the first step size.
+    fn start(
+        model: &'b M,
+        exact: &'b (dyn Potential + Sync),
+        config: &'b SampleConfig,
+        precomputed: Option<&Precomputed>,
+        number: usize,
+        outlets: Outlets<'o>,
+    ) -> Result<Self> {
+        let dim = model.dim();
+        let mut rng = chain_rng(config.seed, number);
+        let metric = DiagonalMetric::new(nalgebra::DVector::from_element(dim, 1.0))?;
+        let mut state = start::initial_state(exact, &config.init, number, &mut rng)?;
+        let proposer = start::proposer(
+            &config.method,
+            exact,
+            state.position.as_slice(),
+            precomputed,
+        )?;
+        if let (Init::Random { .. }, Some(phase)) = (&config.init, proposer.as_deref())
+            && let Some(q) = phase.initial_position(&mut rng)
+        {
+            let moved = State::new(nalgebra::DVector::from_vec(q), &Exact(exact))?;
+            if start::finite(&moved) {
+                state = moved;
+            }
+        }
+        let names = model.parameter_names().len();
+        let hmc = Hmc::new(
+            Dyn(dim),
+            HmcConfig {
+                step_size: 1.0,
+                steps: config.steps,
+                max_energy_error: config.max_energy_error,
+            },
+        )?;
+        let mut chain = Self {
+            model,
+            exact,
+            config,
+            number,
+            rng,
+            state,
+            metric,
+            hmc,
+            proposer,
+            mode: Mode::Surrogate,
+            proposal_value: f64::NAN,
+            end: Cell::new(EndPoint::default()),
+            adaptation: None,
+            guard: Guard::default(),
+            collapse: None,
+            result: ChainResult::new(number, names, config.draws),
+            row: Vec::with_capacity(SAMPLER_COLUMNS.len() + names),
+            _leave: Leave(outlets.monitor, number),
+            outlets,
+            done: 0,
+            training_seconds: 0.0,
+        };
+        if chain.proposing() {
+            chain.refresh();
+        }
+        let step_size = match config.step_size {
+            StepSize::Fixed(eps) => eps,
+            StepSize::Adapt { .. } => chain.find_step_size(1.0),
+        };
+        chain.hmc.config.step_size = step_size;
+        if chain.proposing() {
+            chain.hmc.config.steps = chain.surrogate_steps();
+        }
+        chain.adaptation = Adaptation::new(config, step_size, dim)?;
+        Ok(chain)
+    }
+
+    /// Exact HMC until the surrogate proposes (for exact HMC, the whole warmup).
+    fn exact_warmup(&mut self) -> Result<()> {
+        let clock = self.clock();
+        while self.done < self.config.warmup && !self.proposing() {
+            let Some((t, stat)) = self.iterate()? else {
+                break;
+            };
+            self.adapt(stat)?;
+            self.observe(&t)?;
+        }
+        self.lap(Phase::ExactWarmup, clock);
+        Ok(())
+    }
+
+    /// The rest of warmup on surrogate trajectories (or exact ones after a collapse).
+    fn surrogate_warmup(&mut self) -> Result<()> {
+        let clock = self.clock();
+        while self.done < self.config.warmup {
+            let proposed = self.proposing();
+            let Some((t, stat)) = self.iterate()? else {
+                break;
+            };
+            if proposed && let Some(means) = self.guard.observe(t.accept_prob, stat) {
+                self.fall_back(means);
+            }
+            self.adapt(stat)?;
+            self.observe(&t)?;
+        }
+        self.lap(Phase::SurrogateWarmup, clock);
+        Ok(())
+    }
+
+    /// Fixes what sampling uses: the final step size (set by the last adaptation), the
+    /// trajectory lengths for it, and tells the sink.
+    fn end_warmup(&mut self) -> Result<()> {
+        if self.proposing() {
+            self.hmc.config.steps = self.surrogate_steps();
+        }
+        self.result.warmup_seconds =
+            self.result.phases.iter().map(|p| p.seconds).sum::<f64>() + self.training_seconds;
+        if self.done < self.config.warmup {
+            return Ok(()); // interrupted: there is no adaptation to report
+        }
+        self.outlets
+            .sink
+            .adaptation(self.hmc.config.step_size, self.metric.inv_mass())
+    }
+
+    /// The kept draws, until they are done, the run's target ESS is reached, or the run is
+    /// interrupted.
+    fn sampling(&mut self) -> Result<()> {
+        let clock = self.clock();
+        let end = self.config.warmup + self.config.draws;
+        while self.done < end {
+            if self.iterate()?.is_none() {
+                break;
+            }
+            if let Some(monitor) = self.outlets.monitor
+                && self.result.kept() % monitor.every() == 0
+                && monitor.block_done(self.number, &self.result, self.outlets.interrupt)
+                    == Verdict::Stop
+            {
+                break;
+            }
+        }
+        self.lap(Phase::Sampling, clock);
+        self.result.sampling_seconds = self.result.phases.last().map_or(0.0, |p| p.seconds);
+        Ok(())
+    }
+
+    /// The chain's result, handed to its sink.
+    fn finish(mut self) -> Result<ChainResult> {
+        self.result.phases.push(super::PhaseReport {
+            phase: Phase::Training,
+            iterations: 0,
+            seconds: self.training_seconds,
+        });
+        self.result.step_size = self.hmc.config.step_size;
+        self.result.inv_mass = self.metric.inv_mass().to_vec();
+        if let Some(phase) = self.proposer.take() {
+            let mut report = phase.report().clone();
+            report.collapse = self.collapse;
+            self.result.surrogate = Some(report);
+            self.result.trained = phase.into_surrogate().map(Arc::from);
+        }
+        self.outlets.sink.finish(&self.result)?;
+        Ok(self.result)
+    }
+
+    /// Whether the surrogate proposes now.
+    fn proposing(&self) -> bool {
+        self.mode == Mode::Surrogate
+            && self
+                .proposer
+                .as_deref()
+                .is_some_and(|p| p.proposal().is_some())
+    }
+
+    /// Whether the MH step judges with the surrogate itself (VHMC's published rule).
+    fn approximate(&self) -> bool {
+        self.proposer.as_deref().is_some_and(|p| p.approximate())
+    }
+
+    /// One transition, counted, written when kept (or when warmup is saved) and reported;
+    /// `None` once the run is interrupted. Returns the transition and the acceptance statistic
+    /// adaptation learns from.
+    fn iterate(&mut self) -> Result<Option<(Transition, f64)>> {
+        if self.outlets.interrupt.load(Ordering::Relaxed) {
+            self.result.interrupted = true;
+            return Ok(None);
+        }
+        let warmup = self.done < self.config.warmup;
+        let proposed = self.proposing();
+        let (u0, v0) = (self.state.potential, self.proposal_value);
+        // A trajectory that breaks off before its end point leaves no end point behind.
+        self.end.set(EndPoint::default());
+        let Self {
+            hmc,
+            state,
+            metric,
+            rng,
+            ..
+        } = self;
+        let t = with_dynamics(
+            self.exact,
+            self.proposer.as_deref(),
+            self.mode,
+            &self.end,
+            |d| hmc.transition(state, d, metric, rng),
+        );
+        let approximate = self.approximate();
+        let stat = if proposed && !approximate {
+            let end = self.end.get();
+            if t.accepted {
+                self.proposal_value = end.proposal;
+            }
+            surrogate_accept_stat(&t, u0, v0, end).unwrap_or(t.accept_prob)
+        } else {
+            t.accept_prob
+        };
+        let counts = if warmup {
+            &mut self.result.warmup_evaluations
+        } else {
+            &mut self.result.sampling_evaluations
+        };
+        counts.record(&t, proposed, !(proposed && approximate));
+        if warmup {
+            self.result.warmup_divergences += usize::from(t.divergent);
+        }
+        if !warmup || self.config.save_warmup {
+            self.row.clear();
+            self.row.extend_from_slice(&[
+                -self.state.potential,
+                t.accept_prob,
+                self.hmc.config.step_size,
+                0.0,
+                f64::from(t.steps),
+                f64::from(u8::from(t.divergent)),
+                t.energy,
+            ]);
+            self.model
+                .write_parameters(self.state.position.as_slice(), &mut self.row);
+            self.outlets.sink.draw(&self.row)?;
+            if !warmup {
+                self.result.record(&self.row);
+            }
+        }
+        self.done += 1;
+        (self.outlets.progress)(self.number, self.done);
+        Ok(Some((t, stat)))
+    }
+
+    /// Adapts the step size and metric to warmup iteration `done − 1`'s acceptance `stat`;
+    /// after a new metric, finds the step size again for it and the trajectory lengths.
+    fn adapt(&mut self, stat: f64) -> Result<()> {
+        let Some(adaptation) = self.adaptation.as_mut() else {
+            return Ok(());
+        };
+        let mut step_size = self.hmc.config.step_size;
+        let changed = adaptation.update(
+            self.done - 1,
+            stat,
+            self.state.position.as_slice(),
+            &mut self.metric,
+            &mut step_size,
+        )?;
+        if changed.metric {
+            step_size = self.find_step_size(step_size);
+            if let Some(adaptation) = self.adaptation.as_mut() {
+                adaptation.restart(step_size);
+            }
+        }
+        self.hmc.config.step_size = step_size;
+        if changed.metric && self.proposing() {
+            self.hmc.config.steps = self.surrogate_steps();
+        }
+        Ok(())
+    }
+
+    /// Lets the method learn from the warmup transition `t` (collecting states, fitting,
+    /// online updates); when its proposal changes, refreshes what the state caches of it, and
+    /// when the surrogate starts proposing, sets its trajectory lengths.
+    fn observe(&mut self, t: &Transition) -> Result<()> {
+        let Some(phase) = self.proposer.as_deref_mut() else {
+            return Ok(());
+        };
+        let was_proposing = self.mode == Mode::Surrogate && phase.proposal().is_some();
+        let clock = Instant::now();
+        let changed = phase.observe(
+            self.exact,
+            self.done - 1,
+            self.config.warmup,
+            &self.state,
+            t.accepted,
+            &mut self.rng,
+        )?;
+        self.training_seconds += clock.elapsed().as_secs_f64();
+        if changed && self.mode == Mode::Surrogate {
+            self.refresh();
+            if !was_proposing {
+                self.hmc.config.steps = self.surrogate_steps();
+            }
+        }
+        Ok(())
+    }
+
+    /// Back to exact HMC for good after the surrogate's exact acceptance collapsed (`means`:
+    /// exact and own): the exact gradient, the exact phase's trajectories, and a step size
+    /// found for them.
+    fn fall_back(&mut self, (acceptance, own_acceptance): (f64, f64)) {
+        self.collapse = Some(Collapse {
+            iteration: self.done - 1,
+            acceptance,
+            own_acceptance,
+        });
+        self.mode = Mode::Exact;
+        self.refresh();
+        self.hmc.config.steps = self.config.steps;
+        if let Some(adaptation) = self.adaptation.as_mut() {
+            let step_size = initial_step_size(
+                &self.state,
+                &Exact(self.exact),
+                &self.metric,
+                self.hmc.config.step_size,
+                &mut self.rng,
+            );
+            adaptation.restart(step_size);
+            self.hmc.config.step_size = step_size;
+        }
+    }
+
+    /// Re-evaluates what the state caches of the dynamics after it changed: the proposal
+    /// gradient and `Ũ` (under the approximate rule `Ũ` is the level the MH step compares
+    /// against, so it replaces `U`).
+    fn refresh(&mut self) {
+        let proposal = self
+            .proposer
+            .as_deref()
+            .filter(|_| self.mode == Mode::Surrogate)
+            .and_then(|p| p.proposal());
+        match proposal {
+            Some(proposal) if self.approximate() => self.state.refresh(&Exact(proposal)),
+            Some(proposal) => {
+                self.state.refresh_gradient(&Exact(proposal));
+                self.proposal_value = proposal.value(self.state.position.as_slice());
+            }
+            None => self.state.refresh_gradient(&Exact(self.exact)),
+        }
+    }
+
+    /// Stan's step-size heuristic from `from`, on what proposes: under a surrogate, on its own
+    /// Hamiltonian (the heuristic, like adaptation, measures integration error).
+    fn find_step_size(&mut self, from: f64) -> f64 {
+        let proposal = self
+            .proposer
+            .as_deref()
+            .filter(|_| self.proposing())
+            .and_then(|p| p.proposal());
+        match proposal {
+            Some(proposal) => {
+                let mut own = self.state.clone();
+                if !self.approximate() {
+                    own.potential = self.proposal_value;
+                }
+                initial_step_size(&own, &Exact(proposal), &self.metric, from, &mut self.rng)
+            }
+            None => initial_step_size(
+                &self.state,
+                &Exact(self.exact),
+                &self.metric,
+                from,
+                &mut self.rng,
+            ),
+        }
+    }
+
+    /// The surrogate's trajectory lengths for the current step size and metric.
+    fn surrogate_steps(&mut self) -> shmc_core::Steps {
+        let (steps, inv_mass, step_size) = (
+            self.config.steps,
+            self.metric.inv_mass().to_vec(),
+            self.hmc.config.step_size,
+        );
+        match self.proposer.as_deref_mut() {
+            Some(phase) => phase.trajectory(steps, &inv_mass, step_size),
+            None => steps,
+        }
+    }
+
+    /// The start of a phase: iterations done so far, the wall clock, and training time so far.
+    fn clock(&self) -> (usize, Instant, f64) {
+        (self.done, Instant::now(), self.training_seconds)
+    }
+
+    /// Records the phase that began at `clock`, without the training it contained.
+    fn lap(&mut self, phase: Phase, (done, start, training): (usize, Instant, f64)) {
+        let seconds = start.elapsed().as_secs_f64() - (self.training_seconds - training);
+        self.result.phases.push(super::PhaseReport {
+            phase,
+            iterations: self.done - done,
+            seconds: seconds.max(0.0),
+        });
+    }
+}
