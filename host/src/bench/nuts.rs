@@ -43,6 +43,9 @@ impl NutsRun {
     }
 }
 
+/// One chain's kept draws by parameter, gradient count, divergences and draw times.
+type ChainDraws = (Vec<Vec<f64>>, u64, usize, Vec<f64>);
+
 /// `log p = −U` and its gradient, for nuts-rs.
 struct LogDensity<'a> {
     model: &'a dyn Model,
@@ -119,7 +122,7 @@ pub fn run_nuts(
     let start = Instant::now();
     let runs = (0..chains)
         .into_par_iter()
-        .map(|chain| -> Result<(Vec<Vec<f64>>, u64, usize, Vec<f64>)> {
+        .map(|chain| -> Result<ChainDraws> {
             let fail = |e: anyhow::Error| Error::invalid(format!("NUTS chain {chain}: {e}"));
             // Streams apart from the chains' own (1-based) and from the start points'.
             let mut rng = chain_rng(seed, NUTS_STREAMS + chain);

@@ -128,7 +128,6 @@ impl SampleArgs {
                 "vhmc" => Method::Vhmc(self.surrogate.vhmc(self.seed)?),
                 _ => Method::Hmc,
             },
-            ..SampleConfig::default()
         })
     }
 }
