@@ -14,10 +14,12 @@ pub const WINDOW: usize = 50;
 pub const COLLAPSED: f64 = 0.05;
 
 /// The fraction of its own acceptance below which the surrogate's exact acceptance has
-/// collapsed. A surrogate worth proposing with keeps most of it (the papers' runs: exact 0.6
-/// to 0.9 at an own 0.8); one whose forces point away from the posterior keeps a fifth (a
-/// negated 4-D Gaussian: 0.19 of 0.8), its accepted moves short ones that go nowhere.
-pub const WORST_RATIO: f64 = 1.0 / 3.0;
+/// collapsed. A surrogate worth proposing with keeps a good part of it: exact 0.6 to 0.9 at an
+/// own 0.8 in the papers' runs, and 0.25 for a 50-D logistic fit from only 80 states, whose long
+/// cheap trajectories still pay. One whose forces point away from the posterior keeps a tenth
+/// to a fifth (a negated 4-D Gaussian with up to 20 steps: 0.09 and 0.15 of 0.78), its accepted
+/// moves short ones that go nowhere.
+pub const WORST_RATIO: f64 = 0.2;
 
 /// When and how the surrogate's acceptance collapsed.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -73,17 +75,17 @@ mod tests {
         // Nothing accepted at all, even by the surrogate's own dynamics: collapsed.
         assert_eq!(guard.observe(0.0, 0.0), Some((0.0, 0.0)));
 
-        // Exact 0.2 where the surrogate's own dynamics accept 0.8: collapsed (0.2 < 0.8/3).
+        // Exact 0.1 where the surrogate's own dynamics accept 0.8: collapsed (0.1 < 0.2 · 0.8).
         let mut wrong = Guard::default();
-        let verdicts: Vec<_> = (0..WINDOW).map(|_| wrong.observe(0.2, 0.8)).collect();
+        let verdicts: Vec<_> = (0..WINDOW).map(|_| wrong.observe(0.1, 0.8)).collect();
         assert!(verdicts[..WINDOW - 1].iter().all(Option::is_none));
         let (exact, own) = verdicts[WINDOW - 1].unwrap();
-        assert!((exact - 0.2).abs() < 1e-12 && (own - 0.8).abs() < 1e-12);
+        assert!((exact - 0.1).abs() < 1e-12 && (own - 0.8).abs() < 1e-12);
 
-        // Exact 0.3 of an own 0.8 is a usable surrogate; so is a low own acceptance matched by
+        // Exact 0.2 of an own 0.8 is a usable surrogate; so is a low own acceptance matched by
         // the exact one (a step size still adapting), down to the absolute floor.
         let mut usable = Guard::default();
-        assert!((0..2 * WINDOW).all(|_| usable.observe(0.3, 0.8).is_none()));
+        assert!((0..2 * WINDOW).all(|_| usable.observe(0.2, 0.8).is_none()));
         let mut adapting = Guard::default();
         assert!((0..2 * WINDOW).all(|_| adapting.observe(0.06, 0.06).is_none()));
         let mut floor = Guard::default();
