@@ -455,6 +455,7 @@ fn all_in_row(
         init: Init::Values(map.position),
         save_warmup: false,
         max_energy_error: 1000.0,
+        lockstep: true,
         method: Method::RnsHmc(surrogate),
     };
     let sinks: Vec<Box<dyn DrawSink>> = (0..chains).map(|_| Box::new(NullSink) as _).collect();
@@ -558,6 +559,7 @@ pub fn run_experiment(
             init: Init::Values(map.position.clone()),
             save_warmup: false,
             max_energy_error: 1000.0,
+            lockstep: true,
             method,
         };
         let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];

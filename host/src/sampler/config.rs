@@ -57,6 +57,11 @@ pub struct SampleConfig {
     pub max_energy_error: f64,
     /// The sampler.
     pub method: Method,
+    /// Whether chains evaluate their exact `U` together, in one pass over the data shared out
+    /// between one thread per chain, when the model allows it (a
+    /// [`RowSum`](crate::row_sum::RowSum) model, two chains or more). The draws are the same
+    /// either way; off, every chain reads all the data for each of its evaluations.
+    pub lockstep: bool,
 }
 
 impl Default for SampleConfig {
@@ -73,6 +78,7 @@ impl Default for SampleConfig {
             save_warmup: false,
             max_energy_error: 1000.0,
             method: Method::Hmc,
+            lockstep: true,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The multi-chain sampler driver: chains in parallel (rayon), each with its own reproducible
-//! random stream, Stan-style warmup, and draws streamed to a [`DrawSink`] as they are made.
+//! The multi-chain sampler driver: chains in parallel (rayon, or one thread each in
+//! [`lockstep`] over the data), each with its own reproducible random stream, Stan-style
+//! warmup, and draws streamed to a [`DrawSink`] as they are made.
 //!
 //! ```no_run
 //! # use shmc::{Model, sampler::{sample, SampleConfig, NullSink, DrawSink}};
@@ -14,6 +15,7 @@
 mod chain;
 mod config;
 mod fitted;
+pub mod lockstep;
 mod method;
 mod proposer;
 pub mod trajectory;
@@ -252,7 +254,33 @@ impl Run {
     }
 }
 
-/// Runs `config.chains` chains of `config.method` on `model` in parallel, one sink per chain.
+/// Runs chain `chain` (1-based) of `run_chain` with a model that panics (a user's, on input it
+/// did not expect) stopping the chain with an error instead of taking the process down; the
+/// rows written stay as they are.
+fn run_caught<M: Model + ?Sized>(
+    model: &M,
+    config: &SampleConfig,
+    precomputed: Option<&fitted::Precomputed>,
+    chain: usize,
+    sink: &mut dyn DrawSink,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    interrupt: &AtomicBool,
+) -> Result<ChainResult> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        chain::run_chain(model, config, precomputed, chain, sink, progress, interrupt)
+    }))
+    .unwrap_or_else(|payload| {
+        Err(Error::invalid(format!(
+            "chain {chain}: the model panicked: {}",
+            panic_message(payload.as_ref())
+        )))
+    })
+}
+
+/// Runs `config.chains` chains of `config.method` on `model` in parallel, one sink per chain:
+/// in lockstep over the data (see [`lockstep`]), one thread per chain, if `config.lockstep`,
+/// there are two chains or more and the model is a [`RowSum`](crate::row_sum::RowSum); on
+/// rayon's threads otherwise.
 ///
 /// `progress(chain, iterations_done)` is called after every iteration; setting `interrupt`
 /// stops every chain after its current iteration, with every finished draw kept.
@@ -278,32 +306,41 @@ pub fn sample<M: Model + ?Sized>(
         Some(settings) => fitted::precompute(settings, &model)?,
         None => None,
     };
-    let chains = sinks
-        .into_par_iter()
-        .enumerate()
-        .map(|(i, mut sink)| {
-            // A model that panics (a user's, on input it did not expect) stops its chain with
-            // an error instead of taking the process down; the rows written stay as they are.
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                chain::run_chain(
+    let precomputed_ref = precomputed.as_ref();
+    let lockstep = if config.lockstep && config.chains >= 2 {
+        lockstep::Lockstep::new(model, config.chains)
+    } else {
+        None
+    };
+    let chains = match lockstep {
+        Some(lockstep) => lockstep.run(sinks, progress, |member, chain, sink, progress| {
+            run_caught(
+                member,
+                config,
+                precomputed_ref,
+                chain,
+                sink,
+                progress,
+                interrupt,
+            )
+        })?,
+        None => sinks
+            .into_par_iter()
+            .enumerate()
+            .map(|(i, mut sink)| {
+                let sink = sink.as_mut();
+                run_caught(
                     model,
                     config,
-                    precomputed.as_ref(),
+                    precomputed_ref,
                     i + 1,
-                    sink.as_mut(),
+                    sink,
                     progress,
                     interrupt,
                 )
-            }))
-            .unwrap_or_else(|payload| {
-                Err(Error::invalid(format!(
-                    "chain {}: the model panicked: {}",
-                    i + 1,
-                    panic_message(payload.as_ref())
-                )))
             })
-        })
-        .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>()?,
+    };
     Ok(Run {
         names: model.parameter_names(),
         chains,
