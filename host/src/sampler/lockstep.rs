@@ -12,23 +12,29 @@
 //! results, and draws, are the same as without lockstep, bit for bit.
 //!
 //! # The rendezvous
-//! A pass is sealed as soon as no running chain is outside it, that is every chain that has not
-//! left is waiting with a request, or has *passed*: finished an iteration while others waited
-//! (an iteration without exact evaluations, under VHMC's approximate rule or while a surrogate
-//! trains), so that a chain never waits for the others longer than one of their iterations.
+//! A pass is sealed as soon as every chain that has not left is waiting with a request, or
+//! once the first request has waited a quarter of the time the last pass took (its
+//! *patience*). Chains in an exact phase arrive within microseconds of each other, their work
+//! between two evaluations being one leapfrog update, so the first rule gathers them; a chain
+//! busy with something else (a surrogate trajectory, training, an iteration of VHMC's
+//! approximate rule without exact evaluations) may take arbitrarily long, and the second rule
+//! bounds what waiting for it costs to a quarter of a pass. Which requests share a pass changes
+//! no result, only the time.
+//!
 //! A chain leaves when its [`Member`] is dropped: when it finishes, returns an error, or unwinds
 //! from a panic. A panic inside a shared segment (a user model's batched code) fails the pass
-//! for every chain in it (they all used that segment) and each of them unwinds with its message,
-//! so that no chain waits for a segment that will never be done.
+//! for every chain in it (they all used that segment) and each of them unwinds with its
+//! message, so that no chain waits for a segment that will never be done.
 //!
 //! Only the chain's own thread joins passes: a call from another thread (a rayon worker of a
 //! parallel grid fit inside the chain) evaluates on its own, with the same result.
 
 use std::mem;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::{self, ThreadId};
+use std::time::{Duration, Instant};
 
 use shmc_core::Potential;
 
@@ -48,17 +54,28 @@ enum Slot {
     Running,
     /// Waiting with a request for the next pass.
     Waiting(Request),
-    /// Finished an iteration while others were waiting: the next pass goes without it.
-    Passed,
     /// Its request is point `index` of a sealed pass the chain has not picked up yet.
     Sealed(Arc<Pass>, usize),
     /// Gone: the pass never waits for it again.
     Left,
 }
 
-/// One shared pass: the points, the next segment to claim, and how many are done.
+/// The chains' slots, and since when the oldest waiting request has waited.
+struct Rendezvous {
+    slots: Vec<Slot>,
+    waiting_since: Option<Instant>,
+}
+
+/// Per segment, a pass's records: `1 + d` numbers per point, as [`RowSum::segment`] writes
+/// them.
+type Partials = Vec<RwLock<Vec<f64>>>;
+
+/// One shared pass: the points, the next segment to claim, how many are done, and the
+/// partials.
 struct Pass {
     requests: Vec<Request>,
+    partials: Partials,
+    sealed_at: Instant,
     next: AtomicUsize,
     progress: Mutex<Progress>,
     done: Condvar,
@@ -71,6 +88,9 @@ struct Progress {
     failure: Option<String>,
 }
 
+/// The patience before the first pass has been timed: 1 ms, a pass over some 10 MB.
+const INITIAL_PATIENCE_NANOS: u64 = 1_000_000;
+
 /// Locks `mutex`, ignoring poisoning: nothing here panics while holding a lock (a model's
 /// panic is caught before its segment's lock is released).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -82,11 +102,16 @@ pub struct Lockstep<'m, M: ?Sized> {
     model: &'m M,
     sum: &'m dyn RowSum,
     dim: usize,
-    slots: Mutex<Vec<Slot>>,
+    rendezvous: Mutex<Rendezvous>,
     sealed: Condvar,
-    /// Per segment, the last pass's records (`1 + d` numbers per point); a pass is sealed only
-    /// when every chain of the one before has read its result, so one set is enough.
-    partials: Vec<RwLock<Vec<f64>>>,
+    /// How long (in nanoseconds) a request waits for the others before its pass goes without
+    /// them: a quarter of the last pass.
+    patience: AtomicU64,
+    /// The number of segments of the model's row sum.
+    segments: usize,
+    /// Partials of passes whose chains have all read their results, for the next passes to
+    /// reuse (a pass may start while the one before is still being read).
+    spare: Mutex<Vec<Partials>>,
     seated: AtomicBool,
 }
 
@@ -99,11 +124,14 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
             model,
             sum,
             dim: model.dim(),
-            slots: Mutex::new((0..chains).map(|_| Slot::Running).collect()),
+            rendezvous: Mutex::new(Rendezvous {
+                slots: (0..chains).map(|_| Slot::Running).collect(),
+                waiting_since: None,
+            }),
             sealed: Condvar::new(),
-            partials: (0..sum.segments())
-                .map(|_| RwLock::new(Vec::new()))
-                .collect(),
+            patience: AtomicU64::new(INITIAL_PATIENCE_NANOS),
+            segments: sum.segments(),
+            spare: Mutex::new(Vec::new()),
             seated: AtomicBool::new(false),
         })
     }
@@ -114,7 +142,7 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
         if self.seated.swap(true, Ordering::Relaxed) {
             return Vec::new();
         }
-        (0..lock(&self.slots).len())
+        (0..lock(&self.rendezvous).slots.len())
             .map(|slot| Seat {
                 lockstep: self,
                 slot,
@@ -122,29 +150,13 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
             .collect()
     }
 
-    /// Runs `run(member, chain, sink, progress)` for every chain (numbered from 1) on a thread
-    /// of its own, so that all of them take part in every pass however few cores rayon has,
-    /// and returns their results in chain order (the first error in chain order, if any).
-    /// `progress` is called after every iteration, as [`super::sample`] promises.
-    pub(super) fn run<F>(
-        &self,
-        sinks: Vec<Box<dyn DrawSink>>,
-        progress: &(dyn Fn(usize, usize) + Sync),
-        run: F,
-    ) -> Result<Vec<ChainResult>>
+    /// Runs `run(member, chain, sink)` for every chain (numbered from 1) on a thread of its
+    /// own, so that all of them take part in passes however few cores rayon has, and returns
+    /// their results in chain order (the first error in chain order, if any).
+    pub(super) fn run<F>(&self, sinks: Vec<Box<dyn DrawSink>>, run: F) -> Result<Vec<ChainResult>>
     where
-        F: Fn(
-                &Member<'_, 'm, M>,
-                usize,
-                &mut dyn DrawSink,
-                &(dyn Fn(usize, usize) + Sync),
-            ) -> Result<ChainResult>
-            + Sync,
+        F: Fn(&Member<'_, 'm, M>, usize, &mut dyn DrawSink) -> Result<ChainResult> + Sync,
     {
-        let tick = |chain: usize, done: usize| {
-            self.iteration_done(chain - 1);
-            progress(chain, done);
-        };
         let results: Vec<Result<ChainResult>> = thread::scope(|scope| {
             let handles: Vec<_> = self
                 .seats()
@@ -152,11 +164,11 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
                 .zip(sinks)
                 .enumerate()
                 .map(|(i, (seat, mut sink))| {
-                    let (run, tick) = (&run, &tick);
+                    let run = &run;
                     // A thread that cannot start drops its closure, and with it the seat.
                     thread::Builder::new()
                         .name(format!("chain {}", i + 1))
-                        .spawn_scoped(scope, move || run(&seat.take(), i + 1, sink.as_mut(), tick))
+                        .spawn_scoped(scope, move || run(&seat.take(), i + 1, sink.as_mut()))
                         .map_err(|e| Error::invalid(format!("chain {}: no thread: {e}", i + 1)))
                 })
                 .collect();
@@ -186,9 +198,13 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
         }
         let width = 1 + self.dim;
         let mut total = Total::new(need, grad);
-        for partial in &self.partials {
+        for partial in &pass.partials {
             let partial = partial.read().unwrap_or_else(PoisonError::into_inner);
             total.add(&partial[index * width..(index + 1) * width]);
+        }
+        // The last chain to read the pass keeps its buffers for the passes to come.
+        if let Ok(pass) = Arc::try_unwrap(pass) {
+            lock(&self.spare).push(pass.partials);
         }
         total.finish(self.sum, point)
     }
@@ -196,53 +212,68 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
     /// Puts chain `slot`'s request in and waits until it is sealed into a pass; returns the
     /// pass and the request's index in it.
     fn join(&self, slot: usize, point: &[f64], need: Need) -> (Arc<Pass>, usize) {
-        let mut slots = lock(&self.slots);
-        slots[slot] = Slot::Waiting(Request {
+        let mut rendezvous = lock(&self.rendezvous);
+        rendezvous.slots[slot] = Slot::Waiting(Request {
             point: point.to_vec(),
             need,
         });
-        self.seal_if_ready(&mut slots);
+        let since = *rendezvous.waiting_since.get_or_insert_with(Instant::now);
+        if rendezvous
+            .slots
+            .iter()
+            .all(|s| matches!(s, Slot::Waiting(_) | Slot::Left))
+        {
+            self.seal(&mut rendezvous);
+        }
         loop {
-            match mem::replace(&mut slots[slot], Slot::Running) {
+            match mem::replace(&mut rendezvous.slots[slot], Slot::Running) {
                 Slot::Sealed(pass, index) => return (pass, index),
-                waiting => slots[slot] = waiting,
+                waiting => rendezvous.slots[slot] = waiting,
             }
-            slots = self
-                .sealed
-                .wait(slots)
-                .unwrap_or_else(PoisonError::into_inner);
+            // Since when the oldest request of the coming pass waits (ours, or an earlier one).
+            let since = rendezvous.waiting_since.unwrap_or(since);
+            let patience = Duration::from_nanos(self.patience.load(Ordering::Relaxed));
+            match patience.checked_sub(since.elapsed()) {
+                Some(left) if !left.is_zero() => {
+                    rendezvous = self
+                        .sealed
+                        .wait_timeout(rendezvous, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                _ => self.seal(&mut rendezvous),
+            }
         }
     }
 
-    /// Seals the waiting requests into a pass if no chain still running is outside it.
-    fn seal_if_ready(&self, slots: &mut [Slot]) {
-        let ready = slots
-            .iter()
-            .all(|s| matches!(s, Slot::Waiting(_) | Slot::Passed | Slot::Left));
-        if !ready || !slots.iter().any(|s| matches!(s, Slot::Waiting(_))) {
-            return;
-        }
+    /// Seals the waiting requests into a pass and wakes their chains.
+    fn seal(&self, rendezvous: &mut Rendezvous) {
         let mut members = Vec::new();
         let mut requests = Vec::new();
-        for (i, s) in slots.iter_mut().enumerate() {
-            match mem::replace(s, Slot::Running) {
-                Slot::Waiting(request) => {
-                    members.push(i);
-                    requests.push(request);
-                }
-                Slot::Left => *s = Slot::Left,
-                // Passed: it runs on. (Nothing else is ready.)
-                _ => {}
+        for (i, s) in rendezvous.slots.iter_mut().enumerate() {
+            if matches!(s, Slot::Waiting(_))
+                && let Slot::Waiting(request) = mem::replace(s, Slot::Running)
+            {
+                members.push(i);
+                requests.push(request);
             }
         }
+        rendezvous.waiting_since = None;
+        let partials = lock(&self.spare).pop().unwrap_or_else(|| {
+            (0..self.segments)
+                .map(|_| RwLock::new(Vec::new()))
+                .collect()
+        });
         let pass = Arc::new(Pass {
             requests,
+            partials,
+            sealed_at: Instant::now(),
             next: AtomicUsize::new(0),
             progress: Mutex::new(Progress::default()),
             done: Condvar::new(),
         });
         for (index, i) in members.into_iter().enumerate() {
-            slots[i] = Slot::Sealed(Arc::clone(&pass), index);
+            rendezvous.slots[i] = Slot::Sealed(Arc::clone(&pass), index);
         }
         self.sealed.notify_all();
     }
@@ -259,14 +290,14 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
             })
             .collect();
         let width = queries.len() * (1 + self.dim);
-        let segments = self.partials.len();
+        let segments = self.segments;
         loop {
             let index = pass.next.fetch_add(1, Ordering::Relaxed);
             if index >= segments {
                 break;
             }
             let outcome = {
-                let mut out = self.partials[index]
+                let mut out = pass.partials[index]
                     .write()
                     .unwrap_or_else(PoisonError::into_inner);
                 out.resize(width, 0.0);
@@ -280,6 +311,13 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
                 Err(payload) => {
                     progress.failure = Some(panic_message(payload.as_ref()));
                 }
+            }
+            if progress.finished == segments {
+                let quarter = pass.sealed_at.elapsed().as_nanos() / 4;
+                self.patience.store(
+                    u64::try_from(quarter).unwrap_or(u64::MAX),
+                    Ordering::Relaxed,
+                );
             }
             if progress.finished == segments || progress.failure.is_some() {
                 pass.done.notify_all();
@@ -298,23 +336,18 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
         progress.failure.clone().map_or(Ok(()), Err)
     }
 
-    /// Chain `slot` finished an iteration: if others are waiting, the next pass goes without
-    /// it.
-    fn iteration_done(&self, slot: usize) {
-        let mut slots = lock(&self.slots);
-        if matches!(slots[slot], Slot::Running)
-            && slots.iter().any(|s| matches!(s, Slot::Waiting(_)))
-        {
-            slots[slot] = Slot::Passed;
-            self.seal_if_ready(&mut slots);
-        }
-    }
-
     /// Chain `slot` is gone: no pass waits for it again.
     fn leave(&self, slot: usize) {
-        let mut slots = lock(&self.slots);
-        slots[slot] = Slot::Left;
-        self.seal_if_ready(&mut slots);
+        let mut rendezvous = lock(&self.rendezvous);
+        rendezvous.slots[slot] = Slot::Left;
+        let slots = &rendezvous.slots;
+        if slots
+            .iter()
+            .all(|s| matches!(s, Slot::Waiting(_) | Slot::Left))
+            && slots.iter().any(|s| matches!(s, Slot::Waiting(_)))
+        {
+            self.seal(&mut rendezvous);
+        }
     }
 }
 

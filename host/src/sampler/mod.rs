@@ -313,7 +313,7 @@ pub fn sample<M: Model + ?Sized>(
         None
     };
     let chains = match lockstep {
-        Some(lockstep) => lockstep.run(sinks, progress, |member, chain, sink, progress| {
+        Some(lockstep) => lockstep.run(sinks, |member, chain, sink| {
             run_caught(
                 member,
                 config,
