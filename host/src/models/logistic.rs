@@ -320,7 +320,7 @@ impl Potential for LogisticRegression {
     }
 }
 
-/// The row sum in segments of [`SEGMENT_ROWS`] rows; the prior `‖β‖²/(2σ²)` is the rest.
+/// The row sum in segments of 1024 rows; the prior `‖β‖²/(2σ²)` is the rest.
 impl RowSum for LogisticRegression {
     fn segments(&self) -> usize {
         self.data.n.div_ceil(SEGMENT_ROWS)

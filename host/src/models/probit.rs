@@ -168,7 +168,7 @@ impl Potential for ProbitRegression {
     }
 }
 
-/// The row sum in segments of [`SEGMENT_ROWS`] rows; the prior `‖θ‖²/(2σ²)` is the rest. Each
+/// The row sum in segments of 1024 rows; the prior `‖θ‖²/(2σ²)` is the rest. Each
 /// query takes a segment's rows in turn (the segment, 80 kB at d = 10, stays in the L2 cache):
 /// the per-row work (`erfcx`, a logarithm) outweighs reading the row.
 impl RowSum for ProbitRegression {
