@@ -717,8 +717,9 @@ fn draws_do_not_depend_on_the_number_of_threads() {
 
 #[test]
 fn four_lockstep_chains_run_on_one_rayon_thread_and_draw_as_without_lockstep() {
-    // In lockstep each chain has a thread of its own: with rayon's one thread, chains queued
-    // behind it would leave the running one waiting for them forever. A hang fails the test.
+    // In lockstep each chain has a thread of its own, so the four run at once even on one
+    // rayon thread, and draw what four chains each reading the data alone draw. A run that
+    // hangs fails the test.
     let run = |threads: &str, lockstep: bool| -> Vec<String> {
         let dir = temp_dir(&format!("lockstep-{threads}-{lockstep}"));
         let mut command = Command::new(env!("CARGO_BIN_EXE_shmc"));

@@ -3,6 +3,8 @@
 //! that fails mid-run ends the run with its error instead of leaving the others waiting.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -145,7 +147,8 @@ fn a_segment_of_several_queries_equals_each_query_alone() {
 
 /// `U(q) = Σᵢ ½‖q − rᵢ‖²` over rows `rᵢ`, in segments of three rows, whose segment code panics
 /// once, after `panic_after` segments, and whose prior part panics once, after
-/// `finish_panics_after` calls: a user's model that opts in and fails on some input.
+/// `finish_panics_after` calls: a user's model that opts in and fails on some input. Its first
+/// `gate` prior evaluations wait until all of them have started.
 struct Rows {
     rows: Vec<f64>,
     d: usize,
@@ -153,6 +156,9 @@ struct Rows {
     panic_after: usize,
     finishes: AtomicUsize,
     finish_panics_after: usize,
+    gate: usize,
+    arrived: Mutex<usize>,
+    all_arrived: Condvar,
 }
 
 impl Rows {
@@ -167,7 +173,31 @@ impl Rows {
             panic_after,
             finishes: AtomicUsize::new(0),
             finish_panics_after,
+            gate: 0,
+            arrived: Mutex::new(0),
+            all_arrived: Condvar::new(),
         }
+    }
+
+    /// Waits (at most two minutes) until `gate` callers have come, if this is one of the first
+    /// `gate` calls; panics if they never do.
+    fn pass_gate(&self) {
+        let mut arrived = self.arrived.lock().unwrap();
+        if *arrived >= self.gate {
+            return;
+        }
+        *arrived += 1;
+        self.all_arrived.notify_all();
+        let (arrived, timeout) = self
+            .all_arrived
+            .wait_timeout_while(arrived, Duration::from_secs(120), |n| *n < self.gate)
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "only {} of {} chains ever ran at once",
+            *arrived,
+            self.gate
+        );
     }
 }
 
@@ -195,6 +225,7 @@ impl RowSum for Rows {
     }
 
     fn finish(&self, _: &[f64], _: Need, _: &mut f64, _: &mut [f64]) {
+        self.pass_gate();
         let n = self.finishes.fetch_add(1, Ordering::Relaxed);
         if n == self.finish_panics_after {
             panic!("the prior gave up");
@@ -305,6 +336,18 @@ fn lockstep_and_per_chain_runs_make_the_same_draws() {
             assert_eq!(a.columns, b.columns, "chain {} ({method:?})", a.chain);
         }
     }
+}
+
+#[test]
+fn four_lockstep_chains_run_at_once_whatever_rayons_threads() {
+    // Each chain's first evaluation waits for all four: chains queued on rayon's threads (two
+    // on this machine, one under RAYON_NUM_THREADS=1) would never all start.
+    let model = Rows {
+        gate: 4,
+        ..Rows::new(usize::MAX, usize::MAX)
+    };
+    let run = sample(&model, &config(4), null_sinks(4), &|_, _| {}, None).unwrap();
+    assert_eq!(run.chains.len(), 4);
 }
 
 #[test]
