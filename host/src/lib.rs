@@ -4,10 +4,11 @@
 //! system: models over data files, a multi-chain driver with warmup, diagnostics, Stan-compatible
 //! CSV output and the `shmc` command line.
 //!
-//! The layers import one way, each only from those before it: [`models`] (with [`data`] and
-//! [`optimize`]) → [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`]
-//! (the chains, which drive any surrogate) → [`output`] and [`mod@bench`] → [`cli`]. Below them all:
-//! [`random`] (the seeded streams), [`diagnostics`], [`error`].
+//! The layers import one way, each only from those before it: [`models`] (with [`data`],
+//! [`optimize`] and [`row_sum`], the capability to share a pass over the data) →
+//! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
+//! drive any surrogate) → [`output`] and [`mod@bench`] → [`cli`]. Below them all: [`random`]
+//! (the seeded streams), [`diagnostics`], [`error`].
 //!
 //! # Your own model
 //! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
@@ -26,6 +27,7 @@ pub mod output;
 pub mod pde;
 pub mod random;
 pub mod riemannian;
+pub mod row_sum;
 pub mod sampler;
 pub mod surrogates;
 

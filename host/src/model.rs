@@ -3,6 +3,8 @@
 
 use shmc_core::Potential;
 
+use crate::row_sum::RowSum;
+
 /// A posterior to sample: `U(q) = −log p(q | data)` on the unconstrained space, plus what the
 /// output needs to report draws.
 ///
@@ -30,6 +32,13 @@ pub trait Model: Potential + Send + Sync {
     /// and per effective sample. Counters only grow; take differences to cost one run.
     fn work(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+
+    /// The model's `U` as a sum over data rows that several points can share one pass over,
+    /// if it is one (see [`RowSum`]): chains then evaluate their exact `U` together instead of
+    /// each reading all the data. `None` (the default) keeps every evaluation per chain.
+    fn row_sum(&self) -> Option<&dyn RowSum> {
+        None
     }
 }
 

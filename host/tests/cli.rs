@@ -716,6 +716,48 @@ fn draws_do_not_depend_on_the_number_of_threads() {
 }
 
 #[test]
+fn four_lockstep_chains_run_on_one_rayon_thread_and_draw_as_without_lockstep() {
+    // In lockstep each chain has a thread of its own, so the four run at once even on one
+    // rayon thread, and draw what four chains each reading the data alone draw. A run that
+    // hangs fails the test.
+    let run = |threads: &str, lockstep: bool| -> Vec<String> {
+        let dir = temp_dir(&format!("lockstep-{threads}-{lockstep}"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shmc"));
+        command.env("RAYON_NUM_THREADS", threads).args([
+            "sample", "--model", "logistic", "--n", "3000", "--d", "5", "--chains", "4",
+            "--warmup", "150", "--draws", "100", "--seed", "3", "--quiet", "--output",
+        ]);
+        command.arg(&dir);
+        if !lockstep {
+            command.arg("--no-lockstep");
+        }
+        let mut child = command
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed().as_secs() > 300 {
+                child.kill().unwrap();
+                panic!("{threads} thread(s), lockstep {lockstep}: no end after 5 minutes");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert!(status.success(), "{threads} thread(s), lockstep {lockstep}");
+        let lines = draw_lines(&dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        lines
+    };
+    let together = run("1", true);
+    assert_eq!(together.len(), 4 * 101);
+    assert!(together == run("2", false), "lockstep changed the draws");
+}
+
+#[test]
 fn complete_grid_variant_is_labelled_everywhere() {
     for (approximate, name) in [(true, "sg-hmc-complete"), (false, "sg-hmc")] {
         let dir = temp_dir(name);

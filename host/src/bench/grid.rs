@@ -159,6 +159,7 @@ fn pilot_step_size(model: &dyn Model, start: &[f64], steps: u32, seed: u64) -> R
         init: Init::Values(start.to_vec()),
         save_warmup: false,
         max_energy_error: 1000.0,
+        lockstep: true,
         method: Method::Hmc,
         ..SampleConfig::default()
     };
@@ -231,6 +232,7 @@ fn compare(
             init: Init::Values(map.position.clone()),
             save_warmup: false,
             max_energy_error: 1000.0,
+            lockstep: true,
             method,
             ..SampleConfig::default()
         };

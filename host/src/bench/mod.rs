@@ -456,6 +456,7 @@ fn all_in_row(
         init: Init::Values(map.position),
         save_warmup: false,
         max_energy_error: 1000.0,
+        lockstep: true,
         method: Method::RnsHmc(surrogate),
         ..SampleConfig::default()
     };
@@ -560,6 +561,7 @@ pub fn run_experiment(
             init: Init::Values(map.position.clone()),
             save_warmup: false,
             max_energy_error: 1000.0,
+            lockstep: true,
             method,
             ..SampleConfig::default()
         };

@@ -73,6 +73,12 @@ pub struct SampleArgs {
     /// No progress bars.
     #[arg(long)]
     quiet: bool,
+    /// Let every chain read all the data for each of its exact evaluations. By default, for
+    /// models whose U is a sum over data rows (logistic, probit) and two chains or more, the
+    /// chains evaluate their exact U together in one pass over the data, shared out between one
+    /// thread per chain; the draws are the same either way.
+    #[arg(long)]
+    no_lockstep: bool,
     #[command(flatten)]
     surrogate: SurrogateArgs,
 }
@@ -107,6 +113,7 @@ impl SampleArgs {
             max_energy_error: 1000.0,
             target_ess: self.target_ess,
             ess_check_every: self.ess_check_every,
+            lockstep: !self.no_lockstep,
             method: match self.method.as_str() {
                 "rns-hmc" => Method::RnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
                 "grid-hmc" | "sg-hmc" => {

@@ -72,6 +72,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         init: Init::Random { radius: 2.0 },
         save_warmup: false,
         max_energy_error: 1000.0,
+        lockstep: true,
         method: Method::RnsHmc(settings.clone()),
         ..SampleConfig::default()
     };

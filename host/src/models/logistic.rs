@@ -23,6 +23,13 @@
 //!
 //! `value` skips step 3 and `gradient` skips the loss sum. The summation order is fixed, so
 //! `value` and `value_and_gradient` return bit-identical energies.
+//!
+//! # Segments
+//! The blocks are grouped into segments of 1024 rows, each summed on its own (the loss in four
+//! running sums, the gradient from zero) and the segments added in order: the model is a
+//! [`RowSum`], so chains in lockstep share one read of `X`. A block then serves every chain's
+//! `β` while it is in the L1 cache, and a shared pass returns exactly what `value`,
+//! `gradient` and `value_and_gradient` return.
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -32,10 +39,20 @@ use shmc_core::random::{fill_standard_normal, uniform};
 
 use crate::data::Dataset;
 use crate::model::indexed_names;
+use crate::row_sum::{self, Need, Query, RowSum};
 use crate::{Error, Model, Result};
 
 /// Rows per block of the fused pass: 64 rows of 50 doubles are 25.6 kB, inside a 32 kB L1 cache.
 const BLOCK: usize = 64;
+
+/// Rows per segment of the row sum (16 blocks): at N = 10⁵ that is 98 segments, enough for the
+/// threads of a shared pass to balance their shares, while adding a segment's partial gradient
+/// (`d` additions) is nothing beside its `2 · 1024 · d` multiply-adds.
+const SEGMENT_ROWS: usize = 16 * BLOCK;
+
+/// Queries one block serves while it is in the L1 cache; more queries take the segment again
+/// (from the L2 cache), eight at a time, so the per-query sums stay on the stack.
+const QUERY_GROUP: usize = 8;
 
 /// Bayesian logistic regression with a `N(0, σ² I)` prior on the coefficients.
 #[derive(Clone, Debug)]
@@ -116,59 +133,115 @@ impl LogisticRegression {
         self.true_beta.as_deref()
     }
 
-    /// One pass over `X`: returns `U(β)` if `VALUE` (0 otherwise) and writes `∇U(β)` into
-    /// `grad` if `GRAD`.
-    fn pass<const VALUE: bool, const GRAD: bool>(&self, beta: &[f64], grad: &mut [f64]) -> f64 {
+    /// The rows of segment `index`: its part of `X` and of `y`.
+    fn segment_rows(&self, index: usize) -> (&[f64], &[f64]) {
         let d = self.data.p;
-        assert_eq!(beta.len(), d, "β has the wrong dimension");
-        if GRAD {
-            assert_eq!(grad.len(), d, "the gradient buffer has the wrong dimension");
-            grad.fill(0.0);
+        let start = index * SEGMENT_ROWS;
+        let end = (start + SEGMENT_ROWS).min(self.data.n);
+        (&self.data.x[start * d..end * d], &self.data.y[start..end])
+    }
+
+    /// Segment rows `x`, `y` at up to [`QUERY_GROUP`] queries, one record of `1 + d` numbers
+    /// each in `out`: the fused pass over the segment's blocks, each block (in the L1 cache)
+    /// serving every query before the next is read.
+    fn segment_group(&self, x: &[f64], y: &[f64], queries: &[Query<'_>], out: &mut [f64]) {
+        let d = self.data.p;
+        let mut lanes = [[0.0f64; 4]; QUERY_GROUP];
+        let mut scratch = Scratch::default();
+        for (query, record) in queries.iter().zip(out.chunks_exact_mut(1 + d)) {
+            assert_eq!(query.point.len(), d, "β has the wrong dimension");
+            if query.need.gradient() {
+                record[1..].fill(0.0);
+            }
         }
-        let mut sums = [0.0f64; 4];
-        let mut z_block = [0.0f64; BLOCK];
-        let mut loss_block = [0.0f64; BLOCK];
-        let mut resid_block = [0.0f64; BLOCK];
-        for (xb, yb) in self.data.x.chunks(BLOCK * d).zip(self.data.y.chunks(BLOCK)) {
-            let m = yb.len();
-            let z = &mut z_block[..m];
-            let loss = &mut loss_block[..m];
-            let resid = &mut resid_block[..m];
-
-            for (row, zi) in xb.chunks_exact(d).zip(z.iter_mut()) {
-                *zi = dot8(row, beta);
-            }
-
-            for (((l, r), &zi), &yi) in loss.iter_mut().zip(resid.iter_mut()).zip(&*z).zip(yb) {
-                let (softplus, sigmoid) = softplus_sigmoid(zi);
-                *l = softplus - yi * zi;
-                *r = sigmoid - yi;
-            }
-
-            if VALUE {
-                for (k, l) in loss.iter().enumerate() {
-                    sums[k % 4] += l;
-                }
-            }
-            if GRAD {
-                let mut rows4 = xb.chunks_exact(4 * d);
-                let mut r4 = resid.chunks_exact(4);
-                for (rows, r) in (&mut rows4).zip(&mut r4) {
-                    axpy4([r[0], r[1], r[2], r[3]], rows, d, grad);
-                }
-                for (row, &r) in rows4.remainder().chunks_exact(d).zip(r4.remainder()) {
-                    axpy(r, row, grad);
+        for (xb, yb) in x.chunks(BLOCK * d).zip(y.chunks(BLOCK)) {
+            for ((query, record), lanes) in queries
+                .iter()
+                .zip(out.chunks_exact_mut(1 + d))
+                .zip(&mut lanes)
+            {
+                let beta = query.point;
+                let grad = &mut record[1..];
+                match query.need {
+                    Need::Value => block::<true, false>(xb, yb, beta, &mut scratch, lanes, grad),
+                    Need::Gradient => block::<false, true>(xb, yb, beta, &mut scratch, lanes, grad),
+                    Need::ValueAndGradient => {
+                        block::<true, true>(xb, yb, beta, &mut scratch, lanes, grad)
+                    }
                 }
             }
         }
-        let precision = 1.0 / self.prior_variance;
-        if GRAD {
-            axpy(precision, beta, grad);
+        for ((query, record), sums) in queries.iter().zip(out.chunks_exact_mut(1 + d)).zip(&lanes) {
+            if query.need.value() {
+                record[0] = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+            }
         }
+    }
+}
+
+/// One block's per-row values, reused from block to block.
+struct Scratch {
+    z: [f64; BLOCK],
+    loss: [f64; BLOCK],
+    resid: [f64; BLOCK],
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Self {
+            z: [0.0; BLOCK],
+            loss: [0.0; BLOCK],
+            resid: [0.0; BLOCK],
+        }
+    }
+}
+
+/// The fused pass over one block of rows `xb`, `yb` at `beta`: adds the block's losses to the
+/// four running `sums` if `VALUE` and `Σᵢ (σ(zᵢ) − yᵢ) xᵢ` to `grad` if `GRAD`.
+#[inline(always)]
+fn block<const VALUE: bool, const GRAD: bool>(
+    xb: &[f64],
+    yb: &[f64],
+    beta: &[f64],
+    scratch: &mut Scratch,
+    sums: &mut [f64; 4],
+    grad: &mut [f64],
+) {
+    let d = beta.len();
+    let m = yb.len();
+    let z = &mut scratch.z[..m];
+    let loss = &mut scratch.loss[..m];
+    let resid = &mut scratch.resid[..m];
+
+    for (row, zi) in xb.chunks_exact(d).zip(z.iter_mut()) {
+        *zi = dot8(row, beta);
+    }
+
+    // Only what is summed below is stored: the scratch outlives the block, so a store the
+    // compiler cannot see unused would keep the softplus of a gradient-only pass alive.
+    for (((l, r), &zi), &yi) in loss.iter_mut().zip(resid.iter_mut()).zip(&*z).zip(yb) {
+        let (softplus, sigmoid) = softplus_sigmoid(zi);
         if VALUE {
-            (sums[0] + sums[1]) + (sums[2] + sums[3]) + 0.5 * precision * dot(beta, beta)
-        } else {
-            0.0
+            *l = softplus - yi * zi;
+        }
+        if GRAD {
+            *r = sigmoid - yi;
+        }
+    }
+
+    if VALUE {
+        for (k, l) in loss.iter().enumerate() {
+            sums[k % 4] += l;
+        }
+    }
+    if GRAD {
+        let mut rows4 = xb.chunks_exact(4 * d);
+        let mut r4 = resid.chunks_exact(4);
+        for (rows, r) in (&mut rows4).zip(&mut r4) {
+            axpy4([r[0], r[1], r[2], r[3]], rows, d, grad);
+        }
+        for (row, &r) in rows4.remainder().chunks_exact(d).zip(r4.remainder()) {
+            axpy(r, row, grad);
         }
     }
 }
@@ -225,21 +298,63 @@ impl Potential for LogisticRegression {
     }
 
     fn value(&self, q: &[f64]) -> f64 {
-        self.pass::<true, false>(q, &mut [])
+        row_sum::evaluate(self, q, Need::Value, &mut [])
     }
 
     fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
-        self.pass::<true, true>(q, grad)
+        assert_eq!(
+            grad.len(),
+            self.data.p,
+            "the gradient buffer has the wrong dimension"
+        );
+        row_sum::evaluate(self, q, Need::ValueAndGradient, grad)
     }
 
     fn gradient(&self, q: &[f64], grad: &mut [f64]) {
-        self.pass::<false, true>(q, grad);
+        assert_eq!(
+            grad.len(),
+            self.data.p,
+            "the gradient buffer has the wrong dimension"
+        );
+        row_sum::evaluate(self, q, Need::Gradient, grad);
+    }
+}
+
+/// The row sum in segments of 1024 rows; the prior `‖β‖²/(2σ²)` is the rest.
+impl RowSum for LogisticRegression {
+    fn segments(&self) -> usize {
+        self.data.n.div_ceil(SEGMENT_ROWS)
+    }
+
+    fn segment(&self, index: usize, queries: &[Query<'_>], out: &mut [f64]) {
+        let (x, y) = self.segment_rows(index);
+        let width = 1 + self.data.p;
+        for (group, out) in queries
+            .chunks(QUERY_GROUP)
+            .zip(out.chunks_mut(QUERY_GROUP * width))
+        {
+            self.segment_group(x, y, group, out);
+        }
+    }
+
+    fn finish(&self, beta: &[f64], need: Need, value: &mut f64, grad: &mut [f64]) {
+        let precision = 1.0 / self.prior_variance;
+        if need.gradient() {
+            axpy(precision, beta, grad);
+        }
+        if need.value() {
+            *value += 0.5 * precision * dot(beta, beta);
+        }
     }
 }
 
 impl Model for LogisticRegression {
     fn parameter_names(&self) -> Vec<String> {
         indexed_names("beta", self.data.p)
+    }
+
+    fn row_sum(&self) -> Option<&dyn RowSum> {
+        Some(self)
     }
 
     fn notes(&self) -> Vec<String> {

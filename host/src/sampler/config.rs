@@ -63,6 +63,11 @@ pub struct SampleConfig {
     pub target_ess: Option<f64>,
     /// Kept draws between checks of the target ESS.
     pub ess_check_every: usize,
+    /// Whether chains evaluate their exact `U` together, in one pass over the data shared out
+    /// between one thread per chain, when the model allows it (a
+    /// [`RowSum`](crate::row_sum::RowSum) model, two chains or more). The draws are the same
+    /// either way; off, every chain reads all the data for each of its evaluations.
+    pub lockstep: bool,
 }
 
 impl Default for SampleConfig {
@@ -81,6 +86,7 @@ impl Default for SampleConfig {
             method: Method::Hmc,
             target_ess: None,
             ess_check_every: 100,
+            lockstep: true,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The multi-chain sampler driver: chains in parallel (rayon), each with its own reproducible
-//! random stream, Stan-style warmup, and draws streamed to a [`DrawSink`] as they are made.
+//! The multi-chain sampler driver: chains at once, one thread each (in [`lockstep`] over the
+//! data when the model allows), each with its own reproducible random stream, Stan-style
+//! warmup, and draws streamed to a [`DrawSink`] as they are made.
 //!
 //! ```no_run
 //! # use shmc::{Model, sampler::{sample, SampleConfig, NullSink, DrawSink}};
@@ -14,6 +15,7 @@
 mod chain;
 mod config;
 mod fitted;
+pub mod lockstep;
 mod method;
 mod proposer;
 mod target_ess;
@@ -311,7 +313,63 @@ impl Run {
     }
 }
 
-/// Runs `config.chains` chains of `config.method` on `model` in parallel, one sink per chain.
+/// Runs chain `chain` (1-based) of `run_chain` with a model that panics (a user's, on input it
+/// did not expect) stopping the chain with an error instead of taking the process down; the
+/// rows written stay as they are.
+fn run_caught<M: Model + ?Sized>(
+    model: &M,
+    config: &SampleConfig,
+    precomputed: Option<&fitted::Precomputed>,
+    chain: usize,
+    outlets: chain::Outlets<'_>,
+) -> Result<ChainResult> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        chain::run_chain(model, config, precomputed, chain, outlets)
+    }))
+    .unwrap_or_else(|payload| {
+        Err(Error::invalid(format!(
+            "chain {chain}: the model panicked: {}",
+            panic_message(payload.as_ref())
+        )))
+    })
+}
+
+/// Runs `run(chain, sink)` for every chain (numbered from 1) on a thread of its own, so that
+/// all chains run at once whatever the number of cores (the target-ESS check needs every
+/// chain's draws: a chain queued behind another would leave it waiting), and returns their
+/// results in chain order (the first error in chain order, if any).
+fn on_own_threads<F>(sinks: Vec<Box<dyn DrawSink>>, run: F) -> Result<Vec<ChainResult>>
+where
+    F: Fn(usize, &mut dyn DrawSink) -> Result<ChainResult> + Sync,
+{
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = sinks
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut sink)| {
+                let run = &run;
+                scope.spawn(move || run(i + 1, sink.as_mut()))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(i, handle)| {
+                handle.join().unwrap_or_else(|payload| {
+                    Err(Error::invalid(format!(
+                        "chain {}: {}",
+                        i + 1,
+                        panic_message(payload.as_ref())
+                    )))
+                })
+            })
+            .collect()
+    })
+}
+
+/// Runs `config.chains` chains of `config.method` on `model` at once, one thread and one sink
+/// per chain: in lockstep over the data (see [`lockstep`]) if `config.lockstep`, there are two
+/// chains or more and the model is a [`RowSum`](crate::row_sum::RowSum).
 ///
 /// `progress(chain, iterations_done)` is called after every iteration; setting `interrupt`
 /// stops every chain after its current iteration, with every finished draw kept.
@@ -345,50 +403,32 @@ pub fn sample<M: Model + ?Sized>(
             model.parameter_names().len(),
         )
     });
-    // One thread per chain, so that all chains run at once whatever the number of cores: the
-    // target-ESS check needs every chain's draws, and a chain queued behind another would
-    // leave it waiting.
-    let chains = std::thread::scope(|scope| {
-        let handles: Vec<_> = sinks
-            .into_iter()
-            .enumerate()
-            .map(|(i, mut sink)| {
-                let (precomputed, monitor) = (precomputed.as_ref(), monitor.as_ref());
-                scope.spawn(move || {
-                    // A model that panics (a user's, on input it did not expect) stops its chain
-                    // with an error instead of taking the process down; the rows written stay.
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        chain::run_chain(
-                            model,
-                            config,
-                            precomputed,
-                            i + 1,
-                            chain::Outlets {
-                                sink: sink.as_mut(),
-                                progress,
-                                interrupt,
-                                monitor,
-                            },
-                        )
-                    }))
-                    .unwrap_or_else(|payload| {
-                        Err(Error::invalid(format!(
-                            "chain {}: the model panicked: {}",
-                            i + 1,
-                            panic_message(payload.as_ref())
-                        )))
-                    })
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::invalid("a chain's thread failed")))
-            })
-            .collect::<Result<Vec<_>>>()
-    })?;
+    let (precomputed_ref, monitor_ref) = (precomputed.as_ref(), monitor.as_ref());
+    let lockstep = if config.lockstep && config.chains >= 2 {
+        lockstep::Lockstep::new(model, config.chains)
+    } else {
+        None
+    };
+    let chains = match lockstep {
+        Some(lockstep) => lockstep.run(sinks, |member, chain, sink| {
+            let outlets = chain::Outlets {
+                sink,
+                progress,
+                interrupt,
+                monitor: monitor_ref,
+            };
+            run_caught(member, config, precomputed_ref, chain, outlets)
+        })?,
+        None => on_own_threads(sinks, |chain, sink| {
+            let outlets = chain::Outlets {
+                sink,
+                progress,
+                interrupt,
+                monitor: monitor_ref,
+            };
+            run_caught(model, config, precomputed_ref, chain, outlets)
+        })?,
+    };
     Ok(Run {
         names: model.parameter_names(),
         chains,

@@ -1,0 +1,138 @@
+//! Potentials that are a sum over data rows, evaluated at several points in one pass over the
+//! data.
+//!
+//! A regression's `U` streams its whole design matrix, and once that matrix is larger than the
+//! caches an evaluation costs what reading it from memory costs. Chains that need their exact
+//! `U` at the same moment can share that read: each row, once loaded, serves every chain's
+//! point. A model offers this by implementing [`RowSum`] and returning it from
+//! [`Model::row_sum`](crate::Model::row_sum); the sampler's lockstep mode
+//! ([`crate::sampler::lockstep`]) then splits the rows between the chains' threads.
+//!
+//! # Summation order
+//! A [`RowSum`] model's `U` is *defined* as its segments' partial sums added in segment order,
+//! starting from zero, followed by [`RowSum::finish`] (the prior):
+//! `U(q) = ((0 + P₀(q)) + P₁(q)) + … + P_{S−1}(q) + R(q)`, and the same for each coordinate of
+//! `∇U`. A segment is a fixed set of rows, so the partials do not depend on which thread
+//! computed them or on which other points shared the pass; [`evaluate`] (one point, one
+//! thread) and the lockstep pass add the same numbers in the same order and agree bit for bit.
+
+/// What an evaluation needs at a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// `U` only (the end point of a surrogate trajectory).
+    Value,
+    /// `∇U` only (a leapfrog step).
+    Gradient,
+    /// Both, in one pass (the end point of an exact trajectory).
+    ValueAndGradient,
+}
+
+impl Need {
+    /// Whether `U` is needed.
+    pub fn value(self) -> bool {
+        matches!(self, Need::Value | Need::ValueAndGradient)
+    }
+
+    /// Whether `∇U` is needed.
+    pub fn gradient(self) -> bool {
+        matches!(self, Need::Gradient | Need::ValueAndGradient)
+    }
+}
+
+/// One point of a shared pass and what is needed there.
+#[derive(Clone, Copy, Debug)]
+pub struct Query<'a> {
+    /// The point `q`, of the model's dimension.
+    pub point: &'a [f64],
+    /// What to compute at it.
+    pub need: Need,
+}
+
+/// A potential `U(q) = Σ_segments P_s(q) + R(q)` whose row sum can be computed one segment at a
+/// time for several points at once (see the module documentation for the summation order).
+///
+/// The model's own [`Potential`](shmc_core::Potential) methods must return what [`evaluate`]
+/// returns (the simplest way is to call it), so that sharing a pass changes no result.
+pub trait RowSum: Sync {
+    /// The number of segments `S`: fixed groups of rows, the same for every point.
+    fn segments(&self) -> usize;
+
+    /// Writes segment `index`'s partial sums at every query into `out`, which holds one record
+    /// of `1 + d` numbers per query, in query order: the partial of `U` first (if the query
+    /// needs the value), then the partial of `∇U` (if it needs the gradient). What a query does
+    /// not need may be left as it is. `index < segments()`.
+    fn segment(&self, index: usize, queries: &[Query<'_>], out: &mut [f64]);
+
+    /// Adds the part of `U` that is not a sum over rows (the prior) at `point` to the row sum:
+    /// to `value` if `need` asks for the value, and its gradient to `grad` if it asks for the
+    /// gradient.
+    fn finish(&self, point: &[f64], need: Need, value: &mut f64, grad: &mut [f64]);
+}
+
+/// The running total of one point's segment partials, in segment order.
+pub(crate) struct Total<'g> {
+    need: Need,
+    value: f64,
+    grad: &'g mut [f64],
+}
+
+impl<'g> Total<'g> {
+    /// An empty total; `grad` (of length `d`, or empty when the gradient is not needed) is
+    /// where the gradient accumulates.
+    pub(crate) fn new(need: Need, grad: &'g mut [f64]) -> Self {
+        if need.gradient() {
+            grad.fill(0.0);
+        }
+        Self {
+            need,
+            value: 0.0,
+            grad,
+        }
+    }
+
+    /// Adds the next segment's record (`1 + d` numbers, as [`RowSum::segment`] writes them).
+    #[inline]
+    pub(crate) fn add(&mut self, record: &[f64]) {
+        if self.need.value() {
+            self.value += record[0];
+        }
+        if self.need.gradient() {
+            for (g, p) in self.grad.iter_mut().zip(&record[1..]) {
+                *g += p;
+            }
+        }
+    }
+
+    /// `U` (0 when only the gradient was needed) after the non-row part is added; the
+    /// gradient is complete in the buffer.
+    pub(crate) fn finish<S: RowSum + ?Sized>(mut self, sum: &S, point: &[f64]) -> f64 {
+        sum.finish(point, self.need, &mut self.value, self.grad);
+        self.value
+    }
+}
+
+/// Dimensions up to this have their segment record on the stack: one evaluation then allocates
+/// nothing. Larger ones allocate it once per evaluation, next to a pass over `N × d` numbers.
+const STACK_RECORD: usize = 256;
+
+/// `U(point)` (0 if `need` does not ask for it), and `∇U(point)` into `grad` if it asks for
+/// the gradient (`grad` may then be empty otherwise): the segments one after the other on the
+/// calling thread. This *is* a [`RowSum`] model's potential.
+pub fn evaluate<S: RowSum + ?Sized>(sum: &S, point: &[f64], need: Need, grad: &mut [f64]) -> f64 {
+    let width = 1 + point.len();
+    let mut stack = [0.0; STACK_RECORD];
+    let mut heap = Vec::new();
+    let record = if width <= STACK_RECORD {
+        &mut stack[..width]
+    } else {
+        heap.resize(width, 0.0);
+        &mut heap[..]
+    };
+    let query = [Query { point, need }];
+    let mut total = Total::new(need, grad);
+    for index in 0..sum.segments() {
+        sum.segment(index, &query, record);
+        total.add(record);
+    }
+    total.finish(sum, point)
+}
