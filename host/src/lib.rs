@@ -30,5 +30,5 @@ pub mod sampler;
 pub mod surrogates;
 
 pub use error::{Error, Result};
-pub use model::Model;
+pub use model::{Generative, Model, Simulated};
 pub use shmc_core as core;

@@ -2,6 +2,7 @@
 //! configuration structs and calls the library. Every failure becomes one line on stderr.
 
 mod bench;
+mod method_args;
 mod progress;
 mod sample;
 mod summary;
