@@ -6,8 +6,9 @@
 //!
 //! The layers import one way, each only from those before it: [`models`] (with [`data`] and
 //! [`optimize`]) → [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`]
-//! (the chains, which drive any surrogate) → [`output`] and [`mod@bench`] → [`cli`]. Below them all:
-//! [`random`] (the seeded streams), [`diagnostics`], [`error`].
+//! (the chains, which drive any surrogate) → [`output`], [`mod@bench`] and [`sbc`]
+//! (simulation-based calibration of any sampler) → [`cli`]. Below them all: [`random`] (the
+//! seeded streams), [`diagnostics`], [`error`].
 //!
 //! # Your own model
 //! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
@@ -27,6 +28,7 @@ pub mod pde;
 pub mod random;
 pub mod riemannian;
 pub mod sampler;
+pub mod sbc;
 pub mod surrogates;
 
 pub use error::{Error, Result};
