@@ -11,7 +11,7 @@ use super::ModelArgs;
 use super::method_args::MethodArgs;
 use crate::output::approximate_label;
 use crate::sampler::{Init, SampleConfig};
-use crate::sbc::{self, PILOT_REPLICATIONS, SbcSettings};
+use crate::sbc::{self, SbcSettings};
 use crate::{Error, Result, models};
 
 /// Set by Ctrl-C: no replication starts after it.
@@ -41,8 +41,9 @@ pub struct SbcArgs {
     /// Warmup iterations per chain (a surrogate method trains on them, as in a user's run).
     #[arg(long, default_value_t = 1000)]
     warmup: usize,
-    /// Keep every T-th draw of each chain. By default T is chosen from the effective sample
-    /// size of the first replications, so that each kept draw is about one independent draw.
+    /// Keep every T-th draw of each chain. By default T is chosen from the replications'
+    /// effective sample sizes, so that in 90 % of them a kept draw is worth at least one
+    /// independent draw.
     #[arg(long, value_name = "T")]
     thin: Option<usize>,
     /// Replications run at once (0: one per core).
@@ -116,12 +117,6 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
         .then(|| approximate_label(config.method.name(), None));
     if let Some(label) = &approximate {
         eprintln!("{label}");
-    }
-    if args.thin.is_none() && !args.quiet {
-        eprintln!(
-            "choosing the thinning from the effective sample size of the first {} replications",
-            PILOT_REPLICATIONS.min(args.reps)
-        );
     }
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
     let bar = progress_bar(args.reps, args.quiet);

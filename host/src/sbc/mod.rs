@@ -34,8 +34,11 @@ use crate::random::chain_rng;
 use crate::sampler::{DrawSink, NullSink, SampleConfig, sample};
 use crate::{Error, Generative, Model, Result};
 
-/// Replications whose effective sample sizes choose the thinning when it is not given.
-pub const PILOT_REPLICATIONS: usize = 4;
+/// Without a given thinning, the share of replications whose kept draws should each be worth
+/// at least one independent draw: the thinning follows this quantile of the replications' ESS
+/// per draw. Not the least of them: a replication stuck in one mode (an ESS near 1, a failure
+/// the ranks should show) would otherwise thin every other one down to a handful of draws.
+pub const THINNED_ENOUGH: f64 = 0.9;
 
 /// The random streams of replication `r`'s data and sampler seeds (far from the chains' own
 /// small stream numbers).
@@ -88,9 +91,8 @@ pub struct SbcSettings {
     pub replications: usize,
     /// The master seed of every replication's data and sampler seeds.
     pub seed: u64,
-    /// Keep every `thin`-th draw of each chain; `None` chooses it from the effective sample
-    /// size of the first [`PILOT_REPLICATIONS`] replications (their median smallest ESS per
-    /// draw).
+    /// Keep every `thin`-th draw of each chain; `None` chooses it from the replications'
+    /// effective sample sizes (see [`THINNED_ENOUGH`]).
     pub thin: Option<usize>,
     /// Replications run at once; 0 uses every core.
     pub jobs: usize,
@@ -102,12 +104,10 @@ pub enum Thinning {
     /// Given by the user.
     Given,
     /// From the effective sample size per draw (the smallest over the parameters, bulk or
-    /// tail; the median over the pilot replications), so that a kept draw is worth about one
-    /// independent draw.
+    /// tail), at its [`THINNED_ENOUGH`] lower quantile over the replications, so that in all
+    /// but a tenth of them a kept draw is worth at least one independent draw.
     FromEss {
-        /// The replications it was measured on.
-        pilot: usize,
-        /// Their median smallest ESS per draw.
+        /// That quantile of the smallest ESS per draw.
         ess_per_draw: f64,
     },
 }
@@ -237,8 +237,10 @@ fn replicate(
 
 /// Runs the calibration of `sampler` on `model`'s generative form.
 ///
-/// `progress(done)` is called after each replication; setting `interrupt` stops the run
-/// (an error) before the next replication starts.
+/// Every replication's draws are kept until all have run (the thinning may depend on them
+/// all): `replications × chains × draws × parameters` numbers. `progress(done)` is called after
+/// each replication; setting `interrupt` stops the run (an error) before the next replication
+/// starts.
 pub fn run(
     model: &dyn Model,
     sampler: &dyn PosteriorSampler,
@@ -260,71 +262,52 @@ pub fn run(
         .map_err(|e| Error::invalid(format!("cannot start the replications' threads: {e}")))?;
     let start = Instant::now();
     let done = AtomicUsize::new(0);
-    let one = |r: usize| {
-        if interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
-            return Err(Error::invalid(format!(
-                "interrupted after {} of {} replications",
-                done.load(Ordering::Relaxed),
-                settings.replications
-            )));
-        }
-        let sampled = replicate(generative, sampler, settings, r)?;
-        progress(done.fetch_add(1, Ordering::Relaxed) + 1);
-        Ok(sampled)
-    };
-    let pilot_count = if settings.thin.is_some() {
-        0
-    } else {
-        PILOT_REPLICATIONS.min(settings.replications)
-    };
-    let pilot = pool.install(|| {
-        (0..pilot_count)
+    let sampled = pool.install(|| {
+        (0..settings.replications)
             .into_par_iter()
-            .map(one)
+            .map(|r| {
+                if interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
+                    return Err(Error::invalid(format!(
+                        "interrupted after {} of {} replications",
+                        done.load(Ordering::Relaxed),
+                        settings.replications
+                    )));
+                }
+                let sampled = replicate(generative, sampler, settings, r)?;
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+                Ok(sampled)
+            })
             .collect::<Result<Vec<_>>>()
     })?;
     let (thin, thinning) = match settings.thin {
         Some(thin) => (thin, Thinning::Given),
         None => {
-            // The median over the pilot: one replication stuck in a mode (its ESS near
-            // zero) would otherwise thin every other one down to a handful of draws.
-            let mut per_draw: Vec<f64> =
-                pilot.iter().map(|s| s.min_ess / s.draws() as f64).collect();
+            let mut per_draw: Vec<f64> = sampled
+                .iter()
+                .map(|s| s.min_ess / s.draws() as f64)
+                .collect();
             per_draw.sort_by(f64::total_cmp);
-            let ess_per_draw = per_draw[per_draw.len() / 2];
+            let ess_per_draw = per_draw[((1.0 - THINNED_ENOUGH) * per_draw.len() as f64) as usize];
             let thin = thin_for(ess_per_draw).ok_or_else(|| {
                 Error::setting(
                     "thin",
-                    "cannot be chosen from the effective sample size, which the pilot \
-                     replications' draws do not have (a chain that never moved): give it",
+                    "cannot be chosen from the effective sample size, which the replications' \
+                     draws do not have (chains that never moved): give it",
                 )
             })?;
-            (
-                thin,
-                Thinning::FromEss {
-                    pilot: pilot_count,
-                    ess_per_draw,
-                },
-            )
+            (thin, Thinning::FromEss { ess_per_draw })
         }
     };
-    let rank = |s: Sampled| (s.kept(thin), s.ranked(thin));
-    let mut ranked: Vec<(usize, Replication)> = pilot.into_iter().map(rank).collect();
-    ranked.extend(pool.install(|| {
-        (pilot_count..settings.replications)
-            .into_par_iter()
-            .map(|r| one(r).map(rank))
-            .collect::<Result<Vec<_>>>()
-    })?);
     // Every replication keeps as many draws (the sampler's draws are fixed in number).
-    let max_rank = ranked.first().map_or(0, |r| r.0);
-    if let Some((kept, _)) = ranked.iter().find(|r| r.0 != max_rank) {
+    let max_rank = sampled.first().map_or(0, |s| s.kept(thin));
+    if let Some(other) = sampled.iter().find(|s| s.kept(thin) != max_rank) {
         return Err(Error::invalid(format!(
-            "replications kept {max_rank} and {kept} draws: ranks need the same number in each"
+            "replications kept {max_rank} and {} draws: ranks need the same number in each",
+            other.kept(thin)
         )));
     }
     let bins = Bins::new(settings.replications, max_rank)?;
-    let replications: Vec<Replication> = ranked.into_iter().map(|r| r.1).collect();
+    let replications: Vec<Replication> = sampled.into_iter().map(|s| s.ranked(thin)).collect();
     let names = model.parameter_names();
     let tests: Vec<Uniformity> = (0..names.len())
         .map(|p| {
