@@ -16,7 +16,7 @@
 use shmc::Model;
 use shmc::models::{ModelSpec, build};
 use shmc::sampler::{Method, SampleConfig, SurrogateSettings};
-use shmc::sbc::{PosteriorDraws, PosteriorSampler, SbcRun, SbcSettings, run};
+use shmc::sbc::{PosteriorDraws, PosteriorSampler, SbcRun, SbcSettings, Thinning, run};
 use shmc::surrogates::network::TrainOptions;
 
 /// The level at which a correct sampler may fail: the chance of a false alarm.
@@ -157,4 +157,55 @@ fn replications_do_not_depend_on_the_number_of_threads() {
         assert_eq!(a.ranks, b.ranks);
     }
     assert_eq!(one.thin, two.thin);
+}
+
+/// HMC, except that a third of the replications (by their sampler seed) return a random walk
+/// of tiny steps from the origin: chains that barely move.
+struct SometimesStuck(SampleConfig);
+
+impl PosteriorSampler for SometimesStuck {
+    fn sample(&self, posterior: &dyn Model, seed: u64) -> shmc::Result<PosteriorDraws> {
+        if seed % 3 != 0 {
+            return self.0.sample(posterior, seed);
+        }
+        use rand::SeedableRng;
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+        let mut steps = vec![0.0; self.0.draws];
+        let chains = vec![
+            (0..posterior.dim())
+                .map(|_| {
+                    shmc::core::random::fill_standard_normal(&mut rng, &mut steps);
+                    steps
+                        .iter()
+                        .scan(0.0, |x, s| {
+                            *x += 1e-4 * s;
+                            Some(*x)
+                        })
+                        .collect()
+                })
+                .collect(),
+        ];
+        Ok(PosteriorDraws {
+            chains,
+            divergences: 0,
+        })
+    }
+}
+
+#[test]
+fn thinning_stops_at_twenty_kept_draws_when_many_chains_barely_move_and_the_ranks_show_it() {
+    let run = calibrate(&SometimesStuck(config(Method::Hmc)), 100, 0);
+    let Thinning::FromEss {
+        lowered_from: Some(wanted),
+        ..
+    } = run.thinning
+    else {
+        panic!("the thinning was not lowered: {:?}", run.thinning);
+    };
+    assert!(wanted > 50, "{wanted}");
+    assert_eq!((run.thin, run.max_rank), (50, 20));
+    assert!(run.underthinned() >= 20, "{}", describe(&run));
+    // The stuck third sits at the origin, far out in most posteriors: ranks 0 or 20.
+    assert!(run.verdict.adjusted_p < TEST_ALPHA, "{}", describe(&run));
+    assert!(describe(&run).contains("lowered to keep 20"));
 }

@@ -40,9 +40,16 @@ use crate::{Error, Generative, Model, Result};
 /// the ranks should show) would otherwise thin every other one down to a handful of draws.
 pub const THINNED_ENOUGH: f64 = 0.9;
 
-/// The random streams of replication `r`'s data and sampler seeds (far from the chains' own
-/// small stream numbers).
+/// Without a given thinning, the fewest draws a replication keeps: when more than a tenth of
+/// the replications barely move (an ESS of a few draws), the ESS would thin every replication
+/// down to two or three draws and a test with no power; then the thinning stops here and the
+/// summary counts the replications whose kept draws stay correlated.
+pub const MIN_KEPT: usize = 20;
+
+/// Replication `r`'s data seed is the first number of this stream plus `r` (far from the
+/// chains' own small stream numbers).
 const DATA_STREAM: usize = 1 << 40;
+/// Replication `r`'s sampler seed is the first number of this stream plus `r`.
 const SAMPLER_STREAM: usize = 2 << 40;
 
 /// One replication's posterior draws and what the sampler reports about them.
@@ -109,6 +116,9 @@ pub enum Thinning {
     FromEss {
         /// That quantile of the smallest ESS per draw.
         ess_per_draw: f64,
+        /// The thinning that ESS asked for, when it would have kept fewer than [`MIN_KEPT`]
+        /// draws and was lowered.
+        lowered_from: Option<usize>,
     },
 }
 
@@ -288,14 +298,27 @@ pub fn run(
                 .collect();
             per_draw.sort_by(f64::total_cmp);
             let ess_per_draw = per_draw[((1.0 - THINNED_ENOUGH) * per_draw.len() as f64) as usize];
-            let thin = thin_for(ess_per_draw).ok_or_else(|| {
+            let wanted = thin_for(ess_per_draw).ok_or_else(|| {
                 Error::setting(
                     "thin",
                     "cannot be chosen from the effective sample size, which the replications' \
                      draws do not have (chains that never moved): give it",
                 )
             })?;
-            (thin, Thinning::FromEss { ess_per_draw })
+            let (chains, per_chain) = sampled.first().map_or((1, 1), |s| {
+                let chains = s.draws.chains.len().max(1);
+                (chains, s.draws() / chains)
+            });
+            let most = (per_chain / MIN_KEPT.div_ceil(chains)).max(1);
+            let thin = wanted.min(most);
+            let lowered_from = (thin < wanted).then_some(wanted);
+            (
+                thin,
+                Thinning::FromEss {
+                    ess_per_draw,
+                    lowered_from,
+                },
+            )
         }
     };
     // Every replication keeps as many draws (the sampler's draws are fixed in number).

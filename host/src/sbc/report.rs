@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::plot::rank_histogram;
-use super::{SbcRun, THINNED_ENOUGH, Thinning};
+use super::{MIN_KEPT, SbcRun, THINNED_ENOUGH, Thinning};
 use crate::{Error, Result};
 
 /// The summary of `run`, under the heading `title` (which model, which sampler, how many
@@ -22,11 +22,25 @@ pub fn format_report(run: &SbcRun, title: &str, approximate: Option<&str>) -> St
     }
     let source = match run.thinning {
         Thinning::Given => "as given".to_string(),
-        Thinning::FromEss { ess_per_draw } => format!(
+        Thinning::FromEss {
+            ess_per_draw,
+            lowered_from: None,
+        } => format!(
             "chosen from the measured ESS: the smallest bulk or tail ESS per draw over the \
              parameters was at least {ess_per_draw:.3} in {:.0} % of the replications, so there \
              a kept draw is worth at least one independent draw",
             100.0 * THINNED_ENOUGH
+        ),
+        Thinning::FromEss {
+            ess_per_draw,
+            lowered_from: Some(wanted),
+        } => format!(
+            "the measured ESS asked for every {wanted}th draw (the smallest bulk or tail ESS per \
+             draw over the parameters was {ess_per_draw:.4} at the {:.0} % quantile of the \
+             replications: chains that barely move), which would keep fewer than {MIN_KEPT} \
+             draws; lowered to keep {MIN_KEPT}, so the slowest replications' kept draws stay \
+             correlated (more draws per chain, or a given thinning, avoid this)",
+            100.0 * (1.0 - THINNED_ENOUGH)
         ),
     };
     let mut ess: Vec<f64> = run.replications.iter().map(|r| r.min_ess).collect();
