@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::ModelArgs;
 use super::method_args::MethodArgs;
 use crate::output::approximate_label;
-use crate::sampler::{Init, SampleConfig};
+use crate::sampler::SampleConfig;
 use crate::sbc::{self, SbcSettings};
 use crate::{Error, Result, models};
 
@@ -70,7 +70,6 @@ impl SbcArgs {
             step_size: self.method.trajectory.step_size(),
             steps: self.method.trajectory.steps(),
             method: self.method.method(self.warmup, self.seed)?,
-            init: Init::Random { radius: 2.0 },
             ..SampleConfig::default()
         })
     }
