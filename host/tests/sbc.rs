@@ -165,7 +165,7 @@ struct SometimesStuck(SampleConfig);
 
 impl PosteriorSampler for SometimesStuck {
     fn sample(&self, posterior: &dyn Model, seed: u64) -> shmc::Result<PosteriorDraws> {
-        if seed % 3 != 0 {
+        if !seed.is_multiple_of(3) {
             return self.0.sample(posterior, seed);
         }
         use rand::SeedableRng;
