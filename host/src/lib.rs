@@ -7,8 +7,9 @@
 //! The layers import one way, each only from those before it: [`models`] (with [`data`],
 //! [`optimize`] and [`row_sum`], the capability to share a pass over the data) →
 //! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
-//! drive any surrogate) → [`output`] and [`mod@bench`] → [`cli`]. Below them all: [`random`]
-//! (the seeded streams), [`diagnostics`], [`error`].
+//! drive any surrogate) → [`output`], [`mod@bench`] and [`sbc`] (simulation-based calibration
+//! of any sampler) → [`cli`]. Below them all: [`random`] (the seeded streams), [`diagnostics`],
+//! [`error`].
 //!
 //! # Your own model
 //! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
@@ -29,8 +30,9 @@ pub mod random;
 pub mod riemannian;
 pub mod row_sum;
 pub mod sampler;
+pub mod sbc;
 pub mod surrogates;
 
 pub use error::{Error, Result};
-pub use model::Model;
+pub use model::{Generative, Model, Simulated};
 pub use shmc_core as core;

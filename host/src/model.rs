@@ -3,6 +3,7 @@
 
 use shmc_core::Potential;
 
+use crate::Result;
 use crate::row_sum::RowSum;
 
 /// A posterior to sample: `U(q) = −log p(q | data)` on the unconstrained space, plus what the
@@ -40,6 +41,31 @@ pub trait Model: Potential + Send + Sync {
     fn row_sum(&self) -> Option<&dyn RowSum> {
         None
     }
+
+    /// The model's generative form, if it has one (a proper prior and a way to simulate data
+    /// like its own): what simulation-based calibration needs.
+    fn generative(&self) -> Option<&dyn Generative> {
+        None
+    }
+}
+
+/// A model that can play its own data-generating process: draw parameters from its prior, then
+/// data of the same shape as its own (the same covariates, group sizes or mesh) from them.
+/// Simulation-based calibration checks a sampler against exactly this: the posterior of
+/// simulated data must put the drawn parameters at a uniformly distributed rank.
+pub trait Generative: Send + Sync {
+    /// One draw of the generative process from a PCG-64 stream seeded with `seed`: the
+    /// parameters (on the unconstrained space) and the posterior given the data simulated from
+    /// them, with the same prior.
+    fn simulate(&self, seed: u64) -> Result<Simulated>;
+}
+
+/// What one draw of a [`Generative`] process gives.
+pub struct Simulated {
+    /// The parameters drawn from the prior, on the unconstrained space.
+    pub truth: Vec<f64>,
+    /// The posterior given the data simulated from `truth`.
+    pub posterior: Box<dyn Model>,
 }
 
 /// `prefix.1 … prefix.n`, CmdStan's names for the entries of a vector parameter.

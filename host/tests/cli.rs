@@ -909,3 +909,100 @@ fn a_grid_too_large_is_one_line_naming_the_option() {
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sbc_prints_the_verdict_and_writes_ranks_histograms_and_summary() {
+    let dir = temp_dir("sbc");
+    let out = shmc(&[
+        "sbc",
+        "--model",
+        "gaussian-conjugate",
+        "--reps",
+        "20",
+        "--warmup",
+        "200",
+        "--draws",
+        "200",
+        "--thin",
+        "5",
+        "--output",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for expected in [
+        "SBC of gaussian-conjugate with hmc (1 chain(s) x 200 draws after 200 warmup, seed 1)",
+        "thinning: every 5 draw(s) of each chain kept (as given); 40 kept draws per replication",
+        "mu.1",
+        "verdict: ",
+        "Bonferroni over 2 parameter tests",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} not in {stdout}");
+    }
+    let ranks = std::fs::read_to_string(dir.join("ranks.csv")).unwrap();
+    let mut lines = ranks.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "replication,data_seed,sampler_seed,min_ess,divergences,seconds,mu.1,mu.2"
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 20);
+    for row in rows {
+        let rank: usize = row.rsplit(',').next().unwrap().parse().unwrap();
+        assert!(rank <= 40, "{row}");
+    }
+    for file in ["rank-mu.1.svg", "rank-mu.2.svg"] {
+        let svg = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(svg.starts_with("<svg"), "{file}");
+    }
+    let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+    assert!(stdout.starts_with(&summary), "{summary}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sbc_labels_an_approximate_method_and_refuses_bad_settings() {
+    let dir = temp_dir("sbc-errors");
+    let o = dir.to_str().unwrap();
+    let base = ["sbc", "--model", "banana", "--quiet", "--output", o];
+    let with = |extra: &[&'static str]| [&base[..], extra].concat();
+    assert_one_line_error(
+        &with(&["--reps", "10"]),
+        "--replications must be at least 20 for the uniformity test",
+    );
+    assert_one_line_error(&with(&["--thin", "0"]), "--thin must be at least 1");
+    assert_one_line_error(
+        &with(&["--thin", "2000"]),
+        "--thin 2000 keeps no draw of a chain of --draws 1000",
+    );
+    assert_one_line_error(&with(&["--chains", "0"]), "--chains must be at least 1");
+    assert!(!dir.exists(), "a refused run leaves no files");
+    let out = shmc(&[
+        "sbc",
+        "--model",
+        "banana",
+        "--method",
+        "vhmc",
+        "--approximate-acceptance",
+        "--hidden",
+        "20",
+        "--reps",
+        "20",
+        "--warmup",
+        "300",
+        "--draws",
+        "100",
+        "--thin",
+        "5",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("with vhmc-approximate")
+            && stdout.contains("APPROXIMATE inference")
+            && stdout.contains("calibration measures its bias"),
+        "{stdout}"
+    );
+}

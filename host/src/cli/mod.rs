@@ -2,8 +2,10 @@
 //! configuration structs and calls the library. Every failure becomes one line on stderr.
 
 mod bench;
+mod method_args;
 mod progress;
 mod sample;
+mod sbc;
 mod summary;
 mod surrogate_args;
 mod train;
@@ -39,6 +41,9 @@ enum Command {
     Train(Box<train::TrainArgs>),
     /// Run the papers' experiments: HMC and the surrogate methods side by side.
     Bench(bench::BenchArgs),
+    /// Simulation-based calibration: does a method's posterior put parameters drawn from the
+    /// prior at uniform ranks? (Talts et al. 2018)
+    Sbc(Box<sbc::SbcArgs>),
 }
 
 /// Which model, and the data or simulation settings that build it.
@@ -183,6 +188,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Summary(args) => summary::run(&args),
         Command::Train(args) => train::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Sbc(args) => sbc::run(&args),
         Command::Models => {
             print!("{}", catalogue_text());
             Ok(0)

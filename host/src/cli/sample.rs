@@ -6,13 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::Args;
 
 use super::ModelArgs;
+use super::method_args::MethodArgs;
 use super::progress::Progress;
-use super::surrogate_args::SurrogateArgs;
-use super::trajectory_args::TrajectoryArgs;
 use crate::output::{
     CsvHeader, CsvSink, RunTotals, approximate_label, format_model_work, format_summary,
 };
-use crate::sampler::{DrawSink, Init, Method, SampleConfig, StepSize, sample};
+use crate::sampler::{DrawSink, Init, SampleConfig, StepSize, sample};
 use crate::{Error, Model, Result, models};
 
 /// Set by Ctrl-C: chains stop after their current iteration and files stay valid.
@@ -23,16 +22,8 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 pub struct SampleArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// Sampling method: exact HMC, or a surrogate-accelerated one with the exact MH step (the
-    /// draws target the exact posterior): rns-hmc trains a random network on warmup states,
-    /// arns-hmc updates it online, vhmc trains it online by score matching inside a Laplace
-    /// approximation (APPROXIMATE with --approximate-acceptance); grid-hmc precomputes the
-    /// force on a grid of --cell cells, sg-hmc a sparse-grid interpolant of --level (or to
-    /// --tolerance), over --domain (the paper's "complete" variant, which also accepts with the
-    /// grid's U: --approximate-acceptance, APPROXIMATE).
-    #[arg(long, default_value = "hmc",
-          value_parser = ["hmc", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc"])]
-    method: String,
+    #[command(flatten)]
+    method: MethodArgs,
     /// Number of chains, run in parallel on all cores.
     #[arg(long, default_value_t = 4)]
     chains: usize,
@@ -53,8 +44,6 @@ pub struct SampleArgs {
     /// Seed; chain k uses stream k of it, so runs are reproducible.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    #[command(flatten)]
-    trajectory: TrajectoryArgs,
     /// Keep the identity mass matrix during warmup (adapt only the step size).
     #[arg(long)]
     no_adapt_mass: bool,
@@ -79,8 +68,6 @@ pub struct SampleArgs {
     /// thread per chain; the draws are the same either way.
     #[arg(long)]
     no_lockstep: bool,
-    #[command(flatten)]
-    surrogate: SurrogateArgs,
 }
 
 fn read_init(path: &Path) -> Result<Vec<f64>> {
@@ -105,8 +92,8 @@ impl SampleArgs {
             warmup: self.warmup,
             draws: self.draws,
             seed: self.seed,
-            step_size: self.trajectory.step_size(),
-            steps: self.trajectory.steps(),
+            step_size: self.method.trajectory.step_size(),
+            steps: self.method.trajectory.steps(),
             adapt_mass: !self.no_adapt_mass,
             init,
             save_warmup: self.save_warmup,
@@ -114,27 +101,7 @@ impl SampleArgs {
             target_ess: self.target_ess,
             ess_check_every: self.ess_check_every,
             lockstep: !self.no_lockstep,
-            method: match self.method.as_str() {
-                "rns-hmc" => Method::RnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
-                "grid-hmc" | "sg-hmc" => {
-                    let mut settings = self.surrogate.settings(self.warmup, self.seed)?;
-                    if settings.surrogate_file.is_some() {
-                        return Err(Error::invalid(
-                            "--surrogate loads a saved surrogate: use it with --method rns-hmc",
-                        ));
-                    }
-                    let kind = if self.method == "grid-hmc" {
-                        "force-grid"
-                    } else {
-                        "sparse-grid"
-                    };
-                    settings.grid = Some(self.surrogate.grid(kind)?);
-                    Method::RnsHmc(settings)
-                }
-                "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
-                "vhmc" => Method::Vhmc(self.surrogate.vhmc(self.seed)?),
-                _ => Method::Hmc,
-            },
+            method: self.method.method(self.warmup, self.seed)?,
         })
     }
 }
@@ -167,7 +134,7 @@ fn open_sinks(
                     ("trajectory_steps".into(), config.steps.max().to_string()),
                     (
                         "jitter_steps".into(),
-                        u8::from(!args.trajectory.fixed_steps).to_string(),
+                        u8::from(!args.method.trajectory.fixed_steps).to_string(),
                     ),
                 ],
                 parameters: model.parameter_names(),

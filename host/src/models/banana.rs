@@ -18,7 +18,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use shmc_core::{Potential, random::fill_standard_normal};
 
-use crate::model::indexed_names;
+use crate::model::{Generative, Simulated, indexed_names};
 use crate::{Error, Model, Result};
 
 /// The banana-shaped posterior of `β = (β1, β2)`.
@@ -105,6 +105,29 @@ impl Potential for Banana {
 impl Model for Banana {
     fn parameter_names(&self) -> Vec<String> {
         indexed_names("beta", 2)
+    }
+
+    fn generative(&self) -> Option<&dyn Generative> {
+        Some(self)
+    }
+}
+
+/// `β ~ N(0, σ_β² I)`, then as many points as this model has, `y_i ~ N(β1 + β2², σ_y²)`; from
+/// the stream, in order: `β1`, `β2`, then the data's standard normals.
+impl Generative for Banana {
+    fn simulate(&self, seed: u64) -> Result<Simulated> {
+        let mut rng = Pcg64::seed_from_u64(seed);
+        let mut beta = [0.0; 2];
+        fill_standard_normal(&mut rng, &mut beta);
+        beta.iter_mut().for_each(|b| *b *= Self::SIGMA_BETA);
+        let mut y = vec![0.0; self.count as usize];
+        fill_standard_normal(&mut rng, &mut y);
+        let m = beta[0] + beta[1] * beta[1];
+        y.iter_mut().for_each(|v| *v = m + Self::SIGMA_Y * *v);
+        Ok(Simulated {
+            truth: beta.to_vec(),
+            posterior: Box::new(Self::new(&y)?),
+        })
     }
 }
 

@@ -25,8 +25,13 @@
 //! The default data are the 20-city stomach-cancer counts of Missouri (Albert's data set
 //! `cancermortality`, R package LearnBayes), [`CANCER_MORTALITY_Y`] and [`CANCER_MORTALITY_N`].
 
+use rand::SeedableRng;
+use rand_distr::{Beta, Binomial, Distribution};
+use rand_pcg::Pcg64;
 use shmc_core::Potential;
+use shmc_core::random::uniform_open;
 
+use crate::model::{Generative, Simulated};
 use crate::{Error, Model, Result};
 
 /// Deaths from stomach cancer `y_j` in the 20 largest cities of Missouri: the `y` column of
@@ -47,6 +52,17 @@ const DIRECT_TERMS: u64 = 16;
 /// recurrence `Γ(x+1) = x Γ(x)`. At 10 the series truncated after its `B₁₆` term errs by < 1e-17.
 const STIRLING_MIN: f64 = 10.0;
 
+/// The prior on the mean rate `η` (the prior on `K`, `1/(1+K)²`, is proper and always the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RatePrior {
+    /// Albert's improper `1/(η(1−η))`, flat in `logit η`: the paper's model, which has no
+    /// generative form (no prior to draw `η` from).
+    Albert,
+    /// `η ~ Uniform(0, 1)`, density `η(1−η)` in `logit η`: a proper prior, the one
+    /// [`Generative::simulate`] draws from and gives its posteriors.
+    Uniform,
+}
+
 /// The beta-binomial posterior on `(logit η, log K)`.
 #[derive(Clone, Debug)]
 pub struct BetaBinomial {
@@ -54,6 +70,8 @@ pub struct BetaBinomial {
     y: Vec<u64>,
     /// People at risk per city.
     n: Vec<u64>,
+    /// The prior on `η`.
+    rate_prior: RatePrior,
 }
 
 impl BetaBinomial {
@@ -80,7 +98,11 @@ impl BetaBinomial {
                 n[j]
             )));
         }
-        Ok(Self { y, n })
+        Ok(Self {
+            y,
+            n,
+            rate_prior: RatePrior::Albert,
+        })
     }
 
     /// The model on Albert's 20-city cancer-mortality data.
@@ -88,7 +110,13 @@ impl BetaBinomial {
         Self {
             y: CANCER_MORTALITY_Y.to_vec(),
             n: CANCER_MORTALITY_N.to_vec(),
+            rate_prior: RatePrior::Albert,
         }
+    }
+
+    /// The same counts with the prior `rate_prior` on `η`.
+    pub fn with_rate_prior(self, rate_prior: RatePrior) -> Self {
+        Self { rate_prior, ..self }
     }
 }
 
@@ -138,13 +166,57 @@ impl Potential for BetaBinomial {
         // a = K η, b = K (1−η): ∂a/∂θ1 = −∂b/∂θ1 = K η (1−η); ∂a/∂θ2 = a, ∂b/∂θ2 = b.
         grad[0] = -(a * one_minus_eta * (da - db));
         grad[1] = -(a * da + b * db - (0.5 * t2).tanh());
-        -(log_lik + log_prior)
+        // The uniform prior's log η(1−η) = −(softplus(θ1) + softplus(−θ1)), slope 1 − 2η.
+        let log_rate_prior = match self.rate_prior {
+            RatePrior::Albert => 0.0,
+            RatePrior::Uniform => {
+                grad[0] -= one_minus_eta - eta;
+                -(t1.abs() + 2.0 * (-t1.abs()).exp().ln_1p())
+            }
+        };
+        -(log_lik + log_prior + log_rate_prior)
     }
 }
 
 impl Model for BetaBinomial {
     fn parameter_names(&self) -> Vec<String> {
         vec!["logit_eta".into(), "log_K".into()]
+    }
+
+    fn generative(&self) -> Option<&dyn Generative> {
+        Some(self)
+    }
+}
+
+/// With the proper [`RatePrior::Uniform`] whatever this model's prior (Albert's has nothing to
+/// draw `η` from): `η ~ U(0, 1)`, `K ~ 1/(1+K)²` (`K = V/(1−V)`, `V ~ U(0, 1)`), then per group
+/// of this model's sizes `n_j`, `p_j ~ Beta(Kη, K(1−η))` and `y_j ~ Binomial(n_j, p_j)`. From
+/// the stream, in order: `η`, `V`, then each group's `p_j` and `y_j`.
+impl Generative for BetaBinomial {
+    fn simulate(&self, seed: u64) -> Result<Simulated> {
+        let mut rng = Pcg64::seed_from_u64(seed);
+        let (eta, v) = (uniform_open(&mut rng), uniform_open(&mut rng));
+        let k = v / (1.0 - v);
+        let beta = Beta::new(k * eta, k * (1.0 - eta))
+            .map_err(|e| Error::invalid(format!("beta-binomial simulation: {e}")))?;
+        let y = self
+            .n
+            .iter()
+            .map(|&n| {
+                let p = beta.sample(&mut rng).clamp(0.0, 1.0);
+                Binomial::new(n, p)
+                    .map(|binomial| binomial.sample(&mut rng))
+                    .map_err(|e| Error::invalid(format!("beta-binomial simulation: {e}")))
+            })
+            .collect::<Result<Vec<u64>>>()?;
+        Ok(Simulated {
+            truth: vec![(eta / (1.0 - eta)).ln(), (v / (1.0 - v)).ln()],
+            posterior: Box::new(Self {
+                y,
+                n: self.n.clone(),
+                rate_prior: RatePrior::Uniform,
+            }),
+        })
     }
 }
 
@@ -478,12 +550,37 @@ mod tests {
 
     #[test]
     fn gradient_matches_central_differences() {
-        let model = BetaBinomial::cancer_mortality();
-        for q in points() {
-            crate::models::fd_check::assert_gradient_matches_central_differences(
-                &model, &q, H, FD_TOL,
-            );
+        for prior in [RatePrior::Albert, RatePrior::Uniform] {
+            let model = BetaBinomial::cancer_mortality().with_rate_prior(prior);
+            for q in points() {
+                crate::models::fd_check::assert_gradient_matches_central_differences(
+                    &model, &q, H, FD_TOL,
+                );
+            }
         }
+    }
+
+    #[test]
+    fn uniform_rate_prior_adds_log_eta_one_minus_eta() {
+        let albert = BetaBinomial::cancer_mortality();
+        let uniform = albert.clone().with_rate_prior(RatePrior::Uniform);
+        for q in points() {
+            let eta = 1.0 / (1.0 + (-q[0]).exp());
+            let want = albert.value(&q) - (eta * (1.0 - eta)).ln();
+            assert!((uniform.value(&q) - want).abs() <= 1e-12 * want.abs().max(1.0));
+        }
+    }
+
+    #[test]
+    fn simulated_counts_fit_their_groups_and_repeat() {
+        let base = BetaBinomial::cancer_mortality();
+        let a = base.simulate(3).unwrap();
+        let b = base.simulate(3).unwrap();
+        assert_eq!(a.truth, b.truth);
+        let mut grad = [0.0; 2];
+        let u = a.posterior.value_and_gradient(&a.truth, &mut grad);
+        assert_eq!(u, b.posterior.value(&a.truth));
+        assert!(u.is_finite() && grad.iter().all(|g| g.is_finite()));
     }
 
     #[test]

@@ -29,7 +29,7 @@ use rand_pcg::Pcg64;
 use shmc_core::random::fill_standard_normal;
 use shmc_core::{Potential, fastmath};
 
-use crate::model::indexed_names;
+use crate::model::{Generative, Simulated, indexed_names};
 use crate::pde::{KarhunenLoeve, Mesh, Workspace};
 use crate::{Error, Model, Result};
 
@@ -147,7 +147,27 @@ impl EllipticPde {
             .map(|(&x, e)| Ok(fine.interpolate(&u, x)? + Self::NOISE_SD * e))
             .collect::<Result<Vec<_>>>()?;
 
-        Ok(Self {
+        Ok(Self::from_parts(
+            settings,
+            mesh,
+            modes,
+            observation,
+            y,
+            truth,
+        ))
+    }
+
+    /// The model on `mesh` with its tabulated modes and observation operator, given the data
+    /// `y` and the `truth` they were simulated from.
+    fn from_parts(
+        settings: PdeSettings,
+        mesh: Mesh,
+        modes: Vec<f64>,
+        observation: Vec<[(usize, f64); 4]>,
+        y: Vec<f64>,
+        truth: Vec<f64>,
+    ) -> Self {
+        Self {
             settings,
             mesh,
             modes,
@@ -158,7 +178,7 @@ impl EllipticPde {
             forward_solves: AtomicU64::new(0),
             adjoint_solves: AtomicU64::new(0),
             sensitivity_solves: AtomicU64::new(0),
-        })
+        }
     }
 
     /// The settings it was built with.
@@ -449,7 +469,46 @@ impl Potential for EllipticPde {
     }
 }
 
+/// `θ ~ N(0, σ_θ² I)` and data `u(θ) + N(0, 0.1²)` at the observed points, solved on this
+/// model's own mesh: calibration asks whether the sampler finds the posterior of the model as
+/// written, so here the data come from the very model that fits them (unlike
+/// [`EllipticPde::simulate`], which avoids that on purpose). From the stream, in order: the `d`
+/// normals behind `θ`, then the 121 behind the noise.
+impl Generative for EllipticPde {
+    fn simulate(&self, seed: u64) -> Result<Simulated> {
+        let mut rng = Pcg64::seed_from_u64(seed);
+        let mut truth = vec![0.0; self.modes()];
+        fill_standard_normal(&mut rng, &mut truth);
+        truth.iter_mut().for_each(|t| *t *= self.settings.prior_sd);
+        let mut y = self.forward(&truth)?;
+        let mut noise = vec![0.0; y.len()];
+        fill_standard_normal(&mut rng, &mut noise);
+        y.iter_mut()
+            .zip(&noise)
+            .for_each(|(v, e)| *v += Self::NOISE_SD * e);
+        let posterior = Self::from_parts(
+            PdeSettings {
+                data_seed: seed,
+                ..self.settings
+            },
+            Mesh::new(self.settings.mesh)?,
+            self.modes.clone(),
+            self.observation.clone(),
+            y,
+            truth.clone(),
+        );
+        Ok(Simulated {
+            truth,
+            posterior: Box::new(posterior),
+        })
+    }
+}
+
 impl Model for EllipticPde {
+    fn generative(&self) -> Option<&dyn Generative> {
+        Some(self)
+    }
+
     fn parameter_names(&self) -> Vec<String> {
         indexed_names("theta", self.modes())
     }

@@ -23,7 +23,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use shmc_core::{Potential, random::fill_standard_normal};
 
-use crate::model::indexed_names;
+use crate::model::{Generative, Simulated, indexed_names};
 use crate::{Error, Model, Result};
 
 /// The inverse of a symmetric positive-definite matrix, or an error naming `what`.
@@ -230,6 +230,45 @@ impl Model for ConjugateGaussian {
     fn parameter_names(&self) -> Vec<String> {
         indexed_names("mu", self.dim)
     }
+
+    fn generative(&self) -> Option<&dyn Generative> {
+        Some(self)
+    }
+}
+
+/// `μ ~ N(μ0, Σ0)`, then as many observations as this model has, `y_i ~ N(μ, Σ)`, with this
+/// model's `Σ`, `μ0` and `Σ0`; from the stream, in order: the `d` normals behind `μ`, then the
+/// observations' normals, observation by observation.
+impl Generative for ConjugateGaussian {
+    fn simulate(&self, seed: u64) -> Result<Simulated> {
+        let d = self.dim;
+        let covariance =
+            |precision: &[f64], what| spd_inverse(&DMatrix::from_row_slice(d, d, precision), what);
+        let noise = covariance(&self.noise_precision, "data covariance Σ")?;
+        let prior = covariance(&self.prior_precision, "prior covariance Σ0")?;
+        let factor = |m: &DMatrix<f64>| {
+            nalgebra::Cholesky::new(m.clone())
+                .map(|c| c.unpack())
+                .ok_or_else(|| Error::invalid("a covariance is not positive definite"))
+        };
+        let (noise_factor, prior_factor) = (factor(&noise)?, factor(&prior)?);
+        let prior_mean = DVector::from_column_slice(&self.prior_mean);
+        let mut rng = Pcg64::seed_from_u64(seed);
+        let mut z = DVector::zeros(d);
+        fill_standard_normal(&mut rng, z.as_mut_slice());
+        let mu = &prior_mean + prior_factor * z;
+        let n = self.count as usize;
+        let mut e = DMatrix::zeros(d, n);
+        fill_standard_normal(&mut rng, e.as_mut_slice());
+        let mut y = noise_factor * e;
+        for mut column in y.column_iter_mut() {
+            column += &mu;
+        }
+        Ok(Simulated {
+            truth: mu.as_slice().to_vec(),
+            posterior: Box::new(Self::new(&y.transpose(), &noise, &prior_mean, &prior)?),
+        })
+    }
 }
 
 /// A zero-mean Gaussian whose covariance has eigenvector `(1, …, 1)/√d` with eigenvalue
@@ -334,6 +373,25 @@ impl Potential for CorrelatedGaussian {
 impl Model for CorrelatedGaussian {
     fn parameter_names(&self) -> Vec<String> {
         indexed_names("q", self.dim)
+    }
+
+    fn generative(&self) -> Option<&dyn Generative> {
+        Some(self)
+    }
+}
+
+/// No data: the "posterior" is this Gaussian itself and the truth one exact draw from it,
+/// `Σ^{1/2} z` with `Σ^{1/2} = √λ⊥ I + (√λ∥ − √λ⊥) 11ᵀ/d`, from `d` standard normals.
+impl Generative for CorrelatedGaussian {
+    fn simulate(&self, seed: u64) -> Result<Simulated> {
+        let mut z = vec![0.0; self.dim];
+        fill_standard_normal(&mut Pcg64::seed_from_u64(seed), &mut z);
+        let (along, across) = (self.variance_along.sqrt(), self.variance_across.sqrt());
+        let shift = (along - across) * z.iter().sum::<f64>() / self.dim as f64;
+        Ok(Simulated {
+            truth: z.iter().map(|v| across * v + shift).collect(),
+            posterior: Box::new(self.clone()),
+        })
     }
 }
 

@@ -32,6 +32,7 @@ use rand_pcg::Pcg64;
 use shmc_core::Potential;
 use shmc_core::random::{fill_standard_normal, uniform};
 
+use crate::model::{Generative, Simulated};
 use crate::{Error, Model, Result};
 
 /// The posterior of the GP hyperparameters `(log η, log l, log J)`.
@@ -190,6 +191,38 @@ impl Potential for GpHyper {
 impl Model for GpHyper {
     fn parameter_names(&self) -> Vec<String> {
         vec!["log_eta".into(), "log_l".into(), "log_J".into()]
+    }
+
+    fn generative(&self) -> Option<&dyn Generative> {
+        Some(self)
+    }
+}
+
+/// The inputs stay this model's; `(log η, log l, log J)` are drawn from the priors
+/// `N(−1, 1)` and `Y = L z ~ N(0, Σ)` at them. From the stream, in order: the three normals
+/// behind the hyperparameters, then the `n` behind `z`.
+impl Generative for GpHyper {
+    fn simulate(&self, seed: u64) -> Result<Simulated> {
+        let mut rng = Pcg64::seed_from_u64(seed);
+        let mut truth = vec![0.0; 3];
+        fill_standard_normal(&mut rng, &mut truth);
+        truth
+            .iter_mut()
+            .for_each(|b| *b = Self::PRIOR_MEAN + Self::PRIOR_SD * *b);
+        let mut z = DVector::zeros(self.y.len());
+        fill_standard_normal(&mut rng, z.as_mut_slice());
+        let l = Cholesky::new(self.covariance(&truth))
+            .ok_or_else(|| {
+                Error::invalid("GP model: simulated covariance is not positive definite")
+            })?
+            .unpack();
+        Ok(Simulated {
+            truth,
+            posterior: Box::new(Self {
+                sq_dist: self.sq_dist.clone(),
+                y: l * z,
+            }),
+        })
     }
 }
 

@@ -340,6 +340,39 @@ mod tests {
     }
 
     #[test]
+    fn every_catalogued_model_simulates_from_its_generative_form() {
+        for info in CATALOGUE {
+            let mut spec = ModelSpec::named(info.name);
+            if info.name == "logistic" {
+                spec.n = Some(500);
+            }
+            if info.name == "elliptic-pde" {
+                (spec.mesh, spec.kl_modes) = (Some(8), Some(4));
+            }
+            let model = build(&spec).unwrap();
+            let generative = model
+                .generative()
+                .unwrap_or_else(|| panic!("{} has no generative form", info.name));
+            let (a, b) = (
+                generative.simulate(5).unwrap(),
+                generative.simulate(6).unwrap(),
+            );
+            assert_eq!(a.truth.len(), model.dim(), "{}", info.name);
+            assert_ne!(a.truth, b.truth, "{}", info.name);
+            assert_eq!(a.truth, generative.simulate(5).unwrap().truth);
+            assert_eq!(a.posterior.parameter_names(), model.parameter_names());
+            // The posterior of data simulated from the truth is finite there.
+            let mut g = vec![0.0; model.dim()];
+            let u = a.posterior.value_and_gradient(&a.truth, &mut g);
+            assert!(
+                u.is_finite() && g.iter().all(|v| v.is_finite()),
+                "{}",
+                info.name
+            );
+        }
+    }
+
+    #[test]
     fn unknown_model_and_misplaced_options_are_clear_errors() {
         let err = build(&ModelSpec::named("nope")).err().unwrap().to_string();
         assert!(

@@ -37,7 +37,7 @@ use shmc_core::linalg::{axpy, dot};
 use shmc_core::random::{fill_standard_normal, uniform};
 
 use crate::data::Dataset;
-use crate::model::indexed_names;
+use crate::model::{Generative, Simulated, indexed_names};
 use crate::row_sum::{self, Need, Query, RowSum};
 use crate::{Error, Model, Result};
 
@@ -210,6 +210,42 @@ impl Model for ProbitRegression {
 
     fn notes(&self) -> Vec<String> {
         self.data.describe("theta")
+    }
+
+    fn generative(&self) -> Option<&dyn Generative> {
+        Some(self)
+    }
+}
+
+/// The covariates stay this model's; the coefficients are drawn from its prior `N(0, σ² I)` and
+/// each response `yᵢ ~ Bernoulli(p(xᵢ·β))` with this model's link. From the stream, in order:
+/// the `d` normals behind the coefficients, then one uniform per response.
+impl Generative for ProbitRegression {
+    fn simulate(&self, seed: u64) -> Result<Simulated> {
+        let mut rng = Pcg64::seed_from_u64(seed);
+        let mut beta = vec![0.0; self.data.p];
+        fill_standard_normal(&mut rng, &mut beta);
+        let sd = self.prior_variance.sqrt();
+        beta.iter_mut().for_each(|b| *b *= sd);
+        let y = self
+            .data
+            .x
+            .chunks_exact(self.data.p)
+            .map(|row| {
+                let p = normal_cdf(dot(row, &beta));
+                if uniform(&mut rng) < p { 1.0 } else { 0.0 }
+            })
+            .collect();
+        let data = Dataset {
+            y,
+            ..self.data.clone()
+        };
+        let mut posterior = Self::new(data, self.prior_variance)?;
+        posterior.true_theta = Some(beta.clone());
+        Ok(Simulated {
+            truth: beta,
+            posterior: Box::new(posterior),
+        })
     }
 }
 

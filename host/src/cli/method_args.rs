@@ -1,0 +1,55 @@
+//! The sampler options shared by `shmc sample` and `shmc sbc`: which method, its trajectories and
+//! its surrogate, turned into the library's [`Method`] in one place.
+
+use clap::Args;
+
+use super::surrogate_args::SurrogateArgs;
+use super::trajectory_args::TrajectoryArgs;
+use crate::sampler::Method;
+use crate::{Error, Result};
+
+/// Which sampler runs the chains, and how.
+#[derive(Debug, Args)]
+pub struct MethodArgs {
+    /// Sampling method: exact HMC, or a surrogate-accelerated one with the exact MH step (the
+    /// draws target the exact posterior): rns-hmc trains a random network on warmup states,
+    /// arns-hmc updates it online, vhmc trains it online by score matching inside a Laplace
+    /// approximation (APPROXIMATE with --approximate-acceptance); grid-hmc precomputes the
+    /// force on a grid of --cell cells, sg-hmc a sparse-grid interpolant of --level (or to
+    /// --tolerance), over --domain (the paper's "complete" variant, which also accepts with the
+    /// grid's U: --approximate-acceptance, APPROXIMATE).
+    #[arg(long, default_value = "hmc",
+          value_parser = ["hmc", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc"])]
+    pub method: String,
+    #[command(flatten)]
+    pub trajectory: TrajectoryArgs,
+    #[command(flatten)]
+    pub surrogate: SurrogateArgs,
+}
+
+impl MethodArgs {
+    /// The method for a run with `warmup` warmup iterations and seed `seed`.
+    pub fn method(&self, warmup: usize, seed: u64) -> Result<Method> {
+        Ok(match self.method.as_str() {
+            "rns-hmc" => Method::RnsHmc(self.surrogate.settings(warmup, seed)?),
+            "grid-hmc" | "sg-hmc" => {
+                let mut settings = self.surrogate.settings(warmup, seed)?;
+                if settings.surrogate_file.is_some() {
+                    return Err(Error::invalid(
+                        "--surrogate loads a saved surrogate: use it with --method rns-hmc",
+                    ));
+                }
+                let kind = if self.method == "grid-hmc" {
+                    "force-grid"
+                } else {
+                    "sparse-grid"
+                };
+                settings.grid = Some(self.surrogate.grid(kind)?);
+                Method::RnsHmc(settings)
+            }
+            "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(warmup, seed)?),
+            "vhmc" => Method::Vhmc(self.surrogate.vhmc(seed)?),
+            _ => Method::Hmc,
+        })
+    }
+}
