@@ -11,8 +11,12 @@
 //!   *exact* Hamiltonian, so the chain targets the exact posterior whatever the surrogate.
 //! - [`OnlineGreville`], [`OnlineScoreMatching`]: O(s²) online updates of the output weights.
 //! - [`schedule`]: the vanishing adaptation probability and the surrogate-weight transition.
+//! - [`training`]: a fixed-capacity (heapless) buffer of recent accepted states from which a
+//!   device trains its surrogate online and refactorizes the Greville state.
 //! - [`random`]: uniform and normal draws from a bare `rand_core` generator.
 //! - [`fastmath`]: branch-free `exp`, logistic, softplus and `tanh` that vectorize in loops.
+//! - [`real`]: the scalar, `f64` (the default of every type and trait) or `f32` for a
+//!   single-precision FPU; each algorithm above is written once for both.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
@@ -27,8 +31,10 @@ pub mod metric;
 pub mod network;
 pub mod potential;
 pub mod random;
+pub mod real;
 pub mod schedule;
 pub mod score_matching;
+pub mod training;
 
 pub use dual_averaging::DualAveraging;
 pub use error::Error;
@@ -38,19 +44,22 @@ pub use leapfrog::leapfrog;
 pub use metric::{DiagonalMetric, IdentityMetric, Metric};
 pub use network::{Activation, InputTransform, Network, NetworkConfig, Nodes, WeightDistribution};
 pub use potential::{Dynamics, Exact, Potential, Surrogate};
+pub use real::Real;
 pub use score_matching::OnlineScoreMatching;
+pub use training::{Sample, TrainingBuffer};
 
 pub use nalgebra;
 pub use nalgebra::{Const, Dyn};
 
-/// A network with input dimension `D` and `S` hidden units fixed at compile time.
-pub type FixedNetwork<const D: usize, const S: usize> = Network<Const<D>, Const<S>>;
+/// A network with input dimension `D` and `S` hidden units fixed at compile time, computing in
+/// `T` (`f64` unless named).
+pub type FixedNetwork<const D: usize, const S: usize, T = f64> = Network<Const<D>, Const<S>, T>;
 /// Online Greville state for `S` hidden units fixed at compile time.
-pub type FixedGreville<const S: usize> = OnlineGreville<Const<S>>;
+pub type FixedGreville<const S: usize, T = f64> = OnlineGreville<Const<S>, T>;
 /// Online score-matching state with dimensions fixed at compile time.
 pub type FixedScoreMatching<const D: usize, const S: usize> =
     OnlineScoreMatching<Const<D>, Const<S>>;
 /// An HMC workspace for a dimension fixed at compile time.
-pub type FixedHmc<const D: usize> = Hmc<Const<D>>;
+pub type FixedHmc<const D: usize, T = f64> = Hmc<Const<D>, T>;
 /// A chain state for a dimension fixed at compile time.
-pub type FixedState<const D: usize> = State<Const<D>>;
+pub type FixedState<const D: usize, T = f64> = State<Const<D>, T>;

@@ -1,0 +1,195 @@
+//! On-device online training without an allocator: a fixed-capacity history of recent accepted
+//! states, from which a device updates its surrogate as it samples (ARNS-HMC on the device) and
+//! refactorizes the Greville state when the recursion has drifted.
+//!
+//! [`TrainingBuffer`] keeps the last `N` states (position and exact `U`) in a
+//! [`heapless::HistoryBuf`]: pushing into a full buffer overwrites the oldest state, so the
+//! buffer always holds the `N` most recent. Each state also goes to the online Greville update
+//! as it arrives; the buffer is what a *restart* replays.
+//!
+//! # Why restart
+//! The Greville recursion updates `Θ = H†H†ᵀ` by rank-one and rank-two corrections, and their
+//! rounding errors accumulate: in `f32` (unit roundoff 6·10⁻⁸) the weights slowly leave the
+//! least-squares solution they stand for. [`TrainingBuffer::refit`] restarts the state
+//! ([`OnlineGreville::restart`]) and replays the buffer oldest first: the weights become the
+//! least-squares fit to the buffer's states, with the error of `N` updates instead of all of
+//! them. The rule, from the drift measured in the core's tests (`tests/single_precision.rs`): in
+//! `f32`, refit every [`REFIT_EVERY_F32`] updates; in `f64` the drift stays at rounding level and
+//! no refit is needed.
+
+use heapless::HistoryBuf;
+use nalgebra::Const;
+
+use crate::error::Error;
+use crate::greville::OnlineGreville;
+use crate::network::Network;
+use crate::real::Real;
+
+/// How many Greville updates an `f32` device makes between refits from its buffer (see the
+/// module docs): well inside the range over which the measured drift stays below 10⁻³ of the
+/// weights' size.
+pub const REFIT_EVERY_F32: usize = 1000;
+
+/// One accepted state: its position and its exact potential.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample<T, const D: usize> {
+    /// The position `q`.
+    pub position: [T; D],
+    /// The exact `U(q)`.
+    pub potential: T,
+}
+
+/// The `N` most recent accepted states of a `D`-dimensional chain, in `T`.
+#[derive(Clone, Debug)]
+pub struct TrainingBuffer<T, const D: usize, const N: usize> {
+    samples: HistoryBuf<Sample<T, D>, N>,
+}
+
+impl<T: Real, const D: usize, const N: usize> Default for TrainingBuffer<T, D, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Real, const D: usize, const N: usize> TrainingBuffer<T, D, N> {
+    /// An empty buffer.
+    pub const fn new() -> Self {
+        Self {
+            samples: HistoryBuf::new(),
+        }
+    }
+
+    /// Adds a state, overwriting the oldest one when the buffer is full. A position of the
+    /// wrong length is refused.
+    pub fn push(&mut self, position: &[T], potential: T) -> Result<(), Error> {
+        let position: [T; D] = position.try_into().map_err(|_| Error::DimensionMismatch {
+            expected: D,
+            found: position.len(),
+        })?;
+        self.samples.write(Sample {
+            position,
+            potential,
+        });
+        Ok(())
+    }
+
+    /// How many states it holds (at most `N`).
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Whether it holds no state.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// `N`.
+    pub fn capacity(&self) -> usize {
+        self.samples.capacity()
+    }
+
+    /// The states, oldest first.
+    pub fn oldest_first(&self) -> impl Iterator<Item = &Sample<T, D>> {
+        self.samples.oldest_ordered()
+    }
+
+    /// Restarts `greville` and replays the buffer into it, oldest first, with the hidden-unit
+    /// outputs of `network` as the rows (`S` of them, computed into a stack array). Afterwards
+    /// its weights are the fit to the buffer's states alone; set them on the network with
+    /// [`Network::set_output`].
+    pub fn refit<const S: usize>(
+        &self,
+        network: &Network<Const<D>, Const<S>, T>,
+        greville: &mut OnlineGreville<Const<S>, T>,
+    ) {
+        greville.restart();
+        let mut row = [T::zero(); S];
+        for sample in self.oldest_first() {
+            network.features(&sample.position, &mut row);
+            greville.update(&row, sample.potential);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    fn firsts<const N: usize>(buffer: &TrainingBuffer<f64, 2, N>) -> Vec<f64> {
+        buffer.oldest_first().map(|s| s.position[0]).collect()
+    }
+
+    /// Below capacity every state is kept in arrival order; past it the oldest is overwritten,
+    /// the length stays at the capacity and the order is still oldest first.
+    #[test]
+    fn overwrites_the_oldest_state_once_full() {
+        let mut buffer = TrainingBuffer::<f64, 2, 4>::new();
+        assert!(buffer.is_empty());
+        assert_eq!(buffer.capacity(), 4);
+        for k in 0..3 {
+            buffer.push(&[k as f64, 0.0], 10.0 + k as f64).unwrap();
+        }
+        assert_eq!(buffer.len(), 3);
+        assert_eq!(firsts(&buffer), [0.0, 1.0, 2.0]);
+        for k in 3..10 {
+            buffer.push(&[k as f64, -1.0], 10.0 + k as f64).unwrap();
+            assert_eq!(buffer.len(), (k + 1).min(4));
+        }
+        assert_eq!(firsts(&buffer), [6.0, 7.0, 8.0, 9.0]);
+        let last = buffer.oldest_first().last().unwrap();
+        assert_eq!(
+            *last,
+            Sample {
+                position: [9.0, -1.0],
+                potential: 19.0
+            }
+        );
+    }
+
+    /// A refit after the buffer has wrapped gives exactly the state of a fresh recursion fed
+    /// the buffer's states: the older rows are forgotten.
+    #[test]
+    fn refit_replays_exactly_the_buffered_states() {
+        use crate::greville::DEFAULT_TOLERANCE;
+        use crate::network::{InputTransform, NetworkConfig};
+        use crate::random::{SplitMix64, fill_standard_normal};
+        use crate::{FixedGreville, FixedNetwork};
+        let mut rng = SplitMix64(3);
+        let transform = InputTransform::identity(Const::<2>);
+        let config = NetworkConfig::default();
+        let network = FixedNetwork::<2, 6>::random(&config, transform, Const, &mut rng).unwrap();
+        let mut buffer = TrainingBuffer::<f64, 2, 8>::new();
+        let mut online = FixedGreville::<6>::new(Const, DEFAULT_TOLERANCE).unwrap();
+        let mut row = [0.0; 6];
+        for _ in 0..30 {
+            let mut q = [0.0; 2];
+            fill_standard_normal(&mut rng, &mut q);
+            let u = q[0] * q[0] + 0.5 * q[1];
+            buffer.push(&q, u).unwrap();
+            network.features(&q, &mut row);
+            online.update(&row, u);
+        }
+        buffer.refit(&network, &mut online);
+        let mut fresh = FixedGreville::<6>::new(Const, DEFAULT_TOLERANCE).unwrap();
+        for sample in buffer.oldest_first() {
+            network.features(&sample.position, &mut row);
+            fresh.update(&row, sample.potential);
+        }
+        assert_eq!(online.rows(), 8);
+        assert_eq!(online.weights(), fresh.weights());
+    }
+
+    #[test]
+    fn refuses_a_position_of_the_wrong_dimension() {
+        let mut buffer = TrainingBuffer::<f32, 2, 3>::new();
+        assert_eq!(
+            buffer.push(&[1.0, 2.0, 3.0], 0.0),
+            Err(Error::DimensionMismatch {
+                expected: 2,
+                found: 3
+            })
+        );
+        assert!(buffer.is_empty());
+    }
+}
