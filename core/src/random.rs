@@ -57,16 +57,15 @@ pub fn standard_normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     standard_normal_pair(rng).0
 }
 
-/// Fills `out` with independent standard normal draws (each rounded once to `T`).
+/// Fills `out` with independent standard normal draws (each rounded once to `T`), a
+/// Box–Muller pair per two entries; an odd last entry takes the first of a pair (the same
+/// draws as [`standard_normal`]).
 pub fn fill_standard_normal<T: Real, R: Rng + ?Sized>(rng: &mut R, out: &mut [T]) {
-    let (pairs, rest) = out.as_chunks_mut::<2>();
-    for [a, b] in pairs {
+    for pair in out.chunks_mut(2) {
         let (x, y) = standard_normal_pair(rng);
-        *a = T::of(x);
-        *b = T::of(y);
-    }
-    if let [last] = rest {
-        *last = T::of(standard_normal(rng));
+        for (slot, z) in pair.iter_mut().zip([x, y]) {
+            *slot = T::of(z);
+        }
     }
 }
 

@@ -56,6 +56,20 @@ pub trait Real: RealField + Copy {
     fn tanh_second_derivative(self) -> Self;
 }
 
+/// The activations' methods: inlined into the loops that call them (which then vectorize),
+/// or with the `compact` feature one out-of-line copy each (a device's flash).
+macro_rules! activations {
+    ($($name:ident => $body:expr),* $(,)?) => {
+        $(
+            #[cfg_attr(feature = "compact", inline(never))]
+            #[cfg_attr(not(feature = "compact"), inline(always))]
+            fn $name(self) -> Self {
+                $body(self)
+            }
+        )*
+    };
+}
+
 impl Real for f64 {
     const EPSILON: f64 = f64::EPSILON;
 
@@ -67,51 +81,23 @@ impl Real for f64 {
     fn to_f64(self) -> f64 {
         self
     }
-    #[inline(always)]
-    fn exp_fast(self) -> Self {
-        fastmath::exp(self)
-    }
-    #[inline(always)]
-    fn logistic(self) -> Self {
-        fastmath::logistic(self)
-    }
-    #[inline(always)]
-    fn logistic_derivative(self) -> Self {
-        fastmath::logistic_derivative(self)
-    }
-    #[inline(always)]
-    fn logistic_second_derivative(self) -> Self {
-        fastmath::logistic_second_derivative(self)
-    }
-    #[inline(always)]
-    fn softplus(self) -> Self {
-        fastmath::softplus(self)
-    }
-    #[inline(always)]
-    fn tanh_fast(self) -> Self {
-        fastmath::tanh(self)
-    }
-    #[inline(always)]
-    fn tanh_derivative(self) -> Self {
-        fastmath::tanh_derivative(self)
-    }
-    #[inline(always)]
-    fn tanh_second_derivative(self) -> Self {
-        fastmath::tanh_second_derivative(self)
+
+    activations! {
+        exp_fast => fastmath::exp,
+        logistic => fastmath::logistic,
+        logistic_derivative => fastmath::logistic_derivative,
+        logistic_second_derivative => fastmath::logistic_second_derivative,
+        softplus => fastmath::softplus,
+        tanh_fast => fastmath::tanh,
+        tanh_derivative => fastmath::tanh_derivative,
+        tanh_second_derivative => fastmath::tanh_second_derivative,
     }
 }
 
-/// `f32` without `micromath`: the `f64` function, rounded once.
+/// `f32` without `micromath`: the `f64` function of `x`, rounded once.
 #[cfg(not(feature = "micromath"))]
-macro_rules! single_precision {
-    ($($name:ident => $f64_fn:path),* $(,)?) => {
-        $(
-            #[inline(always)]
-            fn $name(self) -> Self {
-                $f64_fn(f64::from(self)) as f32
-            }
-        )*
-    };
+fn via_f64(f: fn(f64) -> f64, x: f32) -> f32 {
+    f(f64::from(x)) as f32
 }
 
 impl Real for f32 {
@@ -127,15 +113,15 @@ impl Real for f32 {
     }
 
     #[cfg(not(feature = "micromath"))]
-    single_precision! {
-        exp_fast => fastmath::exp,
-        logistic => fastmath::logistic,
-        logistic_derivative => fastmath::logistic_derivative,
-        logistic_second_derivative => fastmath::logistic_second_derivative,
-        softplus => fastmath::softplus,
-        tanh_fast => fastmath::tanh,
-        tanh_derivative => fastmath::tanh_derivative,
-        tanh_second_derivative => fastmath::tanh_second_derivative,
+    activations! {
+        exp_fast => |x| via_f64(fastmath::exp, x),
+        logistic => |x| via_f64(fastmath::logistic, x),
+        logistic_derivative => |x| via_f64(fastmath::logistic_derivative, x),
+        logistic_second_derivative => |x| via_f64(fastmath::logistic_second_derivative, x),
+        softplus => |x| via_f64(fastmath::softplus, x),
+        tanh_fast => |x| via_f64(fastmath::tanh, x),
+        tanh_derivative => |x| via_f64(fastmath::tanh_derivative, x),
+        tanh_second_derivative => |x| via_f64(fastmath::tanh_second_derivative, x),
     }
 
     #[cfg(feature = "micromath")]

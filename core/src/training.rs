@@ -2,10 +2,12 @@
 //! states, from which a device updates its surrogate as it samples (ARNS-HMC on the device) and
 //! refactorizes the Greville state when the recursion has drifted.
 //!
-//! [`TrainingBuffer`] keeps the last `N` states (position and exact `U`) in a
-//! [`heapless::HistoryBuf`]: pushing into a full buffer overwrites the oldest state, so the
-//! buffer always holds the `N` most recent. Each state also goes to the online Greville update
-//! as it arrives; the buffer is what a *restart* replays.
+//! [`TrainingBuffer`] keeps the last `N` states (position and exact `U`) in a ring over a
+//! [`heapless::Vec`]: pushing into a full buffer overwrites the oldest state, so the buffer
+//! always holds the `N` most recent. Each state also goes to the online Greville update as it
+//! arrives; the buffer is what a *restart* replays. (heapless's own ring, `HistoryBuf`, indexes
+//! its storage with a cursor the compiler cannot bound, which leaves a formatting panic on the
+//! device's path; the `Vec` is only ever reached through `get_mut` and `split_at_checked`.)
 //!
 //! # Why restart
 //! The Greville recursion updates `Θ = H†H†ᵀ` by rank-one and rank-two corrections, and their
@@ -17,7 +19,7 @@
 //! `f32`, refit every [`REFIT_EVERY_F32`] updates; in `f64` the drift stays at rounding level and
 //! no refit is needed.
 
-use heapless::HistoryBuf;
+use heapless::Vec;
 use nalgebra::Const;
 
 use crate::error::Error;
@@ -42,7 +44,10 @@ pub struct Sample<T, const D: usize> {
 /// The `N` most recent accepted states of a `D`-dimensional chain, in `T`.
 #[derive(Clone, Debug)]
 pub struct TrainingBuffer<T, const D: usize, const N: usize> {
-    samples: HistoryBuf<Sample<T, D>, N>,
+    /// The states in arrival order until full; then a ring whose oldest entry is at `next`.
+    samples: Vec<Sample<T, D>, N>,
+    /// Where the next state goes once the buffer is full (the oldest state).
+    next: usize,
 }
 
 impl<T: Real, const D: usize, const N: usize> Default for TrainingBuffer<T, D, N> {
@@ -55,7 +60,8 @@ impl<T: Real, const D: usize, const N: usize> TrainingBuffer<T, D, N> {
     /// An empty buffer.
     pub const fn new() -> Self {
         Self {
-            samples: HistoryBuf::new(),
+            samples: Vec::new(),
+            next: 0,
         }
     }
 
@@ -66,10 +72,17 @@ impl<T: Real, const D: usize, const N: usize> TrainingBuffer<T, D, N> {
             expected: D,
             found: position.len(),
         })?;
-        self.samples.write(Sample {
+        let sample = Sample {
             position,
             potential,
-        });
+        };
+        if let Err(sample) = self.samples.push(sample) {
+            // Full: overwrite the oldest.
+            if let Some(slot) = self.samples.get_mut(self.next) {
+                *slot = sample;
+            }
+            self.next = if self.next + 1 < N { self.next + 1 } else { 0 };
+        }
         Ok(())
     }
 
@@ -85,12 +98,16 @@ impl<T: Real, const D: usize, const N: usize> TrainingBuffer<T, D, N> {
 
     /// `N`.
     pub fn capacity(&self) -> usize {
-        self.samples.capacity()
+        N
     }
 
     /// The states, oldest first.
     pub fn oldest_first(&self) -> impl Iterator<Item = &Sample<T, D>> {
-        self.samples.oldest_ordered()
+        let (newer, older) = self
+            .samples
+            .split_at_checked(self.next)
+            .unwrap_or((&[], &[]));
+        older.iter().chain(newer)
     }
 
     /// Restarts `greville` and replays the buffer into it, oldest first, with the hidden-unit
