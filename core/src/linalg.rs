@@ -9,7 +9,9 @@
 use crate::real::Real;
 
 /// `Σ aᵢ bᵢ` with four independent partial sums. Panics in debug builds if lengths differ.
-#[inline]
+/// Out of line with the `compact` feature (one copy instead of one per caller).
+#[cfg_attr(feature = "compact", inline(never))]
+#[cfg_attr(not(feature = "compact"), inline)]
 pub fn dot<T: Real>(a: &[T], b: &[T]) -> T {
     debug_assert_eq!(a.len(), b.len());
     let n = a.len().min(b.len());
