@@ -17,6 +17,26 @@
 //! - [`fastmath`]: branch-free `exp`, logistic, softplus and `tanh` that vectorize in loops.
 //! - [`real`]: the scalar, `f64` (the default of every type and trait) or `f32` for a
 //!   single-precision FPU; each algorithm above is written once for both.
+//!
+//! # Memory on a device
+//! Nothing is allocated: a device's RAM is the size of the structures it keeps, with
+//! `b = size_of::<T>()` (8 for `f64`, 4 for `f32`), each structure rounded up to a multiple of
+//! 8 bytes (`⌈·⌉₈`):
+//!
+//! | structure | bytes |
+//! | --- | --- |
+//! | [`FixedNetwork<D, S, T>`] | `⌈b·(D·S + 2S + 3D + 1) + 16⌉₈` (weights, offsets, output weights, transform, radial precisions, bias; the kind of unit) |
+//! | [`FixedGreville<S, T>`] | `⌈b·(2S² + 3S + 2) + 16⌉₈` (the two `S × S` matrices dominate) |
+//! | [`FixedHmc<D, T>`] | `⌈3b·D + 32⌉₈` (three scratch vectors, the settings) |
+//! | [`FixedState<D, T>`] | `b·(2D + 1)` (aligned to `b` only) |
+//! | [`TrainingBuffer<T, D, N>`] | `⌈N·b·(D + 1) + 16⌉₈` |
+//!
+//! So network, Greville state and HMC workspace together take
+//! `⌈b·(DS + 2S + 3D + 1) + 16⌉₈ + ⌈b·(2S² + 3S + 2) + 16⌉₈ + ⌈3bD + 32⌉₈` bytes: 5,176 for
+//! `f64` at D = 2, S = 16, 2,624 for `f32`; 73,784 and 36,928 at D = 10, S = 64.
+//! `tests/memory.rs` checks every row against `size_of`. A chain's peak stack adds the
+//! evaluation buffers (two `[T; 64]` blocks in a gradient) and whatever a constructor's
+//! `Result` copies; the no_std probe measures it (`bash tests/no_std/check.sh`).
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 

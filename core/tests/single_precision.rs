@@ -415,5 +415,8 @@ fn greville_drift_over_ten_thousand_updates() {
         }
     }
     assert!(worst[0] < 1e-3, "f64 drift {}", worst[0]);
-    assert!(worst[2] < 5e-3, "f32 ridge drift {}", worst[2]);
+    // With micromath the f32 features themselves differ from the f64 ones by ~10⁻³ (measured
+    // 2.5–4.7·10⁻³ then), which the comparison counts too.
+    let bound = if cfg!(feature = "micromath") { 1e-2 } else { 5e-3 };
+    assert!(worst[2] < bound, "f32 ridge drift {}", worst[2]);
 }
