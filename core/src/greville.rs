@@ -224,8 +224,12 @@ fn symmetric_product<S: Dim, T: Real>(
 /// `M ← M + α x yᵀ` on the lower triangle of `M` (nalgebra's `syger`); not inlined, as
 /// [`symmetric_product`].
 #[inline(never)]
-fn rank_one<S: Dim, T: Real>(m: &mut OMatrix<T, S, S>, alpha: T, x: &OVector<T, S>, y: &OVector<T, S>)
-where
+fn rank_one<S: Dim, T: Real>(
+    m: &mut OMatrix<T, S, S>,
+    alpha: T,
+    x: &OVector<T, S>,
+    y: &OVector<T, S>,
+) where
     DefaultAllocator: Allocator<S> + Allocator<S, S>,
 {
     m.syger(alpha, x, y, T::one());

@@ -528,7 +528,7 @@ where
             Nodes::Rbf { .. } => {
                 let p = self.precision.as_slice();
                 for (cs, w4) in c4.iter().zip(w.chunks_exact(4 * d)) {
-                    let Some((w0, w1, w2, w3)) = four_columns(w4, d) else {
+                    let Some([w0, w1, w2, w3]) = four_columns(w4, d) else {
                         break;
                     };
                     let columns = w0.iter().zip(w1).zip(w2).zip(w3);
@@ -742,7 +742,7 @@ fn add_outputs<T: Real>(sums: &mut [T; 4], v: &[T], phi: &[T]) {
 /// `g` is loaded and stored once per four units.
 #[inline(always)]
 fn axpy4<T: Real>(c: [T; 4], w: &[T], g: &mut [T]) {
-    let Some((w0, w1, w2, w3)) = four_columns(w, g.len()) else {
+    let Some([w0, w1, w2, w3]) = four_columns(w, g.len()) else {
         return;
     };
     for ((((gk, &x0), &x1), &x2), &x3) in g.iter_mut().zip(w0).zip(w1).zip(w2).zip(w3) {
@@ -752,12 +752,12 @@ fn axpy4<T: Real>(c: [T; 4], w: &[T], g: &mut [T]) {
 
 /// The four consecutive columns of length `d` at the start of `w` (`None` if `w` is shorter).
 #[inline(always)]
-fn four_columns<T>(w: &[T], d: usize) -> Option<(&[T], &[T], &[T], &[T])> {
+fn four_columns<T>(w: &[T], d: usize) -> Option<[&[T]; 4]> {
     let (w0, rest) = w.split_at_checked(d)?;
     let (w1, rest) = rest.split_at_checked(d)?;
     let (w2, rest) = rest.split_at_checked(d)?;
     let (w3, _) = rest.split_at_checked(d)?;
-    Some((w0, w1, w2, w3))
+    Some([w0, w1, w2, w3])
 }
 
 impl<D: Dim, S: Dim, T: Real> Potential<T> for Network<D, S, T>

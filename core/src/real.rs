@@ -96,6 +96,7 @@ impl Real for f64 {
 
 /// `f32` without `micromath`: the `f64` function of `x`, rounded once.
 #[cfg(not(feature = "micromath"))]
+#[inline(always)]
 fn via_f64(f: fn(f64) -> f64, x: f32) -> f32 {
     f(f64::from(x)) as f32
 }
@@ -201,7 +202,8 @@ mod tests {
         } else {
             f32::EPSILON as f64 / 2.0
         };
-        let checks: [(fn(f32) -> f32, fn(f64) -> f64); 8] = [
+        type Pair = (fn(f32) -> f32, fn(f64) -> f64);
+        let checks: [Pair; 8] = [
             (f32::exp_fast, f64::exp_fast),
             (f32::logistic, f64::logistic),
             (f32::logistic_derivative, f64::logistic_derivative),

@@ -16,10 +16,22 @@ fn check<T: Real, const D: usize, const S: usize>() {
     let network = round8(b * (D * S + 2 * S + 3 * D + 1) + 16);
     let greville = round8(b * (2 * S * S + 3 * S + 2) + 16);
     let hmc = round8(3 * b * D + 32);
-    assert_eq!(size_of::<FixedNetwork<D, S, T>>(), network, "network D={D} S={S} b={b}");
-    assert_eq!(size_of::<FixedGreville<S, T>>(), greville, "Greville S={S} b={b}");
+    assert_eq!(
+        size_of::<FixedNetwork<D, S, T>>(),
+        network,
+        "network D={D} S={S} b={b}"
+    );
+    assert_eq!(
+        size_of::<FixedGreville<S, T>>(),
+        greville,
+        "Greville S={S} b={b}"
+    );
     assert_eq!(size_of::<FixedHmc<D, T>>(), hmc, "HMC D={D} b={b}");
-    assert_eq!(size_of::<FixedState<D, T>>(), b * (2 * D + 1), "state D={D} b={b}");
+    assert_eq!(
+        size_of::<FixedState<D, T>>(),
+        b * (2 * D + 1),
+        "state D={D} b={b}"
+    );
     assert_eq!(
         size_of::<TrainingBuffer<T, D, 64>>(),
         round8(64 * b * (D + 1) + 16),

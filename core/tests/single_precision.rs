@@ -52,15 +52,24 @@ fn activation_accuracy() -> f64 {
 
 /// An `f32` network and the `f64` network with exactly its parameters (identity transform, so
 /// the stored parameters are the raw ones), with the same random output weights.
-fn network_pair(nodes: Nodes, d: usize, s: usize, seed: u64) -> (Network<Dyn, Dyn, f32>, Network<Dyn, Dyn>) {
+fn network_pair(
+    nodes: Nodes,
+    d: usize,
+    s: usize,
+    seed: u64,
+) -> (Network<Dyn, Dyn, f32>, Network<Dyn, Dyn>) {
     let config = NetworkConfig {
         nodes,
         ..NetworkConfig::default()
     };
     let mut rng = SplitMix64(seed);
-    let mut single =
-        Network::<Dyn, Dyn, f32>::random(&config, InputTransform::identity(Dyn(d)), Dyn(s), &mut rng)
-            .unwrap();
+    let mut single = Network::<Dyn, Dyn, f32>::random(
+        &config,
+        InputTransform::identity(Dyn(d)),
+        Dyn(s),
+        &mut rng,
+    )
+    .unwrap();
     let widen = |x: &[f32]| x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
     let mut double = Network::<Dyn, Dyn>::from_raw(
         nodes,
@@ -108,9 +117,10 @@ fn f32_and_f64_gradients_agree_within_f32_rounding() {
                 let v = double.output()[i].abs();
                 match nodes {
                     Nodes::Additive(act) => {
-                        let terms: f64 =
-                            (0..d).map(|k| (wi[k] * q64[k]).abs()).sum::<f64>() + double.offsets()[i].abs();
-                        let x: f64 = (0..d).map(|k| wi[k] * q64[k]).sum::<f64>() + double.offsets()[i];
+                        let terms: f64 = (0..d).map(|k| (wi[k] * q64[k]).abs()).sum::<f64>()
+                            + double.offsets()[i].abs();
+                        let x: f64 =
+                            (0..d).map(|k| wi[k] * q64[k]).sum::<f64>() + double.offsets()[i];
                         let c = act.derivative(x).abs() + act.second_derivative(x).abs() * terms;
                         for k in 0..d {
                             size[k] += v * c * wi[k].abs();
@@ -122,7 +132,8 @@ fn f32_and_f64_gradients_agree_within_f32_rounding() {
                         let phi = (-0.5 * x).exp();
                         for k in 0..d {
                             let y = p * (q64[k] - wi[k]);
-                            size[k] += v * phi * (1.0 + x) * (y.abs() + p * (q64[k].abs() + wi[k].abs()));
+                            size[k] +=
+                                v * phi * (1.0 + x) * (y.abs() + p * (q64[k].abs() + wi[k].abs()));
                         }
                     }
                 }
@@ -130,7 +141,12 @@ fn f32_and_f64_gradients_agree_within_f32_rounding() {
             for k in 0..d {
                 let err = (f64::from(g32[k]) - g64[k]).abs();
                 let bound = (d + 10) as f64 * eps * size[k] + 1e-30;
-                assert!(err <= bound, "{nodes:?} d={d} s={s} ∂_{k}: |{} − {}| = {err:e} > {bound:e}", g32[k], g64[k]);
+                assert!(
+                    err <= bound,
+                    "{nodes:?} d={d} s={s} ∂_{k}: |{} − {}| = {err:e} > {bound:e}",
+                    g32[k],
+                    g64[k]
+                );
             }
         }
     }
@@ -148,7 +164,9 @@ fn fitted_network<T: Real, P: Potential<f64>>(
 ) -> Network<Dyn, Dyn, T> {
     let d = target.dim();
     let n = states.len() as f64;
-    let mean: Vec<f64> = (0..d).map(|k| states.iter().map(|x| x[k]).sum::<f64>() / n).collect();
+    let mean: Vec<f64> = (0..d)
+        .map(|k| states.iter().map(|x| x[k]).sum::<f64>() / n)
+        .collect();
     let sd: Vec<f64> = (0..d)
         .map(|k| (states.iter().map(|x| (x[k] - mean[k]).powi(2)).sum::<f64>() / n).sqrt())
         .collect();
@@ -160,12 +178,20 @@ fn fitted_network<T: Real, P: Potential<f64>>(
         .unwrap()
     };
     let config = NetworkConfig::default();
-    let mut net =
-        Network::<Dyn, Dyn, T>::random(&config, transform(&mean, &sd), Dyn(s), &mut SplitMix64(seed))
-            .unwrap();
+    let mut net = Network::<Dyn, Dyn, T>::random(
+        &config,
+        transform(&mean, &sd),
+        Dyn(s),
+        &mut SplitMix64(seed),
+    )
+    .unwrap();
     let fit = Network::<Dyn, Dyn>::random(
         &config,
-        InputTransform::new(DVector::from_vec(mean.clone()), DVector::from_vec(sd.clone())).unwrap(),
+        InputTransform::new(
+            DVector::from_vec(mean.clone()),
+            DVector::from_vec(sd.clone()),
+        )
+        .unwrap(),
         Dyn(s),
         &mut SplitMix64(seed),
     )
@@ -182,7 +208,13 @@ fn fitted_network<T: Real, P: Potential<f64>>(
 }
 
 /// `n` states of an exact `f64` HMC chain on `target` from `start`, after `n / 5` discarded.
-fn exact_states<P: Potential<f64>>(target: &P, start: &[f64], config: HmcConfig, n: usize, seed: u64) -> Vec<Vec<f64>> {
+fn exact_states<P: Potential<f64>>(
+    target: &P,
+    start: &[f64],
+    config: HmcConfig,
+    n: usize,
+    seed: u64,
+) -> Vec<Vec<f64>> {
     let d = target.dim();
     let mut hmc = Hmc::<Dyn>::new(Dyn(d), config).unwrap();
     let mut state = State::new(DVector::from_column_slice(start), &Exact(target)).unwrap();
@@ -218,7 +250,10 @@ fn surrogate_chain<T: Real, P: Potential<T>>(
     let mut rng = SplitMix64(seed);
     let (mut accepted, mut draws) = (0, Vec::with_capacity(n));
     for _ in 0..n {
-        accepted += usize::from(hmc.transition(&mut state, &dynamics, &IdentityMetric, &mut rng).accepted);
+        accepted += usize::from(
+            hmc.transition(&mut state, &dynamics, &IdentityMetric, &mut rng)
+                .accepted,
+        );
         draws.push(state.position.iter().map(|x| x.to_f64()).collect());
     }
     (accepted as f64 / n as f64, draws)
@@ -227,7 +262,11 @@ fn surrogate_chain<T: Real, P: Potential<T>>(
 /// The mean of `x` and its Monte Carlo standard error by batch means (`batches` batches).
 fn mean_and_mcse(x: &[f64], batches: usize) -> (f64, f64) {
     let per = x.len() / batches;
-    let means: Vec<f64> = x.chunks_exact(per).take(batches).map(|c| c.iter().sum::<f64>() / per as f64).collect();
+    let means: Vec<f64> = x
+        .chunks_exact(per)
+        .take(batches)
+        .map(|c| c.iter().sum::<f64>() / per as f64)
+        .collect();
     let b = means.len() as f64;
     let mean = means.iter().sum::<f64>() / b;
     let var = means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (b - 1.0);
@@ -245,7 +284,8 @@ fn banana_config() -> HmcConfig {
 fn f32_chain_on_the_banana_has_the_right_moments() {
     let states = exact_states(&Banana, &[0.5, 0.0], banana_config(), 500, 1);
     let network = fitted_network::<f32, _>(&Banana, &states, 32, 2);
-    let (acceptance, draws) = surrogate_chain::<f32, _>(&Banana, &network, &[0.5, 0.0], banana_config(), 150_000, 3);
+    let (acceptance, draws) =
+        surrogate_chain::<f32, _>(&Banana, &network, &[0.5, 0.0], banana_config(), 150_000, 3);
     assert!(acceptance > 0.5, "acceptance {acceptance}");
     let truth = [0.0, BEND, 1.0, 1.0 + 3.0 * BEND * BEND];
     let functions: [fn(&[f64]) -> f64; 4] = [|q| q[0], |q| q[1], |q| q[0] * q[0], |q| q[1] * q[1]];
@@ -253,7 +293,10 @@ fn f32_chain_on_the_banana_has_the_right_moments() {
         let values: Vec<f64> = draws.iter().map(|q| f(q)).collect();
         let (mean, mcse) = mean_and_mcse(&values, 50);
         println!("moment {k}: {mean:.4} ± {mcse:.4} (truth {want})");
-        assert!((mean - want).abs() <= 4.0 * mcse, "moment {k}: {mean} vs {want}, MCSE {mcse}");
+        assert!(
+            (mean - want).abs() <= 4.0 * mcse,
+            "moment {k}: {mean} vs {want}, MCSE {mcse}"
+        );
     }
 }
 
@@ -298,7 +341,10 @@ impl<T: Real> Potential<T> for Logistic {
             *gk = prior * b[k];
         }
         for (row, &y) in self.x.chunks_exact(self.d).zip(&self.y) {
-            let eta = row.iter().zip(b).fold(T::zero(), |acc, (&a, &bk)| acc + T::of(a) * bk);
+            let eta = row
+                .iter()
+                .zip(b)
+                .fold(T::zero(), |acc, (&a, &bk)| acc + T::of(a) * bk);
             u += eta.softplus() - T::of(y) * eta;
             let r = eta.logistic() - T::of(y);
             for (gk, &a) in g.iter_mut().zip(row) {
@@ -316,12 +362,18 @@ impl<T: Real> Potential<T> for Logistic {
 /// acceptance here.
 #[test]
 fn f32_surrogate_acceptance_against_f64() {
-    let label = if cfg!(feature = "micromath") { "f32+micromath" } else { "f32" };
+    let label = if cfg!(feature = "micromath") {
+        "f32+micromath"
+    } else {
+        "f32"
+    };
     let states = exact_states(&Banana, &[0.5, 0.0], banana_config(), 500, 1);
     let single = fitted_network::<f32, _>(&Banana, &states, 32, 2);
     let double = fitted_network::<f64, _>(&Banana, &states, 32, 2);
-    let (a32, _) = surrogate_chain::<f32, _>(&Banana, &single, &[0.5, 0.0], banana_config(), 5000, 3);
-    let (a64, _) = surrogate_chain::<f64, _>(&Banana, &double, &[0.5, 0.0], banana_config(), 5000, 3);
+    let (a32, _) =
+        surrogate_chain::<f32, _>(&Banana, &single, &[0.5, 0.0], banana_config(), 5000, 3);
+    let (a64, _) =
+        surrogate_chain::<f64, _>(&Banana, &double, &[0.5, 0.0], banana_config(), 5000, 3);
     println!("banana: acceptance {label} {a32:.3}, f64 {a64:.3}");
     assert!(a32 >= a64 - 0.1, "banana: {a32} vs {a64}");
 
@@ -363,7 +415,8 @@ fn greville_drift_over_ten_thousand_updates() {
     let identity = InputTransform::identity(Dyn(2));
     let n64 = Network::<Dyn, Dyn>::random(&config, identity, Dyn(s), &mut SplitMix64(9)).unwrap();
     let identity = InputTransform::identity(Dyn(2));
-    let n32 = Network::<Dyn, Dyn, f32>::random(&config, identity, Dyn(s), &mut SplitMix64(9)).unwrap();
+    let n32 =
+        Network::<Dyn, Dyn, f32>::random(&config, identity, Dyn(s), &mut SplitMix64(9)).unwrap();
     let mut h = DMatrix::<f64>::zeros(n, s);
     let mut t = DVector::<f64>::zeros(n);
     let mut plain64 = OnlineGreville::<Dyn>::new(Dyn(s), DEFAULT_TOLERANCE).unwrap();
@@ -392,7 +445,10 @@ fn greville_drift_over_ten_thousand_updates() {
                 (&hk * (DVector::from_column_slice(v) - reference)).norm() / spread
             };
             let widen = |g: &OnlineGreville<Dyn, f32>| {
-                g.weights().iter().map(|&x| f64::from(x)).collect::<Vec<_>>()
+                g.weights()
+                    .iter()
+                    .map(|&x| f64::from(x))
+                    .collect::<Vec<_>>()
             };
             let ridge_reference = DVector::from_column_slice(ridge64.weights());
             let d = [
@@ -417,6 +473,10 @@ fn greville_drift_over_ten_thousand_updates() {
     assert!(worst[0] < 1e-3, "f64 drift {}", worst[0]);
     // With micromath the f32 features themselves differ from the f64 ones by ~10⁻³ (measured
     // 2.5–4.7·10⁻³ then), which the comparison counts too.
-    let bound = if cfg!(feature = "micromath") { 1e-2 } else { 5e-3 };
+    let bound = if cfg!(feature = "micromath") {
+        1e-2
+    } else {
+        5e-3
+    };
     assert!(worst[2] < bound, "f32 ridge drift {}", worst[2]);
 }
