@@ -25,7 +25,7 @@ use shmc_core::random::{SplitMix64, uniform_below};
 use shmc_core::training::F32_RIDGE;
 use shmc_core::{
     Const, Exact, FixedGreville, FixedHmc, FixedNetwork, FixedState, HmcConfig, IdentityMetric,
-    InputTransform, NetworkConfig, Potential, State, Steps, Surrogate, TrainingBuffer,
+    InputTransform, NetworkConfig, Potential, Real, State, Steps, Surrogate, TrainingBuffer,
 };
 
 /// The scalar the probe computes in.
@@ -42,7 +42,7 @@ const S: usize = 16;
 /// States the training buffer keeps.
 const KEEP: usize = 64;
 /// Exact transitions, each adding one training row.
-const EXACT: u32 = 300;
+const EXACT: u32 = 1000;
 /// Surrogate transitions, in `BATCHES` batches for the Monte Carlo standard errors.
 const SURROGATE: u32 = 20_000;
 const BATCHES: usize = 20;
@@ -139,7 +139,7 @@ impl Moments {
         let Some(sums) = self.batch.get_mut((index / per_batch) as usize) else {
             return;
         };
-        let (q0, q1) = (f64::from(q[0]), f64::from(q[1]));
+        let (q0, q1) = (q[0].to_f64(), q[1].to_f64());
         for (sum, x) in sums.iter_mut().zip([q0, q1, q0 * q0, q1 * q1]) {
             *sum += x;
         }
