@@ -20,31 +20,35 @@ use nalgebra::{
 
 use crate::error::{Error, check_dim, check_positive};
 use crate::linalg::dot;
+use crate::real::Real;
 
-/// The default relative tolerance for deciding `c = Φh = 0`: `‖c‖ ≤ tol·‖h‖`.
+/// The default relative tolerance for deciding `c = Φh = 0`: `‖c‖ ≤ tol·‖h‖`, in `f64`.
 pub const DEFAULT_TOLERANCE: f64 = 1e-8;
 
-/// The recursion's state for `S` hidden units.
+/// The recursion's state for `S` hidden units, in the scalar `T` (`f64` unless named).
 #[derive(Clone, Debug)]
-pub struct OnlineGreville<S: Dim>
+pub struct OnlineGreville<S: Dim, T: Real = f64>
 where
     DefaultAllocator: Allocator<S> + Allocator<S, S>,
 {
-    weights: OVector<f64, S>,
+    weights: OVector<T, S>,
     /// `Φ = I − H†H`, lower triangle.
-    phi: OMatrix<f64, S, S>,
+    phi: OMatrix<T, S, S>,
     /// `Θ = H†H†ᵀ`, lower triangle.
-    theta: OMatrix<f64, S, S>,
+    theta: OMatrix<T, S, S>,
     /// Scratch: `c = Φh`, then the gain `b`.
-    gain: OVector<f64, S>,
+    gain: OVector<T, S>,
     /// Scratch: `Θh`.
-    theta_h: OVector<f64, S>,
+    theta_h: OVector<T, S>,
     rank: usize,
     rows: usize,
-    tolerance: f64,
+    tolerance: T,
+    /// The ridge parameter of a [`OnlineGreville::ridge`] start, 0 for the pseudoinverse start
+    /// `Φ = I, Θ = 0`: what [`OnlineGreville::restart`] returns to.
+    lambda: T,
 }
 
-impl<S: Dim> OnlineGreville<S>
+impl<S: Dim, T: Real> OnlineGreville<S, T>
 where
     DefaultAllocator: Allocator<S> + Allocator<S, S>,
 {
@@ -53,7 +57,7 @@ where
     pub fn new(hidden: S, tolerance: f64) -> Result<Self, Error> {
         check_positive(tolerance, "Greville tolerance")?;
         let mut state = Self::zeroed(hidden, tolerance);
-        state.phi.fill_diagonal(1.0);
+        state.restart();
         Ok(state)
     }
 
@@ -62,23 +66,42 @@ where
     pub fn ridge(hidden: S, lambda: f64) -> Result<Self, Error> {
         check_positive(lambda, "ridge parameter")?;
         let mut state = Self::zeroed(hidden, DEFAULT_TOLERANCE);
-        state.theta.fill_diagonal(1.0 / lambda);
-        state.rank = hidden.value();
+        state.lambda = T::of(lambda);
+        state.restart();
         Ok(state)
+    }
+
+    /// Forgets every row: back to the start the state was made with (`Φ = I, Θ = 0`, or the
+    /// ridge start `Φ = 0, Θ = I/λ`; a batch start returns to `Φ = I, Θ = 0`). In O(s²), with
+    /// no new storage: a device refactorizes by restarting and replaying the rows it kept
+    /// (see [`training`](crate::training)).
+    pub fn restart(&mut self) {
+        let zero = T::zero();
+        self.weights.fill(zero);
+        self.phi.fill(zero);
+        self.theta.fill(zero);
+        if self.lambda > zero {
+            self.theta.fill_diagonal(T::one() / self.lambda);
+            self.rank = self.weights.len();
+        } else {
+            self.phi.fill_diagonal(T::one());
+            self.rank = 0;
+        }
+        self.rows = 0;
     }
 
     /// The state after a batch fit of `k` rows: `pinv` is `H†` (`s × k`, from an SVD), `h` is
     /// `H` (`k × s`) and `targets` is `T`. Sets `v = H†T`, `Φ = I − H†H`, `Θ = H†H†ᵀ`.
     pub fn from_batch<K, SP, SH>(
-        pinv: &Matrix<f64, S, K, SP>,
-        h: &Matrix<f64, K, S, SH>,
-        targets: &[f64],
+        pinv: &Matrix<T, S, K, SP>,
+        h: &Matrix<T, K, S, SH>,
+        targets: &[T],
         tolerance: f64,
     ) -> Result<Self, Error>
     where
         K: Dim,
-        SP: Storage<f64, S, K>,
-        SH: Storage<f64, K, S>,
+        SP: Storage<T, S, K>,
+        SH: Storage<T, K, S>,
     {
         check_positive(tolerance, "Greville tolerance")?;
         let (hidden, k) = pinv.shape_generic();
@@ -86,21 +109,22 @@ where
         check_dim(k.value(), h.nrows())?;
         check_dim(k.value(), targets.len())?;
         let mut state = Self::zeroed(hidden, tolerance);
-        state.phi.fill_diagonal(1.0);
-        state.phi.gemm(-1.0, pinv, h, 1.0);
-        for j in 0..k.value() {
-            let col = pinv.column(j);
-            state.theta.syger(1.0, &col, &col, 1.0);
-            state.weights.axpy(targets[j], &col, 1.0);
+        let one = T::one();
+        state.phi.fill_diagonal(one);
+        state.phi.gemm(-one, pinv, h, one);
+        for (col, &t) in pinv.column_iter().zip(targets) {
+            state.theta.syger(one, &col, &col, one);
+            state.weights.axpy(t, &col, one);
         }
         // The trace of the projector Φ is the nullity of H.
-        let nullity = libm::round(state.phi.trace()).max(0.0) as usize;
+        let nullity = libm::round(state.phi.trace().to_f64()).max(0.0) as usize;
         state.rank = hidden.value().saturating_sub(nullity);
         state.rows = k.value();
         Ok(state)
     }
 
     fn zeroed(hidden: S, tolerance: f64) -> Self {
+        let tolerance = T::of(tolerance);
         Self {
             weights: OVector::zeros_generic(hidden, U1),
             phi: OMatrix::zeros_generic(hidden, hidden),
@@ -110,21 +134,29 @@ where
             rank: 0,
             rows: 0,
             tolerance,
+            lambda: T::zero(),
         }
     }
 
     /// Adds the row `row` (length `s`) with target `t`, updating `v`, `Φ` and `Θ` in O(s²).
-    pub fn update(&mut self, row: &[f64], t: f64) {
+    ///
+    /// A row of the wrong length is ignored (it cannot come from the network this state
+    /// trains), so that the update has no panicking path.
+    pub fn update(&mut self, row: &[T], t: T) {
         let s = self.weights.len();
         debug_assert_eq!(row.len(), s);
-        let h = nalgebra::VectorView::<f64, S>::from_slice_generic(row, S::from_usize(s), U1);
+        if row.len() != s {
+            return;
+        }
+        let one = T::one();
+        let h = nalgebra::VectorView::<T, S>::from_slice_generic(row, S::from_usize(s), U1);
         let residual = t - dot(row, self.weights.as_slice());
-        self.theta_h.sygemv(1.0, &self.theta, &h, 0.0);
+        symmetric_product(&mut self.theta_h, &self.theta, &h);
         let h_theta_h = dot(row, self.theta_h.as_slice());
 
         let mut new_direction = false;
         if self.rank < s {
-            self.gain.sygemv(1.0, &self.phi, &h, 0.0);
+            symmetric_product(&mut self.gain, &self.phi, &h);
             let c2 = dot(self.gain.as_slice(), self.gain.as_slice());
             let h2 = dot(row, row);
             new_direction = c2 > self.tolerance * self.tolerance * h2;
@@ -132,33 +164,33 @@ where
                 // b = c/‖c‖²; Φ ← Φ − c cᵀ/‖c‖²;
                 // Θ ← Θ − Θh bᵀ − b (Θh)ᵀ + (1 + hᵀΘh) b bᵀ = Θ − u bᵀ − b uᵀ,
                 // with u = Θh − ½(1 + hᵀΘh) b.
-                self.phi.syger(-1.0 / c2, &self.gain, &self.gain, 1.0);
-                self.gain.scale_mut(1.0 / c2);
-                self.theta_h.axpy(-0.5 * (1.0 + h_theta_h), &self.gain, 1.0);
-                self.theta.syger(-1.0, &self.theta_h, &self.gain, 1.0);
-                self.theta.syger(-1.0, &self.gain, &self.theta_h, 1.0);
+                rank_one(&mut self.phi, -one / c2, &self.gain, &self.gain);
+                self.gain.scale_mut(one / c2);
+                let half = T::of(-0.5) * (one + h_theta_h);
+                self.theta_h.axpy(half, &self.gain, one);
+                rank_one(&mut self.theta, -one, &self.theta_h, &self.gain);
+                rank_one(&mut self.theta, -one, &self.gain, &self.theta_h);
                 self.rank += 1;
             }
         }
         if !new_direction {
             // b = Θh/(1 + hᵀΘh); Θ ← Θ − Θh bᵀ.
-            let denom = 1.0 + h_theta_h;
-            self.theta
-                .syger(-1.0 / denom, &self.theta_h, &self.theta_h, 1.0);
+            let denom = one + h_theta_h;
+            rank_one(&mut self.theta, -one / denom, &self.theta_h, &self.theta_h);
             self.gain.copy_from(&self.theta_h);
-            self.gain.scale_mut(1.0 / denom);
+            self.gain.scale_mut(one / denom);
         }
-        self.weights.axpy(residual, &self.gain, 1.0);
+        self.weights.axpy(residual, &self.gain, one);
         self.rows += 1;
     }
 
     /// The current output weights `v`.
-    pub fn weights(&self) -> &[f64] {
+    pub fn weights(&self) -> &[T] {
         self.weights.as_slice()
     }
 
     /// The prediction `hᵀv` for a feature row `h`.
-    pub fn predict(&self, h: &[f64]) -> f64 {
+    pub fn predict(&self, h: &[T]) -> T {
         dot(h, self.weights.as_slice())
     }
 
@@ -171,6 +203,36 @@ where
     pub fn rank(&self) -> usize {
         self.rank
     }
+}
+
+/// `y ← M x` for the symmetric `M` stored in its lower triangle (nalgebra's `sygemv`).
+///
+/// Not inlined: `update` makes two such products and four rank-one updates below, and one
+/// out-of-line copy of each kernel instead of six inlined ones is most of the difference
+/// between a 2.5 kB and a 1 kB update on a device; the call costs nothing next to O(s²) work.
+#[inline(never)]
+fn symmetric_product<S: Dim, T: Real>(
+    y: &mut OVector<T, S>,
+    m: &OMatrix<T, S, S>,
+    x: &nalgebra::VectorView<'_, T, S>,
+) where
+    DefaultAllocator: Allocator<S> + Allocator<S, S>,
+{
+    y.sygemv(T::one(), m, x, T::zero());
+}
+
+/// `M ← M + α x yᵀ` on the lower triangle of `M` (nalgebra's `syger`); not inlined, as
+/// [`symmetric_product`].
+#[inline(never)]
+fn rank_one<S: Dim, T: Real>(
+    m: &mut OMatrix<T, S, S>,
+    alpha: T,
+    x: &OVector<T, S>,
+    y: &OVector<T, S>,
+) where
+    DefaultAllocator: Allocator<S> + Allocator<S, S>,
+{
+    m.syger(alpha, x, y, T::one());
 }
 
 #[cfg(test)]
@@ -255,7 +317,7 @@ mod tests {
 
     #[test]
     fn repeated_row_takes_the_least_squares_branch() {
-        let mut online = OnlineGreville::new(Dyn(3), DEFAULT_TOLERANCE).unwrap();
+        let mut online = OnlineGreville::<Dyn>::new(Dyn(3), DEFAULT_TOLERANCE).unwrap();
         online.update(&[1.0, 2.0, 0.0], 1.0);
         online.update(&[1.0, 2.0, 0.0], 3.0);
         assert_eq!(online.rank(), 1);
@@ -265,7 +327,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_settings() {
-        assert!(OnlineGreville::new(Dyn(3), 0.0).is_err());
-        assert!(OnlineGreville::ridge(Dyn(3), -1.0).is_err());
+        assert!(OnlineGreville::<Dyn>::new(Dyn(3), 0.0).is_err());
+        assert!(OnlineGreville::<Dyn>::ridge(Dyn(3), -1.0).is_err());
     }
 }

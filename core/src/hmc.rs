@@ -4,6 +4,11 @@
 //! The chain's [`State`] caches the exact `U` and the proposal gradient at the current point,
 //! so a transition costs one trajectory and nothing more. [`Hmc`] owns the scratch vectors of
 //! the proposal; neither allocates per transition.
+//!
+//! Positions, momenta, gradients and `U` are in the chain's scalar `T` (`f64` unless named;
+//! `f32` on a single-precision device). The settings, the energies and the acceptance decision
+//! are `f64`: `H = U + K` is summed in `f64` from the `T` values of `U` and `K`, so the decision
+//! is exact with respect to the user's `U` for either scalar.
 
 use nalgebra::{DefaultAllocator, Dim, OVector, allocator::Allocator};
 use rand_core::Rng;
@@ -13,6 +18,7 @@ use crate::leapfrog::leapfrog;
 use crate::metric::Metric;
 use crate::potential::Dynamics;
 use crate::random::{uniform, uniform_below};
+use crate::real::Real;
 
 /// How many leapfrog steps a trajectory takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,32 +111,32 @@ impl HmcConfig {
 
 /// Where a chain is: the position, the exact `U` there and the proposal gradient there.
 #[derive(Clone, Debug)]
-pub struct State<D: Dim>
+pub struct State<D: Dim, T: Real = f64>
 where
     DefaultAllocator: Allocator<D>,
 {
     /// The position `q`.
-    pub position: OVector<f64, D>,
+    pub position: OVector<T, D>,
     /// The exact potential `U(q)`.
-    pub potential: f64,
+    pub potential: T,
     /// The gradient of the *proposal* potential at `q`.
-    pub gradient: OVector<f64, D>,
+    pub gradient: OVector<T, D>,
 }
 
-impl<D: Dim> State<D>
+impl<D: Dim, T: Real> State<D, T>
 where
     DefaultAllocator: Allocator<D>,
 {
     /// A state at `position`, evaluating `U` and the proposal gradient there.
-    pub fn new<Dy: Dynamics + ?Sized>(
-        position: OVector<f64, D>,
+    pub fn new<Dy: Dynamics<T> + ?Sized>(
+        position: OVector<T, D>,
         dynamics: &Dy,
     ) -> Result<Self, Error> {
         check_dim(dynamics.dim(), position.len())?;
         let mut state = Self {
             gradient: position.clone(),
             position,
-            potential: f64::NAN,
+            potential: T::of(f64::NAN),
         };
         state.refresh(dynamics);
         Ok(state)
@@ -138,12 +144,12 @@ where
 
     /// Re-evaluates `U` and the proposal gradient, as needed after the proposal changes (a
     /// retrained or updated surrogate). Costs one exact evaluation.
-    pub fn refresh<Dy: Dynamics + ?Sized>(&mut self, dynamics: &Dy) {
+    pub fn refresh<Dy: Dynamics<T> + ?Sized>(&mut self, dynamics: &Dy) {
         self.potential = dynamics.end_point(self.position.as_slice(), self.gradient.as_mut_slice());
     }
 
     /// Re-evaluates only the proposal gradient, keeping the cached exact `U`.
-    pub fn refresh_gradient<Dy: Dynamics + ?Sized>(&mut self, dynamics: &Dy) {
+    pub fn refresh_gradient<Dy: Dynamics<T> + ?Sized>(&mut self, dynamics: &Dy) {
         dynamics.proposal_gradient(self.position.as_slice(), self.gradient.as_mut_slice());
     }
 }
@@ -167,26 +173,26 @@ pub struct Transition {
 
 /// The scratch space of an HMC transition for dimension `D`.
 #[derive(Clone, Debug)]
-pub struct Hmc<D: Dim>
+pub struct Hmc<D: Dim, T: Real = f64>
 where
     DefaultAllocator: Allocator<D>,
 {
     /// The settings used by [`Hmc::transition`]; adaptation may change the step size between
     /// transitions.
     pub config: HmcConfig,
-    position: OVector<f64, D>,
-    momentum: OVector<f64, D>,
-    gradient: OVector<f64, D>,
+    position: OVector<T, D>,
+    momentum: OVector<T, D>,
+    gradient: OVector<T, D>,
 }
 
-impl<D: Dim> Hmc<D>
+impl<D: Dim, T: Real> Hmc<D, T>
 where
     DefaultAllocator: Allocator<D>,
 {
     /// A workspace for points of dimension `dim` (`Const<N>` or `Dyn(n)`).
     pub fn new(dim: D, config: HmcConfig) -> Result<Self, Error> {
         config.validate()?;
-        let zeros = OVector::<f64, D>::zeros_generic(dim, nalgebra::U1);
+        let zeros = OVector::<T, D>::zeros_generic(dim, nalgebra::U1);
         Ok(Self {
             config,
             position: zeros.clone(),
@@ -203,31 +209,31 @@ where
     /// rejected and reported divergent.
     pub fn transition<Dy, M, R>(
         &mut self,
-        state: &mut State<D>,
+        state: &mut State<D, T>,
         dynamics: &Dy,
         metric: &M,
         rng: &mut R,
     ) -> Transition
     where
-        Dy: Dynamics + ?Sized,
-        M: Metric + ?Sized,
+        Dy: Dynamics<T> + ?Sized,
+        M: Metric<T> + ?Sized,
         R: Rng + ?Sized,
     {
         let n = self.config.steps.draw(rng);
         metric.draw_momentum(rng, self.momentum.as_mut_slice());
-        let h0 = state.potential + metric.kinetic(self.momentum.as_slice());
+        let h0 = state.potential.to_f64() + metric.kinetic(self.momentum.as_slice()).to_f64();
         self.position.copy_from(&state.position);
         self.gradient.copy_from(&state.gradient);
         let u1 = leapfrog(
             dynamics,
             metric,
-            self.config.step_size,
+            T::of(self.config.step_size),
             n,
             self.position.as_mut_slice(),
             self.momentum.as_mut_slice(),
             self.gradient.as_mut_slice(),
         );
-        let h1 = u1 + metric.kinetic(self.momentum.as_slice());
+        let h1 = u1.to_f64() + metric.kinetic(self.momentum.as_slice()).to_f64();
         let energy_error = h1 - h0;
         let divergent = !energy_error.is_finite() || energy_error > self.config.max_energy_error;
         let accept_prob = if divergent {

@@ -8,32 +8,34 @@
 use crate::linalg::{all_finite, axpy};
 use crate::metric::Metric;
 use crate::potential::Dynamics;
+use crate::real::Real;
 
 /// Integrates `n ≥ 1` leapfrog steps of size `eps` in place.
 ///
 /// On entry `grad` holds the proposal gradient at `q`; on exit `q`, `p` and `grad` hold the end
 /// point, and the exact `U` there is returned. If a gradient or a position turns non-finite the
 /// trajectory stops early and `NaN` is returned: the caller rejects it as divergent.
-pub fn leapfrog<Dy, M>(
+pub fn leapfrog<T, Dy, M>(
     dynamics: &Dy,
     metric: &M,
-    eps: f64,
+    eps: T,
     n: u32,
-    q: &mut [f64],
-    p: &mut [f64],
-    grad: &mut [f64],
-) -> f64
+    q: &mut [T],
+    p: &mut [T],
+    grad: &mut [T],
+) -> T
 where
-    Dy: Dynamics + ?Sized,
-    M: Metric + ?Sized,
+    T: Real,
+    Dy: Dynamics<T> + ?Sized,
+    M: Metric<T> + ?Sized,
 {
-    let half = 0.5 * eps;
-    let mut end_potential = f64::NAN;
+    let half = T::of(0.5) * eps;
+    let mut end_potential = T::of(f64::NAN);
     for step in 1..=n {
         axpy(-half, grad, p);
         metric.drift(eps, p, q);
         if !all_finite(q) {
-            return f64::NAN;
+            return T::of(f64::NAN);
         }
         if step == n {
             end_potential = dynamics.end_point(q, grad);
@@ -41,7 +43,7 @@ where
             dynamics.proposal_gradient(q, grad);
         }
         if !all_finite(grad) {
-            return f64::NAN;
+            return T::of(f64::NAN);
         }
         axpy(-half, grad, p);
     }

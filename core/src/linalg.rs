@@ -3,15 +3,20 @@
 //! A plain `iter().zip().sum()` dot product is one dependent chain of additions, which the
 //! compiler may not reorder; four independent accumulators let it keep the floating-point
 //! units busy and vectorize. The summation order is fixed, so results are bit-identical on
-//! every platform that rounds IEEE-754 doubles the same way.
+//! every platform that rounds IEEE-754 doubles the same way. Generic over the scalar
+//! ([`Real`]): one kernel for `f64` and `f32`.
+
+use crate::real::Real;
 
 /// `Σ aᵢ bᵢ` with four independent partial sums. Panics in debug builds if lengths differ.
-#[inline]
-pub fn dot(a: &[f64], b: &[f64]) -> f64 {
+/// Out of line with the `compact` feature (one copy instead of one per caller).
+#[cfg_attr(feature = "compact", inline(never))]
+#[cfg_attr(not(feature = "compact"), inline)]
+pub fn dot<T: Real>(a: &[T], b: &[T]) -> T {
     debug_assert_eq!(a.len(), b.len());
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; 4];
+    let mut acc = [T::zero(); 4];
     let mut ca = a.chunks_exact(4);
     let mut cb = b.chunks_exact(4);
     for (x, y) in (&mut ca).zip(&mut cb) {
@@ -19,8 +24,8 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
             acc[k] += x[k] * y[k];
         }
     }
-    let mut tail = 0.0;
-    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+    let mut tail = T::zero();
+    for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
         tail += x * y;
     }
     // Pairing lanes 0+2 and 1+3 matches how the vectorized loop holds them (no shuffles).
@@ -29,16 +34,16 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
 
 /// `y ← y + α x`.
 #[inline]
-pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
+pub fn axpy<T: Real>(alpha: T, x: &[T], y: &mut [T]) {
     debug_assert_eq!(x.len(), y.len());
-    for (yi, xi) in y.iter_mut().zip(x) {
+    for (yi, &xi) in y.iter_mut().zip(x) {
         *yi += alpha * xi;
     }
 }
 
 /// Whether every entry is finite.
 #[inline]
-pub fn all_finite(x: &[f64]) -> bool {
+pub fn all_finite<T: Real>(x: &[T]) -> bool {
     x.iter().all(|v| v.is_finite())
 }
 

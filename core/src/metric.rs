@@ -1,34 +1,35 @@
 //! Mass matrices: the kinetic energy `K(p) = ½ pᵀM⁻¹p`, the drift `q ← q + ε M⁻¹p`, and
-//! momentum draws `p ~ N(0, M)`.
+//! momentum draws `p ~ N(0, M)`, in the scalar `T` of the chain (`f64` unless named).
 
 use nalgebra::{DefaultAllocator, Dim, OVector, allocator::Allocator};
 use rand_core::Rng;
 
 use crate::error::{Error, check_dim, check_positive};
 use crate::random::fill_standard_normal;
+use crate::real::Real;
 
 /// A mass matrix `M` for the kinetic energy.
-pub trait Metric {
+pub trait Metric<T: Real = f64> {
     /// `K(p) = ½ pᵀM⁻¹p`.
-    fn kinetic(&self, p: &[f64]) -> f64;
+    fn kinetic(&self, p: &[T]) -> T;
     /// `q ← q + ε M⁻¹p`.
-    fn drift(&self, eps: f64, p: &[f64], q: &mut [f64]);
+    fn drift(&self, eps: T, p: &[T], q: &mut [T]);
     /// Draws `p ~ N(0, M)` into `p`.
-    fn draw_momentum<R: Rng + ?Sized>(&self, rng: &mut R, p: &mut [f64]);
+    fn draw_momentum<R: Rng + ?Sized>(&self, rng: &mut R, p: &mut [T]);
 }
 
 /// `M = I`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct IdentityMetric;
 
-impl Metric for IdentityMetric {
-    fn kinetic(&self, p: &[f64]) -> f64 {
-        0.5 * crate::linalg::dot(p, p)
+impl<T: Real> Metric<T> for IdentityMetric {
+    fn kinetic(&self, p: &[T]) -> T {
+        T::of(0.5) * crate::linalg::dot(p, p)
     }
-    fn drift(&self, eps: f64, p: &[f64], q: &mut [f64]) {
+    fn drift(&self, eps: T, p: &[T], q: &mut [T]) {
         crate::linalg::axpy(eps, p, q);
     }
-    fn draw_momentum<R: Rng + ?Sized>(&self, rng: &mut R, p: &mut [f64]) {
+    fn draw_momentum<R: Rng + ?Sized>(&self, rng: &mut R, p: &mut [T]) {
         fill_standard_normal(rng, p);
     }
 }
@@ -36,24 +37,29 @@ impl Metric for IdentityMetric {
 /// A diagonal `M`, stored as its inverse (the posterior variances an adaptation estimates) and
 /// the square root of `M` (to scale momentum draws).
 #[derive(Clone, Debug)]
-pub struct DiagonalMetric<D: Dim>
+pub struct DiagonalMetric<D: Dim, T: Real = f64>
 where
     DefaultAllocator: Allocator<D>,
 {
-    inv_mass: OVector<f64, D>,
-    sqrt_mass: OVector<f64, D>,
+    inv_mass: OVector<T, D>,
+    sqrt_mass: OVector<T, D>,
 }
 
-impl<D: Dim> DiagonalMetric<D>
+/// `√(1/m)`, in `f64` (not on a hot path).
+fn sqrt_mass<T: Real>(m: T) -> T {
+    T::of(libm::sqrt(1.0 / m.to_f64()))
+}
+
+impl<D: Dim, T: Real> DiagonalMetric<D, T>
 where
     DefaultAllocator: Allocator<D>,
 {
     /// A metric with `M⁻¹ = diag(inv_mass)`; every entry must be finite and positive.
-    pub fn new(inv_mass: OVector<f64, D>) -> Result<Self, Error> {
+    pub fn new(inv_mass: OVector<T, D>) -> Result<Self, Error> {
         for &m in inv_mass.iter() {
-            check_positive(m, "inverse mass")?;
+            check_positive(m.to_f64(), "inverse mass")?;
         }
-        let sqrt_mass = inv_mass.map(|m| libm::sqrt(1.0 / m));
+        let sqrt_mass = inv_mass.map(sqrt_mass);
         Ok(Self {
             inv_mass,
             sqrt_mass,
@@ -61,40 +67,45 @@ where
     }
 
     /// Replaces `M⁻¹` (for instance after a warmup window), keeping the storage.
-    pub fn set_inv_mass(&mut self, inv_mass: &[f64]) -> Result<(), Error> {
+    pub fn set_inv_mass(&mut self, inv_mass: &[T]) -> Result<(), Error> {
         check_dim(self.inv_mass.len(), inv_mass.len())?;
         for &m in inv_mass {
-            check_positive(m, "inverse mass")?;
+            check_positive(m.to_f64(), "inverse mass")?;
         }
-        for i in 0..inv_mass.len() {
-            self.inv_mass[i] = inv_mass[i];
-            self.sqrt_mass[i] = libm::sqrt(1.0 / inv_mass[i]);
+        let stored = self.inv_mass.iter_mut().zip(self.sqrt_mass.iter_mut());
+        for ((inv, sqrt), &m) in stored.zip(inv_mass) {
+            *inv = m;
+            *sqrt = sqrt_mass(m);
         }
         Ok(())
     }
 
     /// The diagonal of `M⁻¹`.
-    pub fn inv_mass(&self) -> &[f64] {
+    pub fn inv_mass(&self) -> &[T] {
         self.inv_mass.as_slice()
     }
 }
 
-impl<D: Dim> Metric for DiagonalMetric<D>
+impl<D: Dim, T: Real> Metric<T> for DiagonalMetric<D, T>
 where
     DefaultAllocator: Allocator<D>,
 {
-    fn kinetic(&self, p: &[f64]) -> f64 {
+    fn kinetic(&self, p: &[T]) -> T {
         let m = self.inv_mass.as_slice();
-        0.5 * p.iter().zip(m).map(|(pi, mi)| pi * pi * mi).sum::<f64>()
+        let sum = p
+            .iter()
+            .zip(m)
+            .fold(T::zero(), |acc, (&pi, &mi)| acc + pi * pi * mi);
+        T::of(0.5) * sum
     }
-    fn drift(&self, eps: f64, p: &[f64], q: &mut [f64]) {
-        for ((qi, pi), mi) in q.iter_mut().zip(p).zip(self.inv_mass.iter()) {
+    fn drift(&self, eps: T, p: &[T], q: &mut [T]) {
+        for ((qi, &pi), &mi) in q.iter_mut().zip(p).zip(self.inv_mass.iter()) {
             *qi += eps * mi * pi;
         }
     }
-    fn draw_momentum<R: Rng + ?Sized>(&self, rng: &mut R, p: &mut [f64]) {
+    fn draw_momentum<R: Rng + ?Sized>(&self, rng: &mut R, p: &mut [T]) {
         fill_standard_normal(rng, p);
-        for (pi, si) in p.iter_mut().zip(self.sqrt_mass.iter()) {
+        for (pi, &si) in p.iter_mut().zip(self.sqrt_mass.iter()) {
             *pi *= si;
         }
     }

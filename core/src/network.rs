@@ -18,16 +18,20 @@
 //! the whole buffer in one loop of branch-free [`fastmath`] code, which the compiler vectorizes
 //! (a library `exp` call per unit cost about as much as the rest of the unit's work); then the
 //! directions, four units per pass over the gradient. No allocation: the buffers are
-//! `[f64; BLOCK]` arrays on the stack.
+//! `[T; BLOCK]` arrays on the stack.
+//!
+//! The network computes in the scalar `T` ([`Real`]; `f64` unless named): one implementation for
+//! the host's `f64` and a single-precision device's `f32`. Its configuration ([`NetworkConfig`],
+//! [`Nodes`]) is given in `f64` and used only to build it.
 
 use nalgebra::{DefaultAllocator, Dim, OMatrix, OVector, U1, allocator::Allocator};
 use rand_core::Rng;
 
 use crate::error::{Error, check_dim, check_positive};
-use crate::fastmath;
 use crate::linalg::{axpy, dot};
 use crate::potential::Potential;
 use crate::random::{fill_standard_normal, uniform};
+use crate::real::Real;
 
 /// The activation of additive units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -42,52 +46,53 @@ pub enum Activation {
 }
 
 impl Activation {
-    /// `a(x)`. Branch-free (see [`fastmath`]), accurate to a few ulp, finite for every finite
-    /// `x` (softplus grows like `x`).
+    /// `a(x)`. Branch-free (see [`fastmath`](crate::fastmath) and [`Real`]), accurate to a few
+    /// ulp in `f64`, finite for every finite `x` (softplus grows like `x`).
     #[inline(always)]
-    pub fn value(self, x: f64) -> f64 {
+    pub fn value<T: Real>(self, x: T) -> T {
         match self {
-            Activation::Softplus => fastmath::softplus(x),
-            Activation::Sigmoid => fastmath::logistic(x),
-            Activation::Tanh => fastmath::tanh(x),
+            Activation::Softplus => x.softplus(),
+            Activation::Sigmoid => x.logistic(),
+            Activation::Tanh => x.tanh_fast(),
         }
     }
 
     /// `a'(x)`.
     #[inline(always)]
-    pub fn derivative(self, x: f64) -> f64 {
+    pub fn derivative<T: Real>(self, x: T) -> T {
         match self {
-            Activation::Softplus => fastmath::logistic(x),
-            Activation::Sigmoid => fastmath::logistic_derivative(x),
-            Activation::Tanh => fastmath::tanh_derivative(x),
+            Activation::Softplus => x.logistic(),
+            Activation::Sigmoid => x.logistic_derivative(),
+            Activation::Tanh => x.tanh_derivative(),
         }
     }
 
     /// `a''(x)`.
     #[inline(always)]
-    pub fn second_derivative(self, x: f64) -> f64 {
+    pub fn second_derivative<T: Real>(self, x: T) -> T {
         match self {
-            Activation::Softplus => fastmath::logistic_derivative(x),
-            Activation::Sigmoid => fastmath::logistic_second_derivative(x),
-            Activation::Tanh => fastmath::tanh_second_derivative(x),
+            Activation::Softplus => x.logistic_derivative(),
+            Activation::Sigmoid => x.logistic_second_derivative(),
+            Activation::Tanh => x.tanh_second_derivative(),
         }
     }
 
     /// `a'''(x)`, for the derivatives of the network's Hessian (a Riemannian metric's `∂ᵢG`).
     /// From `σ = σ(x)` (softplus, sigmoid) or `t = tanh x`: `σ(1−σ)(1−2σ)`,
-    /// `σ(1−σ)(1−6σ+6σ²)`, `(6t²−2)(1−t²)`. `σ(1−σ)` is taken from [`fastmath`]'s
-    /// cancellation-free form, so the tails are exact zeros, not rounding noise.
+    /// `σ(1−σ)(1−6σ+6σ²)`, `(6t²−2)(1−t²)`. `σ(1−σ)` is taken from the cancellation-free
+    /// form of [`fastmath`](crate::fastmath), so the tails are exact zeros, not rounding noise.
     #[inline(always)]
-    pub fn third_derivative(self, x: f64) -> f64 {
+    pub fn third_derivative<T: Real>(self, x: T) -> T {
+        let (one, six) = (T::one(), T::of(6.0));
         match self {
-            Activation::Softplus => fastmath::logistic_second_derivative(x),
+            Activation::Softplus => x.logistic_second_derivative(),
             Activation::Sigmoid => {
-                let s = fastmath::logistic(x);
-                fastmath::logistic_derivative(x) * (1.0 - 6.0 * s * (1.0 - s))
+                let s = x.logistic();
+                x.logistic_derivative() * (one - six * s * (one - s))
             }
             Activation::Tanh => {
-                let t = fastmath::tanh(x);
-                (6.0 * t * t - 2.0) * fastmath::tanh_derivative(x)
+                let t = x.tanh_fast();
+                (six * t * t - T::of(2.0)) * x.tanh_derivative()
             }
         }
     }
@@ -115,20 +120,20 @@ impl Nodes {
     /// The unit's output `φ` as a function of its argument `x` (the pre-activation, or the
     /// squared scaled distance of a radial unit).
     #[inline(always)]
-    fn value(self, x: f64) -> f64 {
+    fn value<T: Real>(self, x: T) -> T {
         match self {
             Nodes::Additive(a) => a.value(x),
-            Nodes::Rbf { .. } => fastmath::exp(-0.5 * x),
+            Nodes::Rbf { .. } => (T::of(-0.5) * x).exp_fast(),
         }
     }
 
     /// The factor `c` with `∇φ = c · wᵢ` (additive) or `∇φ = c · precision ⊙ (q − cᵢ)` (radial)
     /// at argument `x`: `a'(x)`, or `−φ` for a radial unit.
     #[inline(always)]
-    fn slope(self, x: f64) -> f64 {
+    fn slope<T: Real>(self, x: T) -> T {
         match self {
             Nodes::Additive(a) => a.derivative(x),
-            Nodes::Rbf { .. } => -fastmath::exp(-0.5 * x),
+            Nodes::Rbf { .. } => -(T::of(-0.5) * x).exp_fast(),
         }
     }
 }
@@ -136,7 +141,9 @@ impl Nodes {
 /// Runs `$body` with `$kind` bound to a copy of `$nodes` whose variant the compiler sees as a
 /// constant, one copy of `$body` per kind of unit: the `match` on the kind inside
 /// [`Nodes::value`] and [`Nodes::slope`] then folds away, and a loop over a block of units is
-/// one activation's straight-line code, which vectorizes.
+/// one activation's straight-line code, which vectorizes. With the `compact` feature, one copy
+/// that matches per unit instead (a quarter of the code, for a device's flash).
+#[cfg(not(feature = "compact"))]
 macro_rules! specialize {
     ($nodes:expr, $kind:ident => $body:block) => {
         match $nodes {
@@ -158,6 +165,15 @@ macro_rules! specialize {
             }
         }
     };
+}
+
+/// See the other definition: one copy of `$body` for every kind.
+#[cfg(feature = "compact")]
+macro_rules! specialize {
+    ($nodes:expr, $kind:ident => $body:block) => {{
+        let $kind = $nodes;
+        $body
+    }};
 }
 
 /// Units per block of the blocked loops. A block of 64 units of d = 50 weights is 25.6 kB, so
@@ -190,15 +206,16 @@ impl WeightDistribution {
     }
 
     /// Fills `out` with draws, each multiplied by `factor`.
-    fn fill<R: Rng + ?Sized>(self, rng: &mut R, factor: f64, out: &mut [f64]) {
+    fn fill<T: Real, R: Rng + ?Sized>(self, rng: &mut R, factor: f64, out: &mut [T]) {
         match self {
             WeightDistribution::Normal { sd } => {
                 fill_standard_normal(rng, out);
-                out.iter_mut().for_each(|x| *x *= sd * factor);
+                let scale = T::of(sd * factor);
+                out.iter_mut().for_each(|x| *x *= scale);
             }
             WeightDistribution::Uniform { half_width } => {
                 for x in out.iter_mut() {
-                    *x = (2.0 * uniform(rng) - 1.0) * half_width * factor;
+                    *x = T::of((2.0 * uniform(rng) - 1.0) * half_width * factor);
                 }
             }
         }
@@ -234,17 +251,17 @@ impl Default for NetworkConfig {
 
 /// The map `u = (q − centre) / scale` applied to the input before the units see it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct InputTransform<D: Dim>
+pub struct InputTransform<D: Dim, T: Real = f64>
 where
     DefaultAllocator: Allocator<D>,
 {
     /// Subtracted from `q`.
-    pub centre: OVector<f64, D>,
+    pub centre: OVector<T, D>,
     /// Divides `q − centre`, per coordinate; positive.
-    pub scale: OVector<f64, D>,
+    pub scale: OVector<T, D>,
 }
 
-impl<D: Dim> InputTransform<D>
+impl<D: Dim, T: Real> InputTransform<D, T>
 where
     DefaultAllocator: Allocator<D>,
 {
@@ -252,20 +269,20 @@ where
     pub fn identity(dim: D) -> Self {
         Self {
             centre: OVector::zeros_generic(dim, U1),
-            scale: OVector::from_element_generic(dim, U1, 1.0),
+            scale: OVector::from_element_generic(dim, U1, T::one()),
         }
     }
 
     /// A map with the given centre and scale; every scale must be finite and positive.
-    pub fn new(centre: OVector<f64, D>, scale: OVector<f64, D>) -> Result<Self, Error> {
+    pub fn new(centre: OVector<T, D>, scale: OVector<T, D>) -> Result<Self, Error> {
         check_dim(centre.len(), scale.len())?;
-        for &c in centre.iter() {
+        for c in centre.iter() {
             if !c.is_finite() {
                 return Err(Error::NotFinite("input centre"));
             }
         }
         for &s in scale.iter() {
-            check_positive(s, "input scale")?;
+            check_positive(s.to_f64(), "input scale")?;
         }
         Ok(Self { centre, scale })
     }
@@ -273,54 +290,56 @@ where
 
 /// A random-basis network `z(q) = Σᵢ vᵢ φᵢ(q) + b` with input dimension `D` and `S` units.
 #[derive(Clone, Debug)]
-pub struct Network<D: Dim, S: Dim>
+pub struct Network<D: Dim, S: Dim, T: Real = f64>
 where
     DefaultAllocator: Allocator<D> + Allocator<S> + Allocator<D, S>,
 {
     nodes: Nodes,
-    transform: InputTransform<D>,
+    transform: InputTransform<D, T>,
     /// Additive: column `i` is `wᵢ / scale`. Radial: column `i` is the centre in `q`-space.
-    weights: OMatrix<f64, D, S>,
+    weights: OMatrix<T, D, S>,
     /// Additive: `dᵢ − (wᵢ/scale)·centre`. Radial: zero.
-    offsets: OVector<f64, S>,
+    offsets: OVector<T, S>,
     /// Radial: `1 / (scale² ℓ²)` per coordinate, the metric of the exponent.
-    precision: OVector<f64, D>,
-    output: OVector<f64, S>,
-    bias: f64,
+    precision: OVector<T, D>,
+    output: OVector<T, S>,
+    bias: T,
 }
 
-impl<D: Dim, S: Dim> Network<D, S>
+impl<D: Dim, S: Dim, T: Real> Network<D, S, T>
 where
     DefaultAllocator: Allocator<D> + Allocator<S> + Allocator<D, S>,
 {
     /// A network with random input parameters drawn from `config`, applied after `transform`,
-    /// with `hidden` units and zero output weights.
+    /// with `hidden` units and zero output weights. The draws are the same for both scalars
+    /// (made in `f64`, then rounded).
     pub fn random<R: Rng + ?Sized>(
         config: &NetworkConfig,
-        transform: InputTransform<D>,
+        transform: InputTransform<D, T>,
         hidden: S,
         rng: &mut R,
     ) -> Result<Self, Error> {
         config.weights.validate()?;
         config.offsets.validate()?;
         let dim = D::from_usize(transform.centre.len());
-        let mut raw = OMatrix::<f64, D, S>::zeros_generic(dim, hidden);
-        let mut offsets = OVector::<f64, S>::zeros_generic(hidden, U1);
+        let mut raw = OMatrix::<T, D, S>::zeros_generic(dim, hidden);
+        let mut offsets = OVector::<T, S>::zeros_generic(hidden, U1);
         let d = dim.value();
+        if d == 0 {
+            return Err(Error::NotPositive("input dimension"));
+        }
         let weight_factor = match config.nodes {
             Nodes::Additive(_) => 1.0 / libm::sqrt(d as f64),
             Nodes::Rbf { .. } => 1.0,
         };
-        for i in 0..hidden.value() {
-            config.weights.fill(
-                rng,
-                weight_factor,
-                &mut raw.as_mut_slice()[i * d..(i + 1) * d],
-            );
+        for (col, offset) in raw
+            .as_mut_slice()
+            .chunks_exact_mut(d)
+            .zip(offsets.iter_mut())
+        {
+            config.weights.fill(rng, weight_factor, col);
             if let Nodes::Additive(_) = config.nodes {
-                config
-                    .offsets
-                    .fill(rng, 1.0, core::slice::from_mut(&mut offsets[i]));
+                config.offsets.fill(rng, 1.0, core::slice::from_mut(offset));
             }
         }
         Self::from_raw(config.nodes, transform, raw, offsets)
@@ -331,9 +350,9 @@ where
     /// `i` is the centre `cᵢ` and the offsets are ignored. Output weights start at zero.
     pub fn from_raw(
         nodes: Nodes,
-        transform: InputTransform<D>,
-        raw_weights: OMatrix<f64, D, S>,
-        raw_offsets: OVector<f64, S>,
+        transform: InputTransform<D, T>,
+        raw_weights: OMatrix<T, D, S>,
+        raw_offsets: OVector<T, S>,
     ) -> Result<Self, Error> {
         // The transform's fields are public, so check it here as `InputTransform::new` does.
         let transform = InputTransform::new(transform.centre, transform.scale)?;
@@ -347,32 +366,36 @@ where
             return Err(Error::NotFinite("network input parameters"));
         }
         let (dim, hidden) = raw_weights.shape_generic();
+        let d = dim.value();
+        if d == 0 {
+            return Err(Error::NotPositive("input dimension"));
+        }
         let mut weights = raw_weights;
         let mut offsets = raw_offsets;
-        let mut precision = OVector::<f64, D>::zeros_generic(dim, U1);
+        let mut precision = OVector::<T, D>::zeros_generic(dim, U1);
+        let (centre, scale) = (transform.centre.as_slice(), transform.scale.as_slice());
         match nodes {
             Nodes::Additive(_) => {
-                let d = dim.value();
-                for (i, col) in weights.as_mut_slice().chunks_exact_mut(d).enumerate() {
-                    for k in 0..d {
-                        col[k] /= transform.scale[k];
+                let columns = weights.as_mut_slice().chunks_exact_mut(d);
+                for (col, offset) in columns.zip(offsets.iter_mut()) {
+                    for (w, &s) in col.iter_mut().zip(scale) {
+                        *w /= s;
                     }
-                    offsets[i] -= dot(col, transform.centre.as_slice());
+                    *offset -= dot(col, centre);
                 }
             }
             Nodes::Rbf { width } => {
                 check_positive(width, "RBF width")?;
-                for k in 0..dim.value() {
-                    let s = transform.scale[k];
-                    precision[k] = 1.0 / (s * s * width * width);
+                let width = T::of(width);
+                for (p, &s) in precision.iter_mut().zip(scale) {
+                    *p = T::one() / (s * s * width * width);
                 }
-                let d = dim.value();
                 for col in weights.as_mut_slice().chunks_exact_mut(d) {
-                    for k in 0..d {
-                        col[k] = transform.centre[k] + transform.scale[k] * col[k];
+                    for ((w, &c), &s) in col.iter_mut().zip(centre).zip(scale) {
+                        *w = c + s * *w;
                     }
                 }
-                offsets.fill(0.0);
+                offsets.fill(T::zero());
             }
         }
         Ok(Self {
@@ -382,7 +405,7 @@ where
             offsets,
             precision,
             output: OVector::zeros_generic(hidden, U1),
-            bias: 0.0,
+            bias: T::zero(),
         })
     }
 
@@ -402,69 +425,73 @@ where
     }
 
     /// The input transform the network was built with.
-    pub fn transform(&self) -> &InputTransform<D> {
+    pub fn transform(&self) -> &InputTransform<D, T> {
         &self.transform
     }
 
     /// The stored input weights (column per unit, transform folded in; see the field docs).
-    pub fn weights(&self) -> &OMatrix<f64, D, S> {
+    pub fn weights(&self) -> &OMatrix<T, D, S> {
         &self.weights
     }
 
     /// The stored unit offsets (transform folded in).
-    pub fn offsets(&self) -> &OVector<f64, S> {
+    pub fn offsets(&self) -> &OVector<T, S> {
         &self.offsets
     }
 
     /// The output weights `v`.
-    pub fn output(&self) -> &OVector<f64, S> {
+    pub fn output(&self) -> &OVector<T, S> {
         &self.output
     }
 
     /// The output bias `b`. It does not change the gradient, only the level of `z`.
-    pub fn bias(&self) -> f64 {
+    pub fn bias(&self) -> T {
         self.bias
     }
 
     /// Sets the output weights and bias.
-    pub fn set_output(&mut self, output: &[f64], bias: f64) -> Result<(), Error> {
-        check_dim(self.hidden(), output.len())?;
+    pub fn set_output(&mut self, output: &[T], bias: T) -> Result<(), Error> {
+        check_dim(self.output.len(), output.len())?;
         if !bias.is_finite() || output.iter().any(|x| !x.is_finite()) {
             return Err(Error::NotFinite("output weights"));
         }
-        self.output.as_mut_slice().copy_from_slice(output);
+        for (v, &x) in self.output.iter_mut().zip(output) {
+            *v = x;
+        }
         self.bias = bias;
         Ok(())
     }
 
-    /// The stored weights of unit `i` (a contiguous column).
+    /// The units from `start` on: each one's stored weights (a contiguous column) and offset.
     #[inline]
-    fn unit(&self, i: usize) -> &[f64] {
-        let d = self.weights.nrows();
-        &self.weights.as_slice()[i * d..(i + 1) * d]
+    fn units_from(&self, start: usize) -> impl Iterator<Item = (&[T], T)> {
+        // `random`/`from_raw` refuse d = 0, so the chunks have a positive size.
+        let d = self.weights.nrows().max(1);
+        let weights = self.weights.as_slice().get(start * d..).unwrap_or_default();
+        let offsets = self.offsets.as_slice().get(start..).unwrap_or_default();
+        weights.chunks_exact(d).zip(offsets.iter().copied())
     }
 
-    /// Unit `i`'s pre-activation (additive) or squared scaled distance (radial) at `q`.
+    /// The argument of the unit with weights `w` and offset `offset` at `q`.
     #[inline]
-    fn argument(&self, i: usize, q: &[f64]) -> f64 {
-        let w = self.unit(i);
+    fn argument_of(&self, w: &[T], offset: T, q: &[T]) -> T {
         match self.nodes {
-            Nodes::Additive(_) => dot(w, q) + self.offsets[i],
+            Nodes::Additive(_) => dot(w, q) + offset,
             Nodes::Rbf { .. } => {
                 // Four partial sums, as in `dot`, so the adds are not one dependent chain.
                 let p = self.precision.as_slice();
                 let (w4, w_tail) = w.as_chunks::<4>();
                 let (q4, q_tail) = q.as_chunks::<4>();
                 let (p4, p_tail) = p.as_chunks::<4>();
-                let mut acc = [0.0f64; 4];
+                let mut acc = [T::zero(); 4];
                 for ((wc, qc), pc) in w4.iter().zip(q4).zip(p4) {
                     for k in 0..4 {
                         let diff = qc[k] - wc[k];
                         acc[k] += diff * diff * pc[k];
                     }
                 }
-                let mut tail = 0.0;
-                for ((wk, qk), pk) in w_tail.iter().zip(q_tail).zip(p_tail) {
+                let mut tail = T::zero();
+                for ((&wk, &qk), &pk) in w_tail.iter().zip(q_tail).zip(p_tail) {
                     let diff = qk - wk;
                     tail += diff * diff * pk;
                 }
@@ -478,21 +505,20 @@ where
     /// One unit at a time: each dot product already runs at two loads per cycle, the limit of
     /// the load ports, and interleaving four units to share the loads of `q` was no faster.
     #[inline]
-    fn arguments(&self, start: usize, q: &[f64], out: &mut [f64]) {
-        for (j, x) in out.iter_mut().enumerate() {
-            *x = self.argument(start + j, q);
+    fn arguments(&self, start: usize, q: &[T], out: &mut [T]) {
+        for (x, (w, offset)) in out.iter_mut().zip(self.units_from(start)) {
+            *x = self.argument_of(w, offset, q);
         }
     }
 
     /// Adds `Σⱼ cⱼ · ∇(argument of unit start + j)` to `g`, for `j < c.len()`: `cⱼ wᵢ`
     /// (additive) or `cⱼ · precision ⊙ (q − cᵢ)` (radial), four units per pass over `g`.
     #[inline]
-    fn add_directions(&self, start: usize, c: &[f64], q: &[f64], g: &mut [f64]) {
-        let d = self.dim();
+    fn add_directions(&self, start: usize, c: &[T], q: &[T], g: &mut [T]) {
+        let d = self.dim().max(1);
         let (c4, rest) = c.as_chunks::<4>();
         let done = 4 * c4.len();
-        let w = &self.weights.as_slice()[start * d..(start + done) * d];
-        let g = &mut g[..d];
+        let w = self.weights.as_slice().get(start * d..).unwrap_or_default();
         match self.nodes {
             Nodes::Additive(_) => {
                 for (cs, w4) in c4.iter().zip(w.chunks_exact(4 * d)) {
@@ -500,29 +526,30 @@ where
                 }
             }
             Nodes::Rbf { .. } => {
-                let p = &self.precision.as_slice()[..d];
-                let q = &q[..d];
+                let p = self.precision.as_slice();
                 for (cs, w4) in c4.iter().zip(w.chunks_exact(4 * d)) {
-                    let (w0, w123) = w4.split_at(d);
-                    let (w1, w23) = w123.split_at(d);
-                    let (w2, w3) = w23.split_at(d);
-                    for k in 0..d {
-                        let qk = q[k];
-                        let sum = (cs[0] * (qk - w0[k]) + cs[1] * (qk - w1[k]))
-                            + (cs[2] * (qk - w2[k]) + cs[3] * (qk - w3[k]));
-                        g[k] += p[k] * sum;
+                    let Some([w0, w1, w2, w3]) = four_columns(w4, d) else {
+                        break;
+                    };
+                    let columns = w0.iter().zip(w1).zip(w2).zip(w3);
+                    let coordinates = g.iter_mut().zip(q).zip(p);
+                    for (((gk, &qk), &pk), (((&a0, &a1), &a2), &a3)) in coordinates.zip(columns) {
+                        let sum = (cs[0] * (qk - a0) + cs[1] * (qk - a1))
+                            + (cs[2] * (qk - a2) + cs[3] * (qk - a3));
+                        *gk += pk * sum;
                     }
                 }
             }
         }
-        for (j, &cj) in rest.iter().enumerate() {
-            self.add_direction(start + done + j, cj, q, g);
+        let tail = w.chunks_exact(d).skip(done);
+        for (&cj, wj) in rest.iter().zip(tail) {
+            self.add_direction_of(wj, cj, q, g);
         }
     }
 
     /// Writes the hidden-unit outputs `φᵢ(q)` into `h` (length `s`): one row of the design
     /// matrix for training the output weights.
-    pub fn features(&self, q: &[f64], h: &mut [f64]) {
+    pub fn features(&self, q: &[T], h: &mut [T]) {
         debug_assert_eq!(h.len(), self.hidden());
         self.arguments(0, q, h);
         specialize!(self.nodes, kind => {
@@ -532,15 +559,16 @@ where
         });
     }
 
-    /// Adds `c · ∇(argument of unit i)` shape to `g`: `c·wᵢ` or `c · precision ⊙ (q − cᵢ)`.
+    /// Adds `c · ∇(argument)` of the unit with weights `w` to `g`: `c·w` or
+    /// `c · precision ⊙ (q − w)`.
     #[inline]
-    fn add_direction(&self, i: usize, c: f64, q: &[f64], g: &mut [f64]) {
-        let w = self.unit(i);
+    fn add_direction_of(&self, w: &[T], c: T, q: &[T], g: &mut [T]) {
         match self.nodes {
             Nodes::Additive(_) => axpy(c, w, g),
             Nodes::Rbf { .. } => {
-                for k in 0..g.len() {
-                    g[k] += c * self.precision[k] * (q[k] - w[k]);
+                let coordinates = g.iter_mut().zip(self.precision.iter()).zip(q).zip(w);
+                for (((gk, &pk), &qk), &wk) in coordinates {
+                    *gk += c * pk * (qk - wk);
                 }
             }
         }
@@ -548,36 +576,35 @@ where
 
     /// Writes the gradients of the hidden units, `∇φᵢ(q)`, as the columns of `a` (a `d × s`
     /// column-major buffer): the rows of the score-matching design.
-    pub fn feature_gradients(&self, q: &[f64], a: &mut [f64]) {
-        let d = self.dim();
+    pub fn feature_gradients(&self, q: &[T], a: &mut [T]) {
+        let d = self.dim().max(1);
         debug_assert_eq!(a.len(), d * self.hidden());
-        let mut buf = [0.0f64; BLOCK];
+        let mut buf = [T::zero(); BLOCK];
         for (b, cols) in a.chunks_mut(BLOCK * d).enumerate() {
             let start = b * BLOCK;
-            let slopes = &mut buf[..cols.len() / d];
+            let slopes = buf.get_mut(..cols.len() / d).unwrap_or_default();
             self.arguments(start, q, slopes);
             specialize!(self.nodes, kind => {
                 for x in slopes.iter_mut() {
                     *x = kind.slope(*x);
                 }
             });
-            for (j, (col, &slope)) in cols.chunks_exact_mut(d).zip(&*slopes).enumerate() {
-                col.fill(0.0);
-                self.add_direction(start + j, slope, q, col);
+            let units = self.units_from(start);
+            for ((col, &slope), (w, _)) in cols.chunks_exact_mut(d).zip(&*slopes).zip(units) {
+                col.fill(T::zero());
+                self.add_direction_of(w, slope, q, col);
             }
         }
     }
 
     /// Writes the Hessian `∇²z(q)` into `out` (a `d × d` buffer; symmetric, so either order).
     /// Costs O(s·d²); used as a Riemannian metric.
-    pub fn hessian(&self, q: &[f64], out: &mut [f64]) {
+    pub fn hessian(&self, q: &[T], out: &mut [T]) {
         let d = self.dim();
         debug_assert_eq!(out.len(), d * d);
-        out.fill(0.0);
-        for i in 0..self.hidden() {
-            let v = self.output[i];
-            let x = self.argument(i, q);
-            let w = self.unit(i);
+        out.fill(T::zero());
+        for ((w, offset), &v) in self.units_from(0).zip(self.output.iter()) {
+            let x = self.argument_of(w, offset, q);
             match self.nodes {
                 Nodes::Additive(act) => {
                     let c = v * act.second_derivative(x);
@@ -588,7 +615,7 @@ where
                 Nodes::Rbf { .. } => {
                     // φ = exp(−x/2), ∇φ = −φ y, ∇²φ = φ (y yᵀ − diag(precision)),
                     // with y = precision ⊙ (q − c).
-                    let phi = fastmath::exp(-0.5 * x);
+                    let phi = (T::of(-0.5) * x).exp_fast();
                     for col in 0..d {
                         let ycol = self.precision[col] * (q[col] - w[col]);
                         for row in 0..d {
@@ -608,14 +635,12 @@ where
     ///
     /// Additive unit: `v a'''(x) (w·u) w wᵀ`. Radial unit, with `y = precision ⊙ (q − c)` and
     /// `P = diag(precision)`: `v φ [(Pu) yᵀ + y (Pu)ᵀ − (y·u)(y yᵀ − P)]`.
-    pub fn hessian_derivative(&self, q: &[f64], u: &[f64], out: &mut [f64]) {
+    pub fn hessian_derivative(&self, q: &[T], u: &[T], out: &mut [T]) {
         let d = self.dim();
         debug_assert_eq!(out.len(), d * d);
-        out.fill(0.0);
-        for i in 0..self.hidden() {
-            let v = self.output[i];
-            let x = self.argument(i, q);
-            let w = self.unit(i);
+        out.fill(T::zero());
+        for ((w, offset), &v) in self.units_from(0).zip(self.output.iter()) {
+            let x = self.argument_of(w, offset, q);
             match self.nodes {
                 Nodes::Additive(act) => {
                     let c = v * act.third_derivative(x) * dot(w, u);
@@ -625,8 +650,8 @@ where
                 }
                 Nodes::Rbf { .. } => {
                     let p = &self.precision;
-                    let c = v * fastmath::exp(-0.5 * x);
-                    let mut yu = 0.0;
+                    let c = v * (T::of(-0.5) * x).exp_fast();
+                    let mut yu = T::zero();
                     for k in 0..d {
                         yu += p[k] * (q[k] - w[k]) * u[k];
                     }
@@ -653,18 +678,16 @@ where
     /// [`Network::hessian_derivative`]s would cost O(s·d³).
     ///
     /// Additive unit: `v a'''(x) (wᵀMw) wₖ`. Radial unit: `v φ [2 pₖ (My)ₖ − yₖ (yᵀMy − Σₐ mₐₐ pₐ)]`.
-    pub fn hessian_derivative_trace(&self, q: &[f64], m: &[f64], out: &mut [f64]) {
+    pub fn hessian_derivative_trace(&self, q: &[T], m: &[T], out: &mut [T]) {
         let d = self.dim();
         debug_assert_eq!(m.len(), d * d);
         debug_assert_eq!(out.len(), d);
-        out.fill(0.0);
-        for i in 0..self.hidden() {
-            let v = self.output[i];
-            let x = self.argument(i, q);
-            let w = self.unit(i);
+        out.fill(T::zero());
+        for ((w, offset), &v) in self.units_from(0).zip(self.output.iter()) {
+            let x = self.argument_of(w, offset, q);
             match self.nodes {
                 Nodes::Additive(act) => {
-                    let mut quad = 0.0;
+                    let mut quad = T::zero();
                     for col in 0..d {
                         quad += w[col] * dot(&m[col * d..(col + 1) * d], w);
                     }
@@ -672,17 +695,17 @@ where
                 }
                 Nodes::Rbf { .. } => {
                     let p = &self.precision;
-                    let c = v * fastmath::exp(-0.5 * x);
-                    let (mut quad, mut trace) = (0.0, 0.0);
+                    let c = v * (T::of(-0.5) * x).exp_fast();
+                    let (mut quad, mut trace) = (T::zero(), T::zero());
                     for col in 0..d {
                         let ycol = p[col] * (q[col] - w[col]);
-                        let mut my = 0.0;
+                        let mut my = T::zero();
                         for row in 0..d {
                             my += m[col * d + row] * p[row] * (q[row] - w[row]);
                         }
                         quad += ycol * my;
                         trace += m[col * d + col] * p[col];
-                        out[col] += c * 2.0 * p[col] * my;
+                        out[col] += c * T::of(2.0) * p[col] * my;
                     }
                     for k in 0..d {
                         out[k] -= c * p[k] * (q[k] - w[k]) * (quad - trace);
@@ -694,7 +717,7 @@ where
 
     /// `z = b + Σᵢ vᵢ φᵢ` from the partial sums of [`add_outputs`].
     #[inline]
-    fn output_value(&self, sums: [f64; 4]) -> f64 {
+    fn output_value(&self, sums: [T; 4]) -> T {
         self.bias + ((sums[0] + sums[2]) + (sums[1] + sums[3]))
     }
 }
@@ -702,7 +725,7 @@ where
 /// Adds `vⱼ φⱼ` to `sums[j mod 4]`: four partial sums, so the additions are not one dependent
 /// chain. Blocks start at multiples of four, so unit `i` always goes to `sums[i mod 4]`.
 #[inline(always)]
-fn add_outputs(sums: &mut [f64; 4], v: &[f64], phi: &[f64]) {
+fn add_outputs<T: Real>(sums: &mut [T; 4], v: &[T], phi: &[T]) {
     let (v4, v_rest) = v.as_chunks::<4>();
     let (p4, p_rest) = phi.as_chunks::<4>();
     for (vc, pc) in v4.iter().zip(p4) {
@@ -710,25 +733,34 @@ fn add_outputs(sums: &mut [f64; 4], v: &[f64], phi: &[f64]) {
             sums[k] += vc[k] * pc[k];
         }
     }
-    for (k, (vk, pk)) in v_rest.iter().zip(p_rest).enumerate() {
-        sums[k] += vk * pk;
+    for (sum, (&vk, &pk)) in sums.iter_mut().zip(v_rest.iter().zip(p_rest)) {
+        *sum += vk * pk;
     }
 }
 
 /// `g += Σₖ cₖ wₖ` over the four consecutive columns `wₖ` in `w` (each of length `g.len()`):
 /// `g` is loaded and stored once per four units.
 #[inline(always)]
-fn axpy4(c: [f64; 4], w: &[f64], g: &mut [f64]) {
-    let d = g.len();
-    let (w0, w123) = w.split_at(d);
-    let (w1, w23) = w123.split_at(d);
-    let (w2, w3) = w23.split_at(d);
-    for ((((gk, x0), x1), x2), x3) in g.iter_mut().zip(w0).zip(w1).zip(w2).zip(w3) {
+fn axpy4<T: Real>(c: [T; 4], w: &[T], g: &mut [T]) {
+    let Some([w0, w1, w2, w3]) = four_columns(w, g.len()) else {
+        return;
+    };
+    for ((((gk, &x0), &x1), &x2), &x3) in g.iter_mut().zip(w0).zip(w1).zip(w2).zip(w3) {
         *gk += (c[0] * x0 + c[1] * x1) + (c[2] * x2 + c[3] * x3);
     }
 }
 
-impl<D: Dim, S: Dim> Potential for Network<D, S>
+/// The four consecutive columns of length `d` at the start of `w` (`None` if `w` is shorter).
+#[inline(always)]
+fn four_columns<T>(w: &[T], d: usize) -> Option<[&[T]; 4]> {
+    let (w0, rest) = w.split_at_checked(d)?;
+    let (w1, rest) = rest.split_at_checked(d)?;
+    let (w2, rest) = rest.split_at_checked(d)?;
+    let (w3, _) = rest.split_at_checked(d)?;
+    Some([w0, w1, w2, w3])
+}
+
+impl<D: Dim, S: Dim, T: Real> Potential<T> for Network<D, S, T>
 where
     DefaultAllocator: Allocator<D> + Allocator<S> + Allocator<D, S>,
 {
@@ -736,12 +768,12 @@ where
         self.weights.nrows()
     }
 
-    fn value(&self, q: &[f64]) -> f64 {
-        let mut sums = [0.0f64; 4];
-        let mut phi = [0.0f64; BLOCK];
+    fn value(&self, q: &[T]) -> T {
+        let mut sums = [T::zero(); 4];
+        let mut phi = [T::zero(); BLOCK];
         let v = self.output.as_slice();
         for (b, vb) in v.chunks(BLOCK).enumerate() {
-            let phi = &mut phi[..vb.len()];
+            let phi = phi.get_mut(..vb.len()).unwrap_or_default();
             self.arguments(b * BLOCK, q, phi);
             specialize!(self.nodes, kind => {
                 for x in phi.iter_mut() {
@@ -753,14 +785,15 @@ where
         self.output_value(sums)
     }
 
-    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
-        grad.fill(0.0);
-        let mut sums = [0.0f64; 4];
-        let mut phi = [0.0f64; BLOCK];
-        let mut c = [0.0f64; BLOCK];
+    fn value_and_gradient(&self, q: &[T], grad: &mut [T]) -> T {
+        grad.fill(T::zero());
+        let mut sums = [T::zero(); 4];
+        let mut phi = [T::zero(); BLOCK];
+        let mut c = [T::zero(); BLOCK];
         let v = self.output.as_slice();
         for (b, vb) in v.chunks(BLOCK).enumerate() {
-            let (phi, c) = (&mut phi[..vb.len()], &mut c[..vb.len()]);
+            let phi = phi.get_mut(..vb.len()).unwrap_or_default();
+            let c = c.get_mut(..vb.len()).unwrap_or_default();
             self.arguments(b * BLOCK, q, c);
             // The same expressions as `value` and `gradient`, so the results are bit-identical.
             specialize!(self.nodes, kind => {
@@ -776,12 +809,12 @@ where
         self.output_value(sums)
     }
 
-    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
-        grad.fill(0.0);
-        let mut c = [0.0f64; BLOCK];
+    fn gradient(&self, q: &[T], grad: &mut [T]) {
+        grad.fill(T::zero());
+        let mut c = [T::zero(); BLOCK];
         let v = self.output.as_slice();
         for (b, vb) in v.chunks(BLOCK).enumerate() {
-            let c = &mut c[..vb.len()];
+            let c = c.get_mut(..vb.len()).unwrap_or_default();
             self.arguments(b * BLOCK, q, c);
             specialize!(self.nodes, kind => {
                 for (cj, &vj) in c.iter_mut().zip(vb) {
@@ -831,7 +864,7 @@ mod tests {
 
     /// Unit `i`'s argument, output and gradient at `q`, one unit at a time from the definitions.
     fn naive_unit(net: &Network<Dyn, Dyn>, i: usize, q: &[f64]) -> (f64, Vec<f64>) {
-        let w = net.unit(i);
+        let w = net.units_from(i).next().unwrap().0;
         match net.nodes {
             Nodes::Additive(a) => {
                 let x: f64 = w.iter().zip(q).map(|(wk, qk)| wk * qk).sum::<f64>() + net.offsets[i];

@@ -299,7 +299,7 @@ fn activation_derivatives_match_finite_differences_and_do_not_overflow() {
                 "{act:?}'' at {x}"
             );
         }
-        for x in [-800.0, 800.0] {
+        for x in [-800.0f64, 800.0] {
             assert!(act.value(x).is_finite(), "{act:?}({x})");
             assert!(act.derivative(x).is_finite(), "{act:?}'({x})");
             assert!(act.second_derivative(x).is_finite(), "{act:?}''({x})");

@@ -64,7 +64,7 @@ struct Problem {
 fn paper_logistic(seed: u64) -> Result<LogisticRegression> {
     let (n, beta) = (100, [-1.0, 1.0]);
     let mut rng = Pcg64::seed_from_u64(seed);
-    let mut x = vec![0.0; 2 * n];
+    let mut x = vec![0.0f64; 2 * n];
     fill_standard_normal(&mut rng, &mut x);
     let y = x
         .chunks_exact(2)
