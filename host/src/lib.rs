@@ -7,7 +7,9 @@
 //! The layers import one way, each only from those before it: [`models`] (with [`data`] and
 //! [`optimize`]) → [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`]
 //! (the chains, which drive any surrogate) → [`output`] and [`mod@bench`] → [`cli`]. Below them all:
-//! [`random`] (the seeded streams), [`diagnostics`], [`error`].
+//! [`random`] (the seeded streams), [`diagnostics`], [`error`]. [`umbridge`] straddles the
+//! models: its protocol and client sit below them (a served model is a model), its server above
+//! (it serves them).
 //!
 //! # Your own model
 //! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
@@ -28,6 +30,7 @@ pub mod random;
 pub mod riemannian;
 pub mod sampler;
 pub mod surrogates;
+pub mod umbridge;
 
 pub use error::{Error, Result};
 pub use model::Model;

@@ -216,7 +216,14 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     )
     // A run that fails before its first draw (a grid refused, a model that cannot start)
     // leaves no header-only files that look like a run.
-    .inspect_err(|_| remove_files_without_draws(args))?;
+    .inspect_err(|_| remove_files_without_draws(args))
+    .map_err(|e| match e {
+        Error::ModelFailed(failure) => Error::ModelFailed(format!(
+            "{failure}; the CSV files in {} keep the draws made before",
+            args.output.display()
+        )),
+        other => other,
+    })?;
     progress.finish();
     let kept = run.chains.iter().map(|c| c.kept()).min().unwrap_or(0);
     if kept >= 4 {

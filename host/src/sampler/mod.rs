@@ -21,7 +21,7 @@ mod variational;
 pub mod warmup;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
@@ -255,7 +255,9 @@ impl Run {
 /// Runs `config.chains` chains of `config.method` on `model` in parallel, one sink per chain.
 ///
 /// `progress(chain, iterations_done)` is called after every iteration; setting `interrupt`
-/// stops every chain after its current iteration, with every finished draw kept.
+/// stops every chain after its current iteration, with every finished draw kept. A failure the
+/// model records ([`Model::failure`]) stops them the same way and is returned as
+/// [`Error::ModelFailed`]; the sinks keep the draws made before it.
 pub fn sample<M: Model + ?Sized>(
     model: &M,
     config: &SampleConfig,
@@ -273,11 +275,24 @@ pub fn sample<M: Model + ?Sized>(
     }
     let never = AtomicBool::new(false);
     let interrupt = interrupt.unwrap_or(&never);
+    // The chains stop at the caller's interrupt or at a failure the model records (see
+    // `Model::failure`): each chain watches one flag, set here after every iteration.
+    let stop = AtomicBool::new(interrupt.load(Ordering::Relaxed));
+    let progress = |chain: usize, done: usize| {
+        progress(chain, done);
+        if interrupt.load(Ordering::Relaxed) || model.failure().is_some() {
+            stop.store(true, Ordering::Relaxed);
+        }
+    };
     let start = std::time::Instant::now();
     let precomputed = match config.method.surrogate() {
-        Some(settings) => fitted::precompute(settings, &model)?,
-        None => None,
+        Some(settings) => fitted::precompute(settings, &model),
+        None => Ok(None),
     };
+    if let Some(failure) = model.failure() {
+        return Err(Error::ModelFailed(failure));
+    }
+    let precomputed = precomputed?;
     let chains = sinks
         .into_par_iter()
         .enumerate()
@@ -291,8 +306,8 @@ pub fn sample<M: Model + ?Sized>(
                     precomputed.as_ref(),
                     i + 1,
                     sink.as_mut(),
-                    progress,
-                    interrupt,
+                    &progress,
+                    &stop,
                 )
             }))
             .unwrap_or_else(|payload| {
@@ -303,7 +318,13 @@ pub fn sample<M: Model + ?Sized>(
                 )))
             })
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>();
+    // A chain that stopped on the failure may have failed in turn (no finite start, a
+    // surrogate that cannot train on NaN): the model's own account is the one to give.
+    if let Some(failure) = model.failure() {
+        return Err(Error::ModelFailed(failure));
+    }
+    let chains = chains?;
     Ok(Run {
         names: model.parameter_names(),
         chains,
