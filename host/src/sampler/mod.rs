@@ -44,6 +44,17 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
+/// Runs `f` (a [`sample`] call) with `threads` rayon threads instead of one per core: a served
+/// model's chains wait on the network, not on a core, so one thread per chain keeps every
+/// chain's call in flight and leaves the parallelism to the server.
+pub fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::invalid(format!("cannot start {threads} threads: {e}")))?;
+    Ok(pool.install(f))
+}
+
 /// The sampler columns that precede the parameters in every row, as CmdStan names them.
 pub const SAMPLER_COLUMNS: [&str; 7] = [
     "lp__",

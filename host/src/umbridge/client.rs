@@ -326,19 +326,20 @@ impl Client {
         }
     }
 
-    /// A transport error: connection failures and timeouts are worth a retry (the server may
-    /// be starting, restarting or momentarily overloaded); a broken answer is not.
+    /// A transport error: connection failures, timeouts and answers cut off are worth a retry
+    /// (the server may be starting, restarting, overloaded or dying mid-answer); anything
+    /// else (a bad URL, an answer too large) is not.
     fn transport(&self, error: ureq::Error) -> Failed {
         match error {
             ureq::Error::Timeout(_) => Failed::Retry(format!(
                 "no complete answer within the {} s timeout",
                 self.patience.timeout.as_secs_f64()
             )),
-            ureq::Error::Io(e) => Failed::Retry(format!("cannot reach the server: {e}")),
-            ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
+            ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
                 Failed::Retry(format!("cannot reach the server: {error}"))
             }
-            other => Failed::Final(format!("broken answer: {other}")),
+            ureq::Error::Protocol(_) => Failed::Retry(format!("a broken HTTP answer: {error}")),
+            other => Failed::Final(format!("no usable answer: {other}")),
         }
     }
 

@@ -464,3 +464,106 @@ fn run(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Echoes its input after sleeping.
+    struct Sleepy(Duration);
+
+    impl Served for Sleepy {
+        fn input_size(&self) -> usize {
+            1
+        }
+        fn output_size(&self) -> usize {
+            1
+        }
+        fn evaluate(&self, x: &[f64]) -> Result<Vec<f64>> {
+            std::thread::sleep(self.0);
+            Ok(x.to_vec())
+        }
+        fn gradient(&self, _: &[f64], sens: &[f64]) -> Result<Vec<f64>> {
+            Ok(sens.to_vec())
+        }
+        fn apply_jacobian(&self, _: &[f64], v: &[f64]) -> Result<Vec<f64>> {
+            Ok(v.to_vec())
+        }
+    }
+
+    fn post(addr: SocketAddr, name: &str) -> (u16, String) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let body = format!(r#"{{"name": "{name}", "input": [[0.5]]}}"#);
+        let mut answer = agent
+            .post(format!("http://{addr}/Evaluate"))
+            .send(body.as_bytes())
+            .unwrap();
+        let status = answer.status().as_u16();
+        (status, answer.body_mut().read_to_string().unwrap())
+    }
+
+    #[test]
+    fn an_evaluation_past_the_time_limit_is_an_error_and_the_server_serves_on() {
+        let models: Vec<(String, Arc<dyn Served>)> = vec![
+            ("slow".into(), Arc::new(Sleepy(Duration::from_secs(3)))),
+            ("fast".into(), Arc::new(Sleepy(Duration::ZERO))),
+        ];
+        let server = Server::start(
+            models,
+            &ServerSettings {
+                port: 0,
+                workers: 2,
+                max_seconds: 0.2,
+                ..ServerSettings::default()
+            },
+        )
+        .unwrap();
+        assert!(server.addr().ip().is_loopback());
+        let (status, body) = post(server.addr(), "slow");
+        assert_eq!(status, 500, "{body}");
+        assert!(body.contains("Timeout") && body.contains("0.2 s"), "{body}");
+        // The overrunning evaluation holds one worker; the other answers.
+        assert_eq!(
+            post(server.addr(), "fast"),
+            (200, r#"{"output":[[0.5]]}"#.into())
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_refused_before_listening() {
+        let models = || -> Vec<(String, Arc<dyn Served>)> {
+            vec![("m".into(), Arc::new(Sleepy(Duration::ZERO)))]
+        };
+        let start = |s: ServerSettings, m| Server::start(m, &s).err().unwrap().to_string();
+        let base = ServerSettings {
+            port: 0,
+            ..ServerSettings::default()
+        };
+        assert_eq!(
+            start(
+                ServerSettings {
+                    workers: 0,
+                    ..base.clone()
+                },
+                models()
+            ),
+            "setting `workers` must be at least 1"
+        );
+        assert!(
+            start(
+                ServerSettings {
+                    max_seconds: f64::NAN,
+                    ..base.clone()
+                },
+                models()
+            )
+            .contains("max_seconds")
+        );
+        let mut twice = models();
+        twice.extend(models());
+        assert!(start(base, twice).contains("served twice"));
+    }
+}
