@@ -47,6 +47,22 @@ pub enum Error {
         /// The setting that drives the size (`hidden`, `cell`, `level`, `max_points`).
         driver: &'static str,
     },
+    /// A model served over HTTP (UM-Bridge) could not be reached or answered wrongly: the
+    /// server, the endpoint (`/Evaluate`) and what went wrong.
+    #[error("UM-Bridge server {url}, {endpoint}: {problem}")]
+    Served {
+        /// The server's base URL.
+        url: String,
+        /// The endpoint, as the protocol names it (`/Evaluate`, `/Gradient`).
+        endpoint: &'static str,
+        /// What went wrong.
+        problem: String,
+    },
+    /// The model failed during a run in a way its value cannot say (see
+    /// [`crate::Model::failure`]): every chain stopped after its current iteration, and the
+    /// draws made before stay with the run's sinks.
+    #[error("the model failed during the run, so every chain stopped: {0}")]
+    ModelFailed(String),
     /// The core rejected a configuration.
     #[error(transparent)]
     Core(#[from] shmc_core::Error),

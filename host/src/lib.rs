@@ -9,7 +9,8 @@
 //! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
 //! drive any surrogate) → [`output`], [`mod@bench`] and [`sbc`] (simulation-based calibration
 //! of any sampler) → [`cli`]. Below them all: [`random`] (the seeded streams), [`diagnostics`],
-//! [`error`].
+//! [`error`]. [`umbridge`] straddles the models: its protocol and client sit below them (a
+//! served model is a model), its server above (it serves them).
 //!
 //! # Your own model
 //! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
@@ -32,6 +33,7 @@ pub mod row_sum;
 pub mod sampler;
 pub mod sbc;
 pub mod surrogates;
+pub mod umbridge;
 
 pub use error::{Error, Result};
 pub use model::{Generative, Model, Simulated};

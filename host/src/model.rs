@@ -47,6 +47,16 @@ pub trait Model: Potential + Send + Sync {
     fn generative(&self) -> Option<&dyn Generative> {
         None
     }
+
+    /// The first failure the model's values could not express, if there was one: a model whose
+    /// evaluations can fail outside the mathematics (a served model's lost connection) returns
+    /// NaN from `U` (a rejected, divergent transition) and records why here. The sampler
+    /// checks after every iteration, stops every chain and returns it as
+    /// [`crate::Error::ModelFailed`], so a failure mid-run is one clear error with the draws
+    /// made so far kept, not a run of rejections or a panic.
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A model that can play its own data-generating process: draw parameters from its prior, then

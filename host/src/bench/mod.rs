@@ -46,6 +46,7 @@ use crate::{Error, Model, Result};
 pub mod grid;
 pub mod nuts;
 pub mod ttr;
+pub mod umbridge;
 
 /// The experiments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

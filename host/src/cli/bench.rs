@@ -14,10 +14,12 @@ pub struct BenchArgs {
     /// The experiment: the logistic-regression simulation, Bank Marketing, a9a, or the elliptic
     /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve), or
     /// the precomputing paper's grid experiments (grid HMC and sgHMC against HMC and RNS-HMC on
-    /// four problems, then the dimension sweep), or time to result (seconds until every
-    /// parameter's bulk and tail ESS reach 400, for NUTS, exact HMC and RNS-HMC with
-    /// surrogate-driven warmup, on lr-sim, bank, a9a and pde).
-    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr"])]
+    /// four problems, then the dimension sweep), time to result (seconds until every parameter's
+    /// bulk and tail ESS reach 400, for NUTS, exact HMC and RNS-HMC with surrogate-driven
+    /// warmup, on lr-sim, bank, a9a and pde), or UM-Bridge (the protocol's overhead per
+    /// evaluation on loopback, 4 chains against a served PDE model with 1 and 2 workers, and
+    /// served calls per effective sample of HMC and RNS-HMC).
+    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge"])]
     experiment: String,
     /// A smaller run (under a minute): fewer observations, iterations and hidden units.
     #[arg(long)]
@@ -64,6 +66,9 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     }
     if args.experiment == "ttr" {
         return run_ttr(args);
+    }
+    if args.experiment == "umbridge" {
+        return run_umbridge(args);
     }
     let experiment = match args.experiment.as_str() {
         "lr-sim" => Experiment::LrSim,
@@ -183,5 +188,26 @@ fn run_grid(args: &BenchArgs) -> Result<i32> {
     print!("{}", format_sweep(&sweep));
     rows.extend(sweep_rows);
     write_json(args, &rows)?;
+    Ok(0)
+}
+
+/// Runs `shmc bench umbridge`: its servers are this very binary's `shmc serve`.
+fn run_umbridge(args: &BenchArgs) -> Result<i32> {
+    if args.methods.is_some()
+        || args.step_size.is_some()
+        || args.steps.is_some()
+        || args.hidden.is_some()
+        || args.nutpie.is_some()
+        || args.json.is_some()
+    {
+        return Err(Error::invalid(
+            "bench umbridge takes only --quick and --seed",
+        ));
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::invalid(format!("cannot find the shmc binary: {e}")))?;
+    let report =
+        crate::bench::umbridge::run_umbridge(&exe, args.quick, args.seed, &|m| eprintln!("{m}"))?;
+    print!("{report}");
     Ok(0)
 }

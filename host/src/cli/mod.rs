@@ -6,6 +6,7 @@ mod method_args;
 mod progress;
 mod sample;
 mod sbc;
+mod serve;
 mod summary;
 mod surrogate_args;
 mod train;
@@ -44,6 +45,9 @@ enum Command {
     /// Simulation-based calibration: does a method's posterior put parameters drawn from the
     /// prior at uniform ranks? (Talts et al. 2018)
     Sbc(Box<sbc::SbcArgs>),
+    /// Serve a built-in model over UM-Bridge (HTTP) for other tools: its log-density and
+    /// gradient, and the elliptic PDE model's forward map as NAME-forward.
+    Serve(Box<serve::ServeArgs>),
 }
 
 /// Which model, and the data or simulation settings that build it.
@@ -52,7 +56,9 @@ pub struct ModelArgs {
     /// Built-in model (see `shmc models`).
     #[arg(long)]
     pub model: String,
-    /// Data file: CSV with a header, or LIBSVM sparse text (chosen by --format).
+    /// Data file: CSV with a header, or LIBSVM sparse text (chosen by --format); for a served
+    /// forward model (--model umbridge --umbridge-output forward) its observations, as numbers
+    /// separated by spaces, commas or lines, or a JSON array.
     #[arg(long, value_name = "FILE")]
     pub data: Option<PathBuf>,
     /// Format of --data; by default `csv` for a .csv file and `libsvm` otherwise.
@@ -95,9 +101,38 @@ pub struct ModelArgs {
     /// Karhunen-Loeve modes of the PDE model's coefficient, its dimension [default: 20].
     #[arg(long, value_name = "D")]
     pub kl_modes: Option<usize>,
-    /// Prior sd of the PDE model's mode weights [default: 0.5].
+    /// Prior sd of the PDE model's mode weights [default: 0.5], or of every input of a served
+    /// forward model [default: 1].
     #[arg(long, value_name = "SD")]
     pub prior_sd: Option<f64>,
+    /// The UM-Bridge server of --model umbridge [default: http://127.0.0.1:4242].
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The served model's name [default: the server's only model].
+    #[arg(long, value_name = "NAME")]
+    pub umbridge_model: Option<String>,
+    /// What the served model outputs: the log-density, or a forward map observed as --data
+    /// with Gaussian noise of sd --noise, under the prior N(--prior-mean, --prior-sd^2) on
+    /// every input [default: log-density].
+    #[arg(long, value_parser = ["log-density", "forward"])]
+    pub umbridge_output: Option<String>,
+    /// Noise sd of a served forward model's observations.
+    #[arg(long, value_name = "SIGMA")]
+    pub noise: Option<f64>,
+    /// Prior mean of every input of a served forward model [default: 0].
+    #[arg(long, value_name = "MEAN", allow_hyphen_values = true)]
+    pub prior_mean: Option<f64>,
+    /// Seconds to wait for one answer of the served model, its evaluation included
+    /// [default: 60].
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Retries, with doubling backoff from 0.1 s, when the served model cannot be reached,
+    /// times out or is busy [default: 3].
+    #[arg(long, value_name = "N")]
+    pub retries: Option<u32>,
+    /// A JSON object sent as the served model's `config` with every call [default: {}].
+    #[arg(long, value_name = "JSON")]
+    pub umbridge_config: Option<String>,
 }
 
 impl ModelArgs {
@@ -123,6 +158,16 @@ impl ModelArgs {
             mesh: self.mesh,
             kl_modes: self.kl_modes,
             prior_sd: self.prior_sd,
+            served: models::ServedSpec {
+                url: self.url.clone(),
+                model: self.umbridge_model.clone(),
+                output: self.umbridge_output.clone(),
+                noise: self.noise,
+                prior_mean: self.prior_mean,
+                timeout: self.timeout,
+                retries: self.retries,
+                config: self.umbridge_config.clone(),
+            },
         }
     }
 }
@@ -142,6 +187,9 @@ fn model_options(name: &str) -> &'static str {
             "--mesh (30) --kl-modes (20; 5 in the sparse-grid paper) --prior-sd (0.5; 1 in the sparse-grid paper) --data-seed"
         }
         "gp-hyper" => "--n (100) --data-seed",
+        "umbridge" => {
+            "--url (http://127.0.0.1:4242) --umbridge-model NAME (the server's only one) --umbridge-output log-density|forward [--data FILE --noise SIGMA --prior-mean (0) --prior-sd (1)] --timeout SECONDS (60) --retries (3) --umbridge-config JSON"
+        }
         _ => "",
     }
 }
@@ -189,6 +237,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Train(args) => train::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Sbc(args) => sbc::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Models => {
             print!("{}", catalogue_text());
             Ok(0)

@@ -153,22 +153,35 @@ fn open_sinks(
         .collect()
 }
 
-/// Removes the run's CSV files that hold no draw (only the header CmdStan writes first).
-fn remove_files_without_draws(args: &SampleArgs) {
+/// The run's CSV files in the output folder.
+fn run_files(args: &SampleArgs) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(&args.output) else {
-        return;
+        return Vec::new();
     };
     let prefix = format!("{}-", args.model.model);
-    for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
-        let ours = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".csv"));
-        let empty = ours
-            && std::fs::read_to_string(&path).is_ok_and(|text| {
-                // The column-name line is the one non-comment line of a header.
-                text.lines().filter(|l| !l.starts_with('#')).count() <= 1
-            });
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".csv"))
+        })
+        .collect()
+}
+
+/// Whether the run left CSV files (after [`remove_files_without_draws`]: files with draws).
+fn has_run_files(args: &SampleArgs) -> bool {
+    !run_files(args).is_empty()
+}
+
+/// Removes the run's CSV files that hold no draw (only the header CmdStan writes first).
+fn remove_files_without_draws(args: &SampleArgs) {
+    for path in run_files(args) {
+        let empty = std::fs::read_to_string(&path).is_ok_and(|text| {
+            // The column-name line is the one non-comment line of a header.
+            text.lines().filter(|l| !l.starts_with('#')).count() <= 1
+        });
         if empty {
             let _ = std::fs::remove_file(&path);
         }
@@ -191,6 +204,8 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
         eprintln!("{}", approximate_label(config.method.name(), None));
     }
     let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
+    // Every chain runs on a thread of its own, so a served model has every chain's call in
+    // flight at once and the server decides the parallelism.
     let run = sample(
         model.as_ref(),
         &config,
@@ -200,7 +215,14 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     )
     // A run that fails before its first draw (a grid refused, a model that cannot start)
     // leaves no header-only files that look like a run.
-    .inspect_err(|_| remove_files_without_draws(args))?;
+    .inspect_err(|_| remove_files_without_draws(args))
+    .map_err(|e| match e {
+        Error::ModelFailed(failure) if has_run_files(args) => Error::ModelFailed(format!(
+            "{failure}; the CSV files in {} keep the draws made before",
+            args.output.display()
+        )),
+        other => other,
+    })?;
     progress.finish();
     let kept = run.chains.iter().map(|c| c.kept()).min().unwrap_or(0);
     if kept >= 4 {

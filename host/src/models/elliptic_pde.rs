@@ -205,6 +205,67 @@ impl EllipticPde {
         })
     }
 
+    /// `Jᵀ w`, the gradient of `w · u(θ)` (`J = ∂u/∂θ` at the observed points): one forward
+    /// and one adjoint solve, `Kλ = Oᵀw`, whatever the number of observations. A served
+    /// forward model answers UM-Bridge's Gradient with it.
+    pub fn forward_gradient(&self, theta: &[f64], w: &[f64]) -> Result<Vec<f64>> {
+        self.check_dim(theta)?;
+        self.check_observations(w)?;
+        let d = self.modes();
+        self.with_scratch(|s| {
+            self.solve(theta, s)?;
+            s.dual.fill(0.0);
+            for (point, &weight) in self.observation.iter().zip(w) {
+                for &(node, a) in point {
+                    s.dual[node] += a * weight;
+                }
+            }
+            self.adjoint_products(s);
+            let mut out = vec![0.0; d];
+            for (p, row) in s.products.iter().zip(self.modes.chunks_exact(d)) {
+                for (o, m) in out.iter_mut().zip(row) {
+                    *o -= p * m;
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// `J v`, the change of `u(θ)` at the observed points along `v`: one forward and one
+    /// sensitivity solve, `K s = −(Σᵢ vᵢ ∂K/∂θᵢ) u`. A served forward model answers
+    /// UM-Bridge's ApplyJacobian with it.
+    pub fn forward_jacobian_action(&self, theta: &[f64], v: &[f64]) -> Result<Vec<f64>> {
+        self.check_dim(theta)?;
+        if v.len() != self.modes() || !v.iter().all(|x| x.is_finite()) {
+            return Err(Error::invalid(format!(
+                "the direction must hold {} finite numbers",
+                self.modes()
+            )));
+        }
+        let n = self.mesh.unknowns();
+        self.with_scratch(|s| {
+            self.solve(theta, s)?;
+            // ∂K/∂θᵢ has the coefficient c φᵢ, so the direction's has c (φ · v).
+            let weight: Vec<f64> = s
+                .coefficient
+                .iter()
+                .zip(self.modes.chunks_exact(self.modes()))
+                .map(|(c, row)| -c * row.iter().zip(v).map(|(m, x)| m * x).sum::<f64>())
+                .collect();
+            s.rhs[..n].fill(0.0);
+            self.mesh.apply_weighted(&weight, &s.u, &mut s.rhs[..n]);
+            self.mesh.solve_again(&mut s.workspace, &mut s.rhs[..n]);
+            self.sensitivity_solves.fetch_add(1, Ordering::Relaxed);
+            self.mesh.expand_homogeneous(&s.rhs[..n], &mut s.dual);
+            Ok(self.observe(&s.dual))
+        })
+    }
+
+    /// The number of observed points: the length of [`EllipticPde::forward`]'s output.
+    pub fn observation_count(&self) -> usize {
+        self.observation.len()
+    }
+
     /// The diagonal of the Hessian of `U` at `θ` (the journal paper's RMHMC metric for this
     /// problem): `1/σ_θ² + Σⱼ (∂uⱼ/∂θᵢ)²/σ_y² − Σⱼ (rⱼ/σ_y²) ∂²uⱼ/∂θᵢ²`, with `r = y − u`. It
     /// takes the forward solve, the adjoint and `d` sensitivity solves with one factorization.
@@ -298,6 +359,16 @@ impl EllipticPde {
         self.mesh.solve(&s.coefficient, &mut s.workspace, &mut s.u)
     }
 
+    fn check_observations(&self, w: &[f64]) -> Result<()> {
+        if w.len() != self.observation.len() || !w.iter().all(|x| x.is_finite()) {
+            return Err(Error::invalid(format!(
+                "the weights of the observed points must be {} finite numbers",
+                self.observation.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// `u` at the observed points.
     fn observe(&self, u: &[f64]) -> Vec<f64> {
         self.observation
@@ -326,7 +397,8 @@ impl EllipticPde {
     }
 
     /// The adjoint `λ` (nodal, zero on the Dirichlet sides) of the solution in `s`:
-    /// `K λ = ∂J/∂u = −Oᵀ r / σ_y²`, and the products `c · (λᵀ G_k u)` per quadrature point.
+    /// `K λ = ∂J/∂u = −Oᵀ r / σ_y²`, and the products `c · (λᵀ G_k u)` per quadrature point
+    /// (see [`EllipticPde::adjoint_products`]).
     fn adjoint(&self, s: &mut Scratch) {
         let inv_var = 1.0 / (Self::NOISE_SD * Self::NOISE_SD);
         s.dual.fill(0.0);
@@ -336,6 +408,13 @@ impl EllipticPde {
                 s.dual[node] -= a * r * inv_var;
             }
         }
+        self.adjoint_products(s);
+    }
+
+    /// Solves `K λ = b` for the nodal right-hand side `b` in `s.dual` (replaced by `λ`, zero
+    /// on the Dirichlet sides), and sets the products `c · (λᵀ G_k u)` per quadrature point:
+    /// the gradient of the functional whose derivative in `u` is `b` is `−Σ_k products_k φ_k`.
+    fn adjoint_products(&self, s: &mut Scratch) {
         let n = self.mesh.unknowns();
         self.mesh.restrict(&s.dual, &mut s.rhs[..n]);
         self.mesh.solve_again(&mut s.workspace, &mut s.rhs[..n]);
@@ -566,6 +645,42 @@ mod tests {
         }
         let solves = model.solves();
         assert!(solves[0].1 > 0 && solves[1].1 == 3, "{solves:?}");
+    }
+
+    #[test]
+    fn forward_jacobian_actions_match_differences_of_the_forward_map() {
+        let model = small(5);
+        let q = random_theta(5, 4);
+        let v = random_theta(5, 5);
+        let m = model.observation_count();
+        let w: Vec<f64> = (0..m).map(|j| ((j as f64) * 0.37).sin()).collect();
+        let h = 1e-6;
+        let step = |sign: f64| -> Vec<f64> {
+            let x: Vec<f64> = q.iter().zip(&v).map(|(a, b)| a + sign * h * b).collect();
+            model.forward(&x).unwrap()
+        };
+        let (up, down) = (step(1.0), step(-1.0));
+        let jv = model.forward_jacobian_action(&q, &v).unwrap();
+        let scale = jv.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        assert!(scale > 1e-3, "J v vanishes: {scale}");
+        for j in 0..m {
+            let fd = (up[j] - down[j]) / (2.0 * h);
+            assert!(
+                (jv[j] - fd).abs() <= 1e-6 * scale,
+                "J v at {j}: {} vs {fd}",
+                jv[j]
+            );
+        }
+        // wᵀ(J v) = (Jᵀw)ᵀ v: the adjoint action is the transpose of the forward one.
+        let jtw = model.forward_gradient(&q, &w).unwrap();
+        let lhs: f64 = w.iter().zip(&jv).map(|(a, b)| a * b).sum();
+        let rhs: f64 = jtw.iter().zip(&v).map(|(a, b)| a * b).sum();
+        assert!(
+            (lhs - rhs).abs() <= 1e-9 * lhs.abs().max(1.0),
+            "{lhs} vs {rhs}"
+        );
+        assert!(model.forward_gradient(&q, &w[1..]).is_err());
+        assert!(model.forward_jacobian_action(&q, &[f64::NAN; 5]).is_err());
     }
 
     #[test]

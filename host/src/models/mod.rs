@@ -10,6 +10,7 @@ pub mod gaussian;
 pub mod gp_hyper;
 pub mod logistic;
 pub mod probit;
+pub mod umbridge;
 
 use std::path::PathBuf;
 
@@ -49,8 +50,51 @@ pub struct ModelSpec {
     pub mesh: Option<usize>,
     /// Karhunen–Loève modes of a PDE model's coefficient field (its dimension).
     pub kl_modes: Option<usize>,
-    /// The prior standard deviation of a PDE model's mode weights.
+    /// The prior standard deviation of a PDE model's mode weights, or of a served forward
+    /// model's inputs.
     pub prior_sd: Option<f64>,
+    /// Where a served model is and how to read it.
+    pub served: ServedSpec,
+}
+
+/// The options of a model served over UM-Bridge (`umbridge`); every one `None` for the others.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServedSpec {
+    /// The server, `http://HOST:PORT`.
+    pub url: Option<String>,
+    /// The served model's name (default: the server's only one).
+    pub model: Option<String>,
+    /// `log-density` (the default) or `forward`.
+    pub output: Option<String>,
+    /// The noise sd of a forward model's Gaussian likelihood.
+    pub noise: Option<f64>,
+    /// The prior mean of a forward model's inputs (default 0).
+    pub prior_mean: Option<f64>,
+    /// Seconds to wait for one request (default 60).
+    pub timeout: Option<f64>,
+    /// Retries after a connection error, a timeout or a busy server (default 3).
+    pub retries: Option<u32>,
+    /// The JSON object sent as every call's `config`.
+    pub config: Option<String>,
+}
+
+impl ServedSpec {
+    /// The setting names of the options given, for a model that takes none of them.
+    fn given(&self) -> Vec<&'static str> {
+        [
+            (self.url.is_some(), "url"),
+            (self.model.is_some(), "umbridge_model"),
+            (self.output.is_some(), "umbridge_output"),
+            (self.noise.is_some(), "noise"),
+            (self.prior_mean.is_some(), "prior_mean"),
+            (self.timeout.is_some(), "timeout"),
+            (self.retries.is_some(), "retries"),
+            (self.config.is_some(), "umbridge_config"),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect()
+    }
 }
 
 impl ModelSpec {
@@ -73,6 +117,7 @@ impl ModelSpec {
             mesh: None,
             kl_modes: None,
             prior_sd: None,
+            served: ServedSpec::default(),
         }
     }
 }
@@ -126,6 +171,11 @@ pub const CATALOGUE: &[ModelInfo] = &[
         parameters: "theta.1 .. theta.d (the mode weights)",
     },
     ModelInfo {
+        name: "umbridge",
+        description: "a model served over UM-Bridge (HTTP) by any UM-Bridge server or load balancer: its output read as the log-density, or as a forward map with a Gaussian likelihood on given data",
+        parameters: "theta.1 .. theta.d (d from the server)",
+    },
+    ModelInfo {
         name: "gp-hyper",
         description: "Gaussian-process hyperparameters, priors N(-1, 1) on the logs (precomputing paper 4.3)",
         parameters: "log_eta, log_l, log_J",
@@ -163,13 +213,114 @@ fn no_data_options(spec: &ModelSpec) -> Result<()> {
         (spec.kl_modes.is_some(), "kl_modes"),
         (spec.prior_sd.is_some(), "prior_sd"),
     ];
-    match given.iter().find(|(set, _)| *set) {
-        Some((_, setting)) => Err(Error::setting(
+    let served = spec.served.given();
+    match given
+        .iter()
+        .find(|(set, _)| *set)
+        .map(|(_, setting)| *setting)
+        .or(served.first().copied())
+    {
+        Some(setting) => Err(Error::setting(
             setting,
             format!("does not apply to model {}", spec.name),
         )),
         None => Ok(()),
     }
+}
+
+/// The elliptic PDE model `spec` describes (its mesh, modes, prior sd and data seed).
+pub fn elliptic_pde(spec: &ModelSpec) -> Result<elliptic_pde::EllipticPde> {
+    no_data_options(&ModelSpec {
+        mesh: None,
+        kl_modes: None,
+        prior_sd: None,
+        ..spec.clone()
+    })?;
+    let defaults = elliptic_pde::PdeSettings::default();
+    elliptic_pde::EllipticPde::simulate(elliptic_pde::PdeSettings {
+        mesh: spec.mesh.unwrap_or(defaults.mesh),
+        modes: spec.kl_modes.unwrap_or(defaults.modes),
+        prior_sd: spec.prior_sd.unwrap_or(defaults.prior_sd),
+        data_seed: spec.data_seed,
+    })
+}
+
+/// The served model `spec` describes: connects to its server.
+fn served(spec: &ModelSpec) -> Result<umbridge::ServedPosterior> {
+    let s = &spec.served;
+    let forward = match s.output.as_deref() {
+        None | Some("log-density") => false,
+        Some("forward") => true,
+        Some(other) => {
+            return Err(Error::setting(
+                "umbridge_output",
+                format!("is {other:?}: use log-density or forward"),
+            ));
+        }
+    };
+    // A forward model takes its data, noise and prior; a log-density is the whole posterior.
+    let own = ModelSpec {
+        data: None,
+        prior_sd: None,
+        served: ServedSpec::default(),
+        ..spec.clone()
+    };
+    no_data_options(&own)?;
+    let likelihood = if forward {
+        let data = spec.data.as_deref().ok_or_else(|| {
+            Error::setting("data", "must name the observations of a forward model")
+        })?;
+        umbridge::Likelihood::Gaussian {
+            data: umbridge::read_observations(data)?,
+            noise_sd: s
+                .noise
+                .ok_or_else(|| Error::setting("noise", "must be given for a forward model"))?,
+            prior_mean: s.prior_mean.unwrap_or(0.0),
+            prior_sd: spec.prior_sd.unwrap_or(1.0),
+        }
+    } else {
+        let extra = [
+            (spec.data.is_some(), "data"),
+            (s.noise.is_some(), "noise"),
+            (s.prior_mean.is_some(), "prior_mean"),
+            (spec.prior_sd.is_some(), "prior_sd"),
+        ];
+        if let Some((_, setting)) = extra.iter().find(|(set, _)| *set) {
+            return Err(Error::setting(
+                setting,
+                "applies to a forward model (umbridge output forward), not to a served \
+                 log-density",
+            ));
+        }
+        umbridge::Likelihood::LogDensity
+    };
+    let timeout = s.timeout.unwrap_or(60.0);
+    if !(timeout.is_finite() && timeout > 0.0) {
+        return Err(Error::setting(
+            "timeout",
+            "must be a positive number of seconds",
+        ));
+    }
+    let config = match &s.config {
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| Error::setting("umbridge_config", format!("is not JSON: {e}")))?,
+        None => serde_json::Value::Object(Default::default()),
+    };
+    umbridge::ServedPosterior::connect(umbridge::ServedSettings {
+        url: s.url.clone().unwrap_or_else(|| {
+            format!(
+                "http://127.0.0.1:{}",
+                crate::umbridge::protocol::DEFAULT_PORT
+            )
+        }),
+        model: s.model.clone(),
+        likelihood,
+        patience: crate::umbridge::client::Patience {
+            timeout: std::time::Duration::from_secs_f64(timeout),
+            retries: s.retries.unwrap_or(3),
+        },
+        config,
+    })
 }
 
 /// Reads and preprocesses the data file of a regression model.
@@ -281,23 +432,8 @@ pub fn build(spec: &ModelSpec) -> Result<Box<dyn Model>> {
             no_data_options(spec)?;
             Ok(Box::new(beta_binomial::BetaBinomial::cancer_mortality()))
         }
-        "elliptic-pde" => {
-            no_data_options(&ModelSpec {
-                mesh: None,
-                kl_modes: None,
-                prior_sd: None,
-                ..spec.clone()
-            })?;
-            let defaults = elliptic_pde::PdeSettings::default();
-            Ok(Box::new(elliptic_pde::EllipticPde::simulate(
-                elliptic_pde::PdeSettings {
-                    mesh: spec.mesh.unwrap_or(defaults.mesh),
-                    modes: spec.kl_modes.unwrap_or(defaults.modes),
-                    prior_sd: spec.prior_sd.unwrap_or(defaults.prior_sd),
-                    data_seed: spec.data_seed,
-                },
-            )?))
-        }
+        "elliptic-pde" => Ok(Box::new(elliptic_pde(spec)?)),
+        "umbridge" => Ok(Box::new(served(spec)?)),
         "gp-hyper" => {
             no_data_options(spec)?;
             Ok(Box::new(gp_hyper::GpHyper::simulate(
@@ -321,7 +457,8 @@ mod tests {
 
     #[test]
     fn every_catalogued_model_builds_with_defaults() {
-        for info in CATALOGUE {
+        // A served model needs its server: tests/umbridge.rs starts one.
+        for info in CATALOGUE.iter().filter(|m| m.name != "umbridge") {
             let mut spec = ModelSpec::named(info.name);
             // Keep the big simulation small here.
             if info.name == "logistic" {
@@ -385,5 +522,35 @@ mod tests {
         };
         let err = build(&spec).err().unwrap().to_string();
         assert_eq!(err, "setting `standardize` does not apply to model banana");
+        let mut spec = ModelSpec::named("gaussian-32");
+        spec.served.url = Some("http://127.0.0.1:1".into());
+        let err = build(&spec).err().unwrap().to_string();
+        assert_eq!(err, "setting `url` does not apply to model gaussian-32");
+    }
+
+    #[test]
+    fn a_served_models_options_are_checked_before_connecting() {
+        // Port 1 on loopback: nothing is contacted, every check comes first.
+        let served = |f: &dyn Fn(&mut ModelSpec)| {
+            let mut spec = ModelSpec::named("umbridge");
+            spec.served.url = Some("http://127.0.0.1:1".into());
+            f(&mut spec);
+            build(&spec).err().unwrap().to_string()
+        };
+        assert!(
+            served(&|s| s.served.output = Some("posterior".into()))
+                .contains("log-density or forward")
+        );
+        assert!(
+            served(&|s| s.served.noise = Some(0.1))
+                .starts_with("setting `noise` applies to a forward model")
+        );
+        assert!(served(&|s| s.standardize = true).contains("`standardize` does not apply"));
+        assert_eq!(
+            served(&|s| s.served.output = Some("forward".into())),
+            "setting `data` must name the observations of a forward model"
+        );
+        assert!(served(&|s| s.served.timeout = Some(0.0)).contains("`timeout` must be"));
+        assert!(served(&|s| s.served.config = Some("{".into())).contains("not JSON"));
     }
 }

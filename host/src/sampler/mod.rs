@@ -24,7 +24,7 @@ mod variational;
 pub mod warmup;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use chain::{COLLAPSE_WINDOW, Collapse};
 pub use config::{Init, SampleConfig, StepSize};
@@ -372,7 +372,9 @@ where
 /// chains or more and the model is a [`RowSum`](crate::row_sum::RowSum).
 ///
 /// `progress(chain, iterations_done)` is called after every iteration; setting `interrupt`
-/// stops every chain after its current iteration, with every finished draw kept.
+/// stops every chain after its current iteration, with every finished draw kept. A failure the
+/// model records ([`Model::failure`]) stops them the same way and is returned as
+/// [`Error::ModelFailed`]; the sinks keep the draws made before it.
 pub fn sample<M: Model + ?Sized>(
     model: &M,
     config: &SampleConfig,
@@ -390,11 +392,24 @@ pub fn sample<M: Model + ?Sized>(
     }
     let never = AtomicBool::new(false);
     let interrupt = interrupt.unwrap_or(&never);
+    // The chains stop at the caller's interrupt or at a failure the model records (see
+    // `Model::failure`): each chain watches one flag, set here after every iteration.
+    let stop = AtomicBool::new(interrupt.load(Ordering::Relaxed));
+    let progress = |chain: usize, done: usize| {
+        progress(chain, done);
+        if interrupt.load(Ordering::Relaxed) || model.failure().is_some() {
+            stop.store(true, Ordering::Relaxed);
+        }
+    };
     let start = std::time::Instant::now();
     let precomputed = match config.method.surrogate() {
-        Some(settings) => fitted::precompute(settings, &model)?,
-        None => None,
+        Some(settings) => fitted::precompute(settings, &model),
+        None => Ok(None),
     };
+    if let Some(failure) = model.failure() {
+        return Err(Error::ModelFailed(failure));
+    }
+    let precomputed = precomputed?;
     let monitor = config.target_ess.map(|target| {
         EssMonitor::new(
             target,
@@ -413,22 +428,28 @@ pub fn sample<M: Model + ?Sized>(
         Some(lockstep) => lockstep.run(sinks, |member, chain, sink| {
             let outlets = chain::Outlets {
                 sink,
-                progress,
-                interrupt,
+                progress: &progress,
+                interrupt: &stop,
                 monitor: monitor_ref,
             };
             run_caught(member, config, precomputed_ref, chain, outlets)
-        })?,
+        }),
         None => on_own_threads(sinks, |chain, sink| {
             let outlets = chain::Outlets {
                 sink,
-                progress,
-                interrupt,
+                progress: &progress,
+                interrupt: &stop,
                 monitor: monitor_ref,
             };
             run_caught(model, config, precomputed_ref, chain, outlets)
-        })?,
+        }),
     };
+    // A chain that stopped on the failure may have failed in turn (no finite start, a
+    // surrogate that cannot train on NaN): the model's own account is the one to give.
+    if let Some(failure) = model.failure() {
+        return Err(Error::ModelFailed(failure));
+    }
+    let chains = chains?;
     Ok(Run {
         names: model.parameter_names(),
         chains,

@@ -1,0 +1,323 @@
+//! `shmc bench umbridge`: what serving a model over UM-Bridge costs, and where it pays.
+//!
+//! 1. The protocol's overhead per evaluation on loopback: the banana (whose own `U` costs
+//!    nanoseconds) evaluated in process and through an in-process `shmc serve`, one call
+//!    after another, so the difference is HTTP, JSON and the worker hand-off.
+//! 2. A run of 4 chains of HMC against the elliptic PDE model served by a separate
+//!    `shmc serve` process with 1 and then 2 workers: the sampler keeps one call per chain in
+//!    flight, so the server's workers set the pace (on a machine with cores to spare).
+//! 3. RNS-HMC against the same 2-worker server: served calls per effective sample, beside
+//!    HMC's, which is where a surrogate pays most when every exact call crosses the network.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use shmc_core::{Potential, Steps};
+
+use crate::Model;
+use crate::models::banana::Banana;
+use crate::models::elliptic_pde::{EllipticPde, PdeSettings};
+use crate::models::umbridge::{Likelihood, ServedPosterior, ServedSettings};
+use crate::sampler::{
+    DrawSink, Method, NullSink, Run, SampleConfig, SurrogateSettings, SurrogateSteps, sample,
+};
+use crate::surrogates::FitMethod;
+use crate::surrogates::network::TrainOptions;
+use crate::umbridge::client::Patience;
+use crate::umbridge::served::served_maps;
+use crate::umbridge::server::{Server, ServerSettings};
+use crate::{Error, Result};
+
+/// Chains of the served runs.
+const CHAINS: usize = 4;
+
+/// A `shmc serve` child process, killed when dropped.
+struct ServeProcess {
+    child: Child,
+    url: String,
+}
+
+impl ServeProcess {
+    /// Starts `exe serve ARGS --port 0` and reads the URL it prints.
+    fn start(exe: &Path, args: &[String]) -> Result<Self> {
+        let mut child = Command::new(exe)
+            .arg("serve")
+            .args(args)
+            .args(["--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| Error::invalid(format!("cannot start {} serve: {e}", exe.display())))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = lines
+            .by_ref()
+            .take(20)
+            .map_while(|l| l.ok())
+            .find_map(|line| {
+                let start = line.find("http://")?;
+                line[start..].split_whitespace().next().map(str::to_string)
+            });
+        // Keep reading so that the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let mut process = Self {
+            child,
+            url: String::new(),
+        };
+        process.url =
+            url.ok_or_else(|| Error::invalid("shmc serve did not say where it listens"))?;
+        Ok(process)
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Mean seconds per call of `f` over `n` calls.
+fn seconds_per_call(n: usize, mut f: impl FnMut()) -> f64 {
+    let start = Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    start.elapsed().as_secs_f64() / n as f64
+}
+
+/// The log-density `name` served at `url`.
+fn connect(url: &str, name: &str) -> Result<ServedPosterior> {
+    ServedPosterior::connect(ServedSettings {
+        url: url.to_string(),
+        model: Some(name.to_string()),
+        likelihood: Likelihood::LogDensity,
+        patience: Patience::default(),
+        config: serde_json::json!({}),
+    })
+}
+
+/// Part 1: microseconds per value and per value-and-gradient, in process and served.
+fn overhead(quick: bool, out: &mut String) -> Result<()> {
+    let n = if quick { 500 } else { 5000 };
+    let banana = Arc::new(Banana::simulate(Banana::PAPER_N, 1)?);
+    let server = Server::start(
+        served_maps("banana", banana.clone(), None),
+        &ServerSettings {
+            port: 0,
+            workers: 1,
+            ..ServerSettings::default()
+        },
+    )?;
+    let served = connect(&format!("http://{}", server.addr()), "banana")?;
+    let q = [0.3, -0.7];
+    let mut g = [0.0; 2];
+    // Warm the connection and the caches.
+    served.value_and_gradient(&q, &mut g);
+    let local_value = seconds_per_call(n, || {
+        std::hint::black_box(banana.value(std::hint::black_box(&q)));
+    });
+    let served_value = seconds_per_call(n, || {
+        std::hint::black_box(served.value(&q));
+    });
+    let local_both = seconds_per_call(n, || {
+        std::hint::black_box(banana.value_and_gradient(&q, &mut g));
+    });
+    let served_both = seconds_per_call(n, || {
+        std::hint::black_box(served.value_and_gradient(&q, &mut g));
+    });
+    let us = |s: f64| s * 1e6;
+    let _ = writeln!(
+        out,
+        "protocol overhead on loopback (banana, {n} sequential calls; U itself {:.3} us):\n  \
+         U:        {:8.1} us served, {:.3} us in process: {:.1} us per Evaluate call\n  \
+         U and dU: {:8.1} us served (Evaluate + Gradient), {:.3} us in process",
+        us(local_value),
+        us(served_value),
+        us(local_value),
+        us(served_value - local_value),
+        us(served_both),
+        us(local_both),
+    );
+    if let Some(f) = served.failure() {
+        return Err(Error::ModelFailed(f));
+    }
+    Ok(())
+}
+
+/// One served or in-process run and what it cost.
+struct Measured {
+    label: String,
+    seconds: f64,
+    calls: u64,
+    /// Exact evaluations (a value, or a value and gradient) while making kept draws.
+    sampling_evaluations: u64,
+    min_ess: f64,
+}
+
+/// The exact calls (or solves) a model has made: its work counters but the rejections.
+fn exact_calls(model: &dyn Model) -> u64 {
+    model
+        .work()
+        .iter()
+        .filter(|(name, _)| !name.contains("rejected"))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn measure(label: &str, model: &dyn Model, config: &SampleConfig) -> Result<Measured> {
+    let before = exact_calls(model);
+    let start = Instant::now();
+    let sinks: Vec<Box<dyn DrawSink>> = (0..config.chains)
+        .map(|_| Box::new(NullSink) as _)
+        .collect();
+    let run: Run = sample(model, config, sinks, &|_, _| {}, None)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let after = exact_calls(model);
+    let min_ess = run
+        .summary()
+        .iter()
+        .map(|p| p.ess_bulk)
+        .fold(f64::INFINITY, f64::min);
+    let sampling_evaluations = run
+        .chains
+        .iter()
+        .map(|c| c.sampling_evaluations.exact_gradients + c.sampling_evaluations.exact_values)
+        .sum();
+    Ok(Measured {
+        label: label.to_string(),
+        seconds,
+        calls: after - before,
+        sampling_evaluations,
+        min_ess,
+    })
+}
+
+/// Runs `shmc bench umbridge`; `exe` is the shmc binary (for the server processes), `log`
+/// tells progress. Returns the report.
+pub fn run_umbridge(exe: &Path, quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<String> {
+    let mut out = String::new();
+    log("protocol overhead on loopback ...");
+    overhead(quick, &mut out)?;
+
+    let pde = if quick {
+        PdeSettings {
+            mesh: 15,
+            modes: 5,
+            ..PdeSettings::default()
+        }
+    } else {
+        PdeSettings::default()
+    };
+    let (warmup, draws) = if quick { (150, 150) } else { (300, 500) };
+    let model_args: Vec<String> = [
+        "--model",
+        "elliptic-pde",
+        "--mesh",
+        &pde.mesh.to_string(),
+        "--kl-modes",
+        &pde.modes.to_string(),
+    ]
+    .map(str::to_string)
+    .to_vec();
+    let hmc = SampleConfig {
+        chains: CHAINS,
+        warmup,
+        draws,
+        seed,
+        steps: Steps::Jittered(10),
+        ..SampleConfig::default()
+    };
+    let mut rows = Vec::new();
+    log("HMC on the PDE model in process ...");
+    let local = EllipticPde::simulate(pde)?;
+    rows.push(measure("HMC, in process", &local, &hmc)?);
+    for workers in [1, 2] {
+        log(&format!(
+            "HMC on the PDE model served with {workers} workers ..."
+        ));
+        let mut args = model_args.clone();
+        args.extend(["--workers".to_string(), workers.to_string()]);
+        let server = ServeProcess::start(exe, &args)?;
+        let served = connect(&server.url, "elliptic-pde")?;
+        rows.push(measure(
+            &format!("HMC, served by {workers} worker(s)"),
+            &served,
+            &hmc,
+        )?);
+        if workers == 2 {
+            log("RNS-HMC on the PDE model served with 2 workers ...");
+            let rns = SampleConfig {
+                method: Method::RnsHmc(SurrogateSettings {
+                    train: TrainOptions {
+                        hidden: if quick { 200 } else { 1000 },
+                        seed,
+                        ..TrainOptions::default()
+                    },
+                    fit: FitMethod::Score,
+                    train_after: warmup / 5,
+                    trajectory: SurrogateSteps::Auto,
+                    ..SurrogateSettings::default()
+                }),
+                ..hmc.clone()
+            };
+            let fresh = connect(&server.url, "elliptic-pde")?;
+            rows.push(measure("RNS-HMC, served by 2 workers", &fresh, &rns)?);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nelliptic PDE ({}x{} mesh, {} modes), {CHAINS} chains x ({warmup} warmup + {draws} \
+         draws), steps 1..=10, {} cores here:",
+        pde.mesh,
+        pde.mesh,
+        pde.modes,
+        std::thread::available_parallelism().map_or(1, usize::from)
+    );
+    let _ = writeln!(
+        out,
+        "  {:<30} {:>7} {:>12} {:>12} {:>8} {:>14} {:>22}",
+        "run",
+        "wall s",
+        "exact calls",
+        "calls per s",
+        "min ESS",
+        "calls per ESS",
+        "sampling evals per ESS"
+    );
+    for r in &rows {
+        let _ = writeln!(
+            out,
+            "  {:<30} {:>7.1} {:>12} {:>12.0} {:>8.0} {:>14.1} {:>22.2}",
+            r.label,
+            r.seconds,
+            r.calls,
+            r.calls as f64 / r.seconds,
+            r.min_ess,
+            r.calls as f64 / r.min_ess,
+            r.sampling_evaluations as f64 / r.min_ess
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  (exact calls, warmup included: served Evaluate + Gradient calls, in process forward + \
+         adjoint solves; sampling evals: exact values and gradients while making kept draws)"
+    );
+    if let [_, one, two, rns] = rows.as_slice() {
+        let _ = writeln!(
+            out,
+            "2 workers vs 1: {:.2}x the served calls per second; RNS-HMC vs HMC: {:.1}x fewer \
+             served calls per effective sample, warmup included, {:.1}x fewer exact \
+             evaluations per effective sample while sampling",
+            (two.calls as f64 / two.seconds) / (one.calls as f64 / one.seconds),
+            (two.calls as f64 / two.min_ess) / (rns.calls as f64 / rns.min_ess),
+            (two.sampling_evaluations as f64 / two.min_ess)
+                / (rns.sampling_evaluations as f64 / rns.min_ess)
+        );
+    }
+    Ok(out)
+}

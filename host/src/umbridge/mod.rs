@@ -1,0 +1,15 @@
+//! UM-Bridge, the UQ community's HTTP protocol for numerical models: shmc samples a model
+//! served by any UM-Bridge server (`--model umbridge`, [`crate::models::umbridge`]) and serves
+//! its own models to any UM-Bridge client (`shmc serve`).
+//!
+//! An expensive model then scales out through UM-Bridge's load balancer (SLURM, HyperQueue,
+//! Kubernetes) instead of through anything of shmc's: the sampler keeps one call per chain in
+//! flight, and the server side decides how many evaluations run at once.
+//!
+//! The [`protocol`] and the [`client`] sit below the models (the served posterior is a model);
+//! the [`server`] and what it serves ([`served`]) sit above them.
+
+pub mod client;
+pub mod protocol;
+pub mod served;
+pub mod server;
