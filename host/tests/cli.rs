@@ -518,14 +518,20 @@ fn models_lists_every_builtin_model() {
     }
 }
 
-/// A long `shmc sample` of the logistic simulation with `chains` chains, writing to `dir`.
-fn spawn_long_run(dir: &Path, chains: &str) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
+/// A long `shmc sample` of the logistic simulation with `chains` chains, writing to `dir`, in
+/// lockstep over the data or each chain on its own (queued on rayon's threads).
+fn spawn_long_run(dir: &Path, chains: &str, lockstep: bool) -> std::process::Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shmc"));
+    command
         .args([
             "sample", "--model", "logistic", "--n", "20000", "--chains", chains, "--warmup", "5",
             "--draws", "100000", "--quiet", "--output",
         ])
-        .arg(dir)
+        .arg(dir);
+    if !lockstep {
+        command.arg("--no-lockstep");
+    }
+    command
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -552,7 +558,7 @@ fn wait_for_draws(dir: &Path, files: usize) {
 #[test]
 fn ctrl_c_stops_cleanly_keeping_finished_draws() {
     let dir = temp_dir("interrupt");
-    let child = spawn_long_run(&dir, "2");
+    let child = spawn_long_run(&dir, "2", true);
     wait_for_draws(&dir, 2);
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -575,9 +581,10 @@ fn ctrl_c_stops_cleanly_keeping_finished_draws() {
 
 #[test]
 fn sigkill_leaves_complete_rows_that_summary_reads() {
-    // 4 chains on 2 threads: two run, two wait in the queue with only a header when killed.
+    // 4 chains on 2 threads, each on its own: two run, two wait in the queue with only a header
+    // when killed.
     let dir = temp_dir("sigkill");
-    let mut child = spawn_long_run(&dir, "4");
+    let mut child = spawn_long_run(&dir, "4", false);
     wait_for_draws(&dir, 2);
     let seen: usize = csv_files(&dir)
         .iter()
