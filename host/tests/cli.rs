@@ -538,7 +538,8 @@ fn spawn_long_run(dir: &Path, chains: &str, lockstep: bool) -> std::process::Chi
         .unwrap()
 }
 
-/// Waits (up to a minute) until `files` CSVs in `dir` hold at least 3 draws each.
+/// Waits (up to a minute) until `files` CSVs in `dir` hold at least 4 draws each, the fewest a
+/// summary reads (at 3 the summary test relied on a fourth landing before the kill).
 fn wait_for_draws(dir: &Path, files: usize) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
@@ -546,7 +547,7 @@ fn wait_for_draws(dir: &Path, files: usize) {
         let started: Vec<PathBuf> = if dir.exists() { csv_files(dir) } else { vec![] };
         let ready = started
             .iter()
-            .filter(|f| read_stan_csv(f).is_ok_and(|c| c.columns[0].len() >= 3))
+            .filter(|f| read_stan_csv(f).is_ok_and(|c| c.columns[0].len() >= 4))
             .count()
             >= files;
         if ready || std::time::Instant::now() > deadline {
