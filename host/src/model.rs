@@ -3,6 +3,8 @@
 
 use shmc_core::Potential;
 
+use crate::riemannian::RiemannianMetric;
+
 /// A posterior to sample: `U(q) = −log p(q | data)` on the unconstrained space, plus what the
 /// output needs to report draws.
 ///
@@ -30,6 +32,15 @@ pub trait Model: Potential + Send + Sync {
     /// and per effective sample. Counters only grow; take differences to cost one run.
     fn work(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+
+    /// The position-dependent metric RMHMC integrates with, when the model offers one (logistic
+    /// regression: its Fisher information; the banana: its Fisher metric). `start` is where the
+    /// chain starts, where a model whose metric is frozen evaluates it (the elliptic PDE: its
+    /// Gauss–Newton diagonal). `None`, the default: the model cannot run RMHMC, and a run asking
+    /// for it is refused before it starts.
+    fn riemannian_metric(&self, _start: &[f64]) -> Option<Box<dyn RiemannianMetric + '_>> {
+        None
     }
 }
 

@@ -32,6 +32,7 @@ use shmc_core::random::{fill_standard_normal, uniform};
 
 use crate::data::Dataset;
 use crate::model::indexed_names;
+use crate::riemannian::{LogisticFisher, RiemannianMetric};
 use crate::{Error, Model, Result};
 
 /// Rows per block of the fused pass: 64 rows of 50 doubles are 25.6 kB, inside a 32 kB L1 cache.
@@ -240,6 +241,10 @@ impl Potential for LogisticRegression {
 impl Model for LogisticRegression {
     fn parameter_names(&self) -> Vec<String> {
         indexed_names("beta", self.data.p)
+    }
+
+    fn riemannian_metric(&self, _start: &[f64]) -> Option<Box<dyn RiemannianMetric + '_>> {
+        Some(Box::new(LogisticFisher::new(self)))
     }
 
     fn notes(&self) -> Vec<String> {

@@ -76,6 +76,9 @@ pub struct RmhmcTransition {
     pub accepted: bool,
     /// `H(end) − H(start)` (NaN when the trajectory failed before its end).
     pub energy_error: f64,
+    /// `H` where the chain is after the transition (the end point if accepted, else the start
+    /// with the momentum drawn for it): finite whenever the transition returns.
+    pub energy: f64,
     /// Why the trajectory was divergent, if it was.
     pub divergence: Option<Divergence>,
     /// This transition's counts.
@@ -155,6 +158,7 @@ impl Rmhmc {
                 potential,
                 accepted: false,
                 energy_error,
+                energy: h0,
                 divergence: Some(divergence),
                 counts,
             };
@@ -190,6 +194,7 @@ impl Rmhmc {
                 potential: end_potential,
                 accepted,
                 energy_error,
+                energy: h1,
                 divergence: None,
                 counts,
             }
@@ -199,6 +204,7 @@ impl Rmhmc {
                 potential,
                 accepted,
                 energy_error,
+                energy: h0,
                 divergence: None,
                 counts,
             }
