@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::bench::grid::{format_problems, format_sweep, run_problems, run_sweep};
-use crate::bench::{BenchRow, Experiment, METHOD_KEYS, format_table, run_experiment};
+use crate::bench::{Experiment, METHOD_KEYS, format_table, run_experiment};
 use crate::{Error, Result};
 
 /// Arguments of `shmc bench`.

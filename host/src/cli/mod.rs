@@ -3,6 +3,7 @@
 
 mod bench;
 mod progress;
+mod rmhmc_args;
 mod sample;
 mod summary;
 mod surrogate_args;

@@ -7,10 +7,12 @@ use clap::Args;
 
 use super::ModelArgs;
 use super::progress::Progress;
+use super::rmhmc_args::RmhmcArgs;
 use super::surrogate_args::SurrogateArgs;
 use super::trajectory_args::TrajectoryArgs;
 use crate::output::{
-    CsvHeader, CsvSink, RunTotals, approximate_label, format_model_work, format_summary,
+    CsvHeader, CsvSink, RunTotals, approximate_label, format_kernel_work, format_model_work,
+    format_summary,
 };
 use crate::sampler::{DrawSink, Init, Method, SampleConfig, StepSize, sample};
 use crate::{Error, Model, Result, models};
@@ -29,9 +31,14 @@ pub struct SampleArgs {
     /// approximation (APPROXIMATE with --approximate-acceptance); grid-hmc precomputes the
     /// force on a grid of --cell cells, sg-hmc a sparse-grid interpolant of --level (or to
     /// --tolerance), over --domain (the paper's "complete" variant, which also accepts with the
-    /// grid's U: --approximate-acceptance, APPROXIMATE).
+    /// grid's U: --approximate-acceptance, APPROXIMATE). rmhmc is Riemannian-manifold HMC
+    /// with the model's own metric (logistic: the Fisher information; elliptic-pde: the
+    /// Gauss-Newton diagonal frozen at the start), rns-rmhmc RNS-HMC's network fitted on the
+    /// exact warmup, then RMHMC on its potential and SoftAbs'd Hessian (both judged by the
+    /// exact U; the generalized leapfrog's options: --rmhmc-step-size and below).
     #[arg(long, default_value = "hmc",
-          value_parser = ["hmc", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc"])]
+          value_parser = ["hmc", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc", "rmhmc",
+                          "rns-rmhmc"])]
     method: String,
     /// Number of chains, run in parallel on all cores.
     #[arg(long, default_value_t = 4)]
@@ -75,6 +82,8 @@ pub struct SampleArgs {
     quiet: bool,
     #[command(flatten)]
     surrogate: SurrogateArgs,
+    #[command(flatten)]
+    rmhmc: RmhmcArgs,
 }
 
 fn read_init(path: &Path) -> Result<Vec<f64>> {
@@ -126,6 +135,11 @@ impl SampleArgs {
                 }
                 "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
                 "vhmc" => Method::Vhmc(self.surrogate.vhmc(self.seed)?),
+                "rmhmc" => Method::Rmhmc(self.rmhmc.settings(&self.trajectory, true)),
+                "rns-rmhmc" => Method::RnsRmhmc(
+                    self.surrogate.settings(self.warmup, self.seed)?,
+                    self.rmhmc.settings(&self.trajectory, false),
+                ),
                 _ => Method::Hmc,
             },
             ..SampleConfig::default()
@@ -210,6 +224,15 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
         println!("model: {note}");
     }
     config.validate(model.dim())?;
+    if matches!(config.method, Method::Rmhmc(_))
+        && model.riemannian_metric(&vec![0.0; model.dim()]).is_none()
+    {
+        return Err(Error::invalid(format!(
+            "--method rmhmc needs the model's Riemannian metric, and model {} offers none \
+             (logistic, banana and elliptic-pde do; rns-rmhmc uses its network's)",
+            args.model.model
+        )));
+    }
     let sinks = open_sinks(args, &config, model.as_ref())?;
     // A second Ctrl-C falls through to the default handler only if this one failed to install;
     // that is harmless, so the error is ignored.
@@ -306,6 +329,16 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
                 collapse.own_acceptance,
                 crate::sampler::COLLAPSE_WINDOW,
                 collapse.iteration + 1
+            );
+        }
+    }
+    for c in &run.chains {
+        if let Some(r) = &c.riemannian {
+            println!("chain {}: RMHMC step size {:.4}", c.chain, r.step_size);
+            print!(
+                "{}{}",
+                format_kernel_work(&format!("chain {} warmup", c.chain), &r.warmup),
+                format_kernel_work(&format!("chain {} sampling", c.chain), &r.sampling)
             );
         }
     }

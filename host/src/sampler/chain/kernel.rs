@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use nalgebra::DVector;
 use rand::Rng;
+use serde::Serialize;
 use shmc_core::{DualAveraging, Dyn, Potential, State, Transition};
 
 use crate::riemannian::{
@@ -27,7 +28,7 @@ use crate::{Error, Result};
 const INITIAL_STEP_SIZE: f64 = 1.0;
 
 /// What RMHMC's transitions did and cost in one part of a chain (warmup or sampling).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct KernelWork {
     /// Transitions made with the generalized leapfrog.
     pub transitions: u64,
