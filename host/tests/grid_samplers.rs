@@ -2,7 +2,6 @@
 //! proposes, never what it targets (the MH step keeps the exact `U`), and a saved grid proposes
 //! exactly as the one it was saved from.
 
-use shmc::core::Potential;
 use shmc::models::banana::Banana;
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::sampler::{Method, SampleConfig, SurrogateSettings};

@@ -99,6 +99,10 @@ impl CpuLogpFunc for LogDensity<'_> {
     }
 }
 
+/// One NUTS chain's kept draws (per parameter), gradients, divergences and the seconds at
+/// which its draws finished.
+type ChainDraws = (Vec<Vec<f64>>, u64, usize, Vec<f64>);
+
 /// Runs `chains` NUTS chains of `warmup + draws` iterations on `model` in parallel (rayon's pool:
 /// one thread per core), each from a uniform draw on `(−2, 2)` per coordinate as Stan starts.
 pub fn run_nuts(
@@ -119,7 +123,7 @@ pub fn run_nuts(
     let start = Instant::now();
     let runs = (0..chains)
         .into_par_iter()
-        .map(|chain| -> Result<(Vec<Vec<f64>>, u64, usize, Vec<f64>)> {
+        .map(|chain| -> Result<ChainDraws> {
             let fail = |e: anyhow::Error| Error::invalid(format!("NUTS chain {chain}: {e}"));
             // Streams apart from the chains' own (1-based) and from the start points'.
             let mut rng = chain_rng(seed, NUTS_STREAMS + chain);

@@ -142,7 +142,6 @@ impl SampleArgs {
                 ),
                 _ => Method::Hmc,
             },
-            ..SampleConfig::default()
         })
     }
 }

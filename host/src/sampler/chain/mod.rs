@@ -291,7 +291,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
                 break;
             }
             if let Some(monitor) = self.outlets.monitor
-                && self.result.kept() % monitor.every() == 0
+                && self.result.kept().is_multiple_of(monitor.every())
                 && monitor.block_done(self.number, &self.result, self.outlets.interrupt)
                     == Verdict::Stop
             {
