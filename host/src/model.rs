@@ -4,6 +4,7 @@
 use shmc_core::Potential;
 
 use crate::Result;
+use crate::riemannian::RiemannianMetric;
 use crate::row_sum::RowSum;
 
 /// A posterior to sample: `U(q) = −log p(q | data)` on the unconstrained space, plus what the
@@ -55,6 +56,15 @@ pub trait Model: Potential + Send + Sync {
     /// [`crate::Error::ModelFailed`], so a failure mid-run is one clear error with the draws
     /// made so far kept, not a run of rejections or a panic.
     fn failure(&self) -> Option<String> {
+        None
+    }
+
+    /// The position-dependent metric RMHMC integrates with, when the model offers one (logistic
+    /// regression: its Fisher information; the banana: its Fisher metric). `start` is where the
+    /// chain starts, where a model whose metric is frozen evaluates it (the elliptic PDE: its
+    /// Gauss–Newton diagonal). `None`, the default: the model cannot run RMHMC, and a run asking
+    /// for it is refused before it starts.
+    fn riemannian_metric(&self, _start: &[f64]) -> Option<Box<dyn RiemannianMetric + '_>> {
         None
     }
 }

@@ -35,9 +35,10 @@ use crate::diagnostics::{Draws, ess, ess_bulk, ess_summary, ess_tail};
 use crate::models::elliptic_pde::{EllipticPde, PdeSettings};
 use crate::models::logistic::LogisticRegression;
 use crate::optimize::{MapOptions, find_map};
+use crate::output::format_kernel_work;
 use crate::sampler::{
-    DrawSink, Init, Method, NullSink, Run, SampleConfig, StepSize, SurrogateSettings,
-    SurrogateSteps, sample,
+    DrawSink, Init, KernelWork, Method, NullSink, RmhmcSettings, Run, SampleConfig, StepSize,
+    SurrogateSettings, SurrogateSteps, sample,
 };
 use crate::surrogates::FitMethod;
 use crate::surrogates::network::TrainOptions;
@@ -83,6 +84,13 @@ pub struct BenchSettings {
     pub data_dir: PathBuf,
     /// The rows to run, by their keys in [`METHOD_KEYS`].
     pub methods: Vec<String>,
+    /// RMHMC's and RNS-RMHMC's fixed step size (the papers').
+    pub rmhmc_step_size: f64,
+    /// RMHMC's and RNS-RMHMC's maximum steps, drawn uniformly from 1..=steps.
+    pub rmhmc_steps: u32,
+    /// Exact RMHMC's burn-in and kept draws (its metric makes an iteration up to hundreds of
+    /// HMC's, so the quick run shortens them more than the others').
+    pub rmhmc_iterations: (usize, usize),
     /// nutpie's min ESS_bulk per second on the LR simulation, on the machine the bench runs on
     /// (`host/benches/nutpie_lr_sim.py` measures it); the all-in row is compared with it.
     pub nutpie_rate: f64,
@@ -90,15 +98,17 @@ pub struct BenchSettings {
 
 /// The keys of the rows a bench can run, in the order they run: HMC, RNS-HMC (potential and
 /// score fits), ARNS-HMC, RNS-HMC with 4× longer surrogate trajectories and with the lengths its
-/// curvature picks, the all-in run (2 chains, adapted, accounted as nutpie's figure) and NUTS
-/// (the last two by default on lr-sim only).
-pub const METHOD_KEYS: [&str; 8] = [
+/// curvature picks, RMHMC and RNS-RMHMC (Table 1's last two rows), the all-in run (2 chains,
+/// adapted, accounted as nutpie's figure) and NUTS (the last two by default on lr-sim only).
+pub const METHOD_KEYS: [&str; 10] = [
     "hmc",
     "rns",
     "rns-score",
     "arns",
     "rns-long",
     "rns-auto",
+    "rmhmc",
+    "rns-rmhmc",
     "all-in",
     "nuts",
 ];
@@ -124,9 +134,19 @@ impl Experiment {
             Experiment::A9a => (0.003, 10, 2500),
             Experiment::Pde => (0.16, 10, 1000),
         };
+        // The journal's RMHMC settings (Table 1), for RMHMC and RNS-RMHMC alike.
+        let (rmhmc_step_size, rmhmc_steps) = match self {
+            Experiment::LrSim => (0.54, 2),
+            Experiment::Bank => (0.4, 6),
+            Experiment::A9a => (0.5, 4),
+            Experiment::Pde => (0.8, 3),
+        };
         let mut s = BenchSettings {
             step_size,
             steps,
+            rmhmc_step_size,
+            rmhmc_steps,
+            rmhmc_iterations: (5000, 5000),
             burn_in: 5000,
             train_after: 1000,
             draws: 5000,
@@ -154,6 +174,9 @@ impl Experiment {
             // quadratic, which is what a near-Gaussian posterior needs: 400 units proposed so
             // poorly that the quick run said nothing about the full one.
             s.hidden = s.hidden.min(1500);
+            // An exact RMHMC iteration costs ~10 metric points of O(N·d²) each on the
+            // regressions: enough draws to see its cost and a rough ESS, no more.
+            s.rmhmc_iterations = (20, 100);
         }
         s
     }
@@ -295,6 +318,8 @@ pub struct BenchRow {
     /// The model's own work (see [`Model::work`]: PDE solves) per iteration, burn-in included,
     /// by name; empty for models that count none.
     pub work_per_iteration: Vec<(String, f64)>,
+    /// For the RMHMC rows: their sampling's generalized-leapfrog work and failures.
+    pub rmhmc: Option<KernelWork>,
 }
 
 /// The growth of each work counter between two readings of [`Model::work`].
@@ -409,6 +434,7 @@ fn row(
         nutpie_rate: f64::NAN,
         versus_nuts: f64::NAN,
         work_per_iteration: Vec::new(),
+        rmhmc: run.chains[0].riemannian.map(|r| r.sampling),
     }
 }
 
@@ -530,13 +556,26 @@ pub fn run_experiment(
         fit: FitMethod::Score,
         ..surrogate.clone()
     };
+    let rmhmc = RmhmcSettings {
+        step_size: StepSize::Fixed(settings.rmhmc_step_size),
+        steps: Steps::Jittered(settings.rmhmc_steps),
+        // The journal's RNS-RMHMC metric for the PDE is the network Hessian's diagonal.
+        diagonal: experiment == Experiment::Pde,
+        ..RmhmcSettings::default()
+    };
     let all: Vec<(&str, &str, Method)> = vec![
         ("hmc", "HMC", Method::Hmc),
         ("rns", "RNS-HMC", Method::RnsHmc(surrogate.clone())),
         ("rns-score", "RNS-HMC (score fit)", Method::RnsHmc(score)),
-        ("arns", "ARNS-HMC", Method::ArnsHmc(surrogate)),
+        ("arns", "ARNS-HMC", Method::ArnsHmc(surrogate.clone())),
         ("rns-long", "RNS-HMC (4x steps)", Method::RnsHmc(long)),
         ("rns-auto", "RNS-HMC (auto steps)", Method::RnsHmc(auto)),
+        ("rmhmc", "RMHMC", Method::Rmhmc(rmhmc.clone())),
+        (
+            "rns-rmhmc",
+            "RNS-RMHMC",
+            Method::RnsRmhmc(surrogate.clone(), rmhmc),
+        ),
     ];
     // Start every method at the MAP: from 0 the papers' small fixed step sizes can diverge on
     // every proposal (a9a: U's gradient at 0 is ~10⁴) and the chain never moves.
@@ -551,10 +590,14 @@ pub fn run_experiment(
             continue;
         }
         log(&format!("running {label} ..."));
+        let (burn_in, draws) = match &method {
+            Method::Rmhmc(_) => settings.rmhmc_iterations,
+            _ => (settings.burn_in, settings.draws),
+        };
         let config = SampleConfig {
             chains: 1,
-            warmup: settings.burn_in,
-            draws: settings.draws,
+            warmup: burn_in,
+            draws,
             seed: settings.seed,
             step_size: StepSize::Fixed(settings.step_size),
             steps: Steps::Jittered(settings.steps),
@@ -580,7 +623,7 @@ pub fn run_experiment(
             .collect();
         let waited = chain.warmup_seconds + chain.sampling_seconds;
         let mut r = row(key, label, &run, exact_u, &geyer, waited);
-        r.work_per_iteration = per_iteration(&work, (settings.burn_in + settings.draws) as f64);
+        r.work_per_iteration = per_iteration(&work, (burn_in + draws) as f64);
         rows.push(r);
     }
     // Speed-ups are over HMC's row, so without one they stay NaN.
@@ -671,6 +714,7 @@ fn nuts_row(
         nutpie_rate: f64::NAN,
         versus_nuts: f64::NAN,
         work_per_iteration: per_iteration(&work, (chains * (warmup + settings.draws)) as f64),
+        rmhmc: None,
     })
 }
 
@@ -719,6 +763,11 @@ pub fn format_table(rows: &[BenchRow]) -> String {
                 String::new()
             }
         ));
+    }
+    for r in rows {
+        if let Some(work) = &r.rmhmc {
+            out.push_str(&format_kernel_work(&format!("{} sampling", r.method), work));
+        }
     }
     for r in rows.iter().filter(|r| !r.work_per_iteration.is_empty()) {
         let work: Vec<String> = r

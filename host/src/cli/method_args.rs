@@ -3,6 +3,7 @@
 
 use clap::Args;
 
+use super::rmhmc_args::RmhmcArgs;
 use super::surrogate_args::SurrogateArgs;
 use super::trajectory_args::TrajectoryArgs;
 use crate::sampler::Method;
@@ -17,14 +18,21 @@ pub struct MethodArgs {
     /// approximation (APPROXIMATE with --approximate-acceptance); grid-hmc precomputes the
     /// force on a grid of --cell cells, sg-hmc a sparse-grid interpolant of --level (or to
     /// --tolerance), over --domain (the paper's "complete" variant, which also accepts with the
-    /// grid's U: --approximate-acceptance, APPROXIMATE).
+    /// grid's U: --approximate-acceptance, APPROXIMATE). rmhmc is Riemannian-manifold HMC
+    /// with the model's own metric (logistic: the Fisher information; elliptic-pde: the
+    /// Gauss-Newton diagonal frozen at the start), rns-rmhmc RNS-HMC's network fitted on the
+    /// exact warmup, then RMHMC on its potential and SoftAbs'd Hessian (both judged by the
+    /// exact U; the generalized leapfrog's options: --rmhmc-step-size and below).
     #[arg(long, default_value = "hmc",
-          value_parser = ["hmc", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc"])]
+          value_parser = ["hmc", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc", "rmhmc",
+                          "rns-rmhmc"])]
     pub method: String,
     #[command(flatten)]
     pub trajectory: TrajectoryArgs,
     #[command(flatten)]
     pub surrogate: SurrogateArgs,
+    #[command(flatten)]
+    pub rmhmc: RmhmcArgs,
 }
 
 impl MethodArgs {
@@ -49,6 +57,11 @@ impl MethodArgs {
             }
             "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(warmup, seed)?),
             "vhmc" => Method::Vhmc(self.surrogate.vhmc(seed)?),
+            "rmhmc" => Method::Rmhmc(self.rmhmc.settings(&self.trajectory, true)),
+            "rns-rmhmc" => Method::RnsRmhmc(
+                self.surrogate.settings(warmup, seed)?,
+                self.rmhmc.settings(&self.trajectory, false),
+            ),
             _ => Method::Hmc,
         })
     }

@@ -4,6 +4,7 @@
 mod bench;
 mod method_args;
 mod progress;
+mod rmhmc_args;
 mod sample;
 mod sbc;
 mod serve;

@@ -9,9 +9,10 @@ use super::ModelArgs;
 use super::method_args::MethodArgs;
 use super::progress::Progress;
 use crate::output::{
-    CsvHeader, CsvSink, RunTotals, approximate_label, format_model_work, format_summary,
+    CsvHeader, CsvSink, RunTotals, approximate_label, format_kernel_work, format_model_work,
+    format_summary,
 };
-use crate::sampler::{DrawSink, Init, SampleConfig, StepSize, sample};
+use crate::sampler::{DrawSink, Init, Method, SampleConfig, StepSize, sample};
 use crate::{Error, Model, Result, models};
 
 /// Set by Ctrl-C: chains stop after their current iteration and files stay valid.
@@ -196,6 +197,15 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
         println!("model: {note}");
     }
     config.validate(model.dim())?;
+    if matches!(config.method, Method::Rmhmc(_))
+        && model.riemannian_metric(&vec![0.0; model.dim()]).is_none()
+    {
+        return Err(Error::invalid(format!(
+            "--method rmhmc needs the model's Riemannian metric, and model {} offers none \
+             (logistic, banana and elliptic-pde do; rns-rmhmc uses its network's)",
+            args.model.model
+        )));
+    }
     let sinks = open_sinks(args, &config, model.as_ref())?;
     // A second Ctrl-C falls through to the default handler only if this one failed to install;
     // that is harmless, so the error is ignored.
@@ -301,6 +311,16 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
                 collapse.own_acceptance,
                 crate::sampler::COLLAPSE_WINDOW,
                 collapse.iteration + 1
+            );
+        }
+    }
+    for c in &run.chains {
+        if let Some(r) = &c.riemannian {
+            println!("chain {}: RMHMC step size {:.4}", c.chain, r.step_size);
+            print!(
+                "{}{}",
+                format_kernel_work(&format!("chain {} warmup", c.chain), &r.warmup),
+                format_kernel_work(&format!("chain {} sampling", c.chain), &r.sampling)
             );
         }
     }

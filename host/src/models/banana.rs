@@ -14,11 +14,13 @@
 //! The sum over the data is kept as sufficient statistics, `Σ (y_i − m)² = S + N (ȳ − m)²` with
 //! `S = Σ (y_i − ȳ)²`, so `U` equals eq. 4.1 exactly (constant included) at O(1) cost.
 
+use nalgebra::{DMatrix, DVector};
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use shmc_core::{Potential, random::fill_standard_normal};
 
 use crate::model::{Generative, Simulated, indexed_names};
+use crate::riemannian::{DenseFactor, MetricAt, RiemannianMetric};
 use crate::{Error, Model, Result};
 
 /// The banana-shaped posterior of `β = (β1, β2)`.
@@ -74,6 +76,13 @@ impl Banana {
         }
         Self::new(&y)
     }
+
+    /// The posterior's Fisher metric.
+    pub fn fisher(&self) -> BananaFisher {
+        BananaFisher {
+            scale: self.count / (Self::SIGMA_Y * Self::SIGMA_Y),
+        }
+    }
 }
 
 impl Potential for Banana {
@@ -109,6 +118,72 @@ impl Model for Banana {
 
     fn generative(&self) -> Option<&dyn Generative> {
         Some(self)
+    }
+
+    fn riemannian_metric(&self, _start: &[f64]) -> Option<Box<dyn RiemannianMetric + '_>> {
+        Some(Box::new(self.fisher()))
+    }
+}
+
+/// The Fisher metric of the banana, `G = (N/σ_y²) J Jᵀ + I/σ_β²` with `J = ∂m/∂β = (1, 2β₂)`:
+/// position dependent, positive definite, with `∂₂G = (N/σ_y²) [[0, 2], [2, 8β₂]]`. The
+/// banana's curvature turns with `β₂`, which is what RMHMC's metric is for (Girolami &
+/// Calderhead's own example).
+#[derive(Clone, Copy, Debug)]
+pub struct BananaFisher {
+    /// `N/σ_y²`.
+    scale: f64,
+}
+
+struct BananaAt {
+    factor: DenseFactor,
+    matrix: DMatrix<f64>,
+    derivative: DMatrix<f64>,
+}
+
+impl RiemannianMetric for BananaFisher {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn at(&self, q: &[f64]) -> Option<Box<dyn MetricAt + '_>> {
+        let (c, b) = (self.scale, q[1]);
+        let prior = 1.0 / (Banana::SIGMA_BETA * Banana::SIGMA_BETA);
+        let matrix = DMatrix::from_row_slice(
+            2,
+            2,
+            &[c + prior, 2.0 * c * b, 2.0 * c * b, 4.0 * c * b * b + prior],
+        );
+        let derivative = DMatrix::from_row_slice(2, 2, &[0.0, 2.0 * c, 2.0 * c, 8.0 * c * b]);
+        Some(Box::new(BananaAt {
+            factor: DenseFactor::new(matrix.clone())?,
+            matrix,
+            derivative,
+        }))
+    }
+}
+
+impl MetricAt for BananaAt {
+    fn matrix(&self) -> DMatrix<f64> {
+        self.matrix.clone()
+    }
+    fn solve(&self, p: &[f64], out: &mut [f64]) {
+        self.factor.solve(p, out);
+    }
+    fn factor_times(&self, z: &[f64], out: &mut [f64]) {
+        self.factor.factor_times(z, out);
+    }
+    fn log_det(&self) -> f64 {
+        self.factor.log_det()
+    }
+    fn trace_derivatives(&self, out: &mut [f64]) {
+        let inv = self.factor.cholesky().inverse();
+        out[0] = 0.0;
+        out[1] = (inv * &self.derivative).trace();
+    }
+    fn quadratic_derivatives(&self, u: &[f64], out: &mut [f64]) {
+        let u = DVector::from_column_slice(u);
+        out[0] = 0.0;
+        out[1] = u.dot(&(&self.derivative * &u));
     }
 }
 

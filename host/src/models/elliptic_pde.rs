@@ -24,6 +24,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use nalgebra::{DMatrix, DVector};
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use shmc_core::random::fill_standard_normal;
@@ -31,6 +32,7 @@ use shmc_core::{Potential, fastmath};
 
 use crate::model::{Generative, Simulated, indexed_names};
 use crate::pde::{KarhunenLoeve, Mesh, Workspace};
+use crate::riemannian::{ConstantMetric, RiemannianMetric};
 use crate::{Error, Model, Result};
 
 /// How to build the model.
@@ -611,6 +613,18 @@ impl Model for EllipticPde {
 
     fn work(&self) -> Vec<(&'static str, u64)> {
         self.solves().to_vec()
+    }
+
+    /// The Gauss–Newton diagonal (the Fisher information's diagonal plus the prior precision)
+    /// at `start`, frozen there: a constant diagonal metric, so RMHMC here is HMC with that mass
+    /// matrix. The papers' RMHMC uses the full Fisher metric at every point; its derivatives
+    /// need second-order sensitivities (`d²` more solves per point), which this model does not
+    /// compute, and a metric whose derivatives are approximated would make the integrator
+    /// irreversible and the chain inexact.
+    fn riemannian_metric(&self, start: &[f64]) -> Option<Box<dyn RiemannianMetric + '_>> {
+        let diagonal = self.gauss_newton_diagonal(start).ok()?;
+        let metric = ConstantMetric::new(DMatrix::from_diagonal(&DVector::from_vec(diagonal)));
+        Some(Box::new(metric.ok()?))
     }
 }
 

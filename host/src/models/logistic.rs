@@ -39,6 +39,7 @@ use shmc_core::random::{fill_standard_normal, uniform};
 
 use crate::data::Dataset;
 use crate::model::{Generative, Simulated, indexed_names};
+use crate::riemannian::{LogisticFisher, RiemannianMetric};
 use crate::row_sum::{self, Need, Query, RowSum};
 use crate::{Error, Model, Result};
 
@@ -355,6 +356,10 @@ impl Model for LogisticRegression {
 
     fn row_sum(&self) -> Option<&dyn RowSum> {
         Some(self)
+    }
+
+    fn riemannian_metric(&self, _start: &[f64]) -> Option<Box<dyn RiemannianMetric + '_>> {
+        Some(Box::new(LogisticFisher::new(self)))
     }
 
     fn notes(&self) -> Vec<String> {

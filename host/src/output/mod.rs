@@ -5,4 +5,4 @@ pub mod cmdstan;
 pub mod table;
 
 pub use cmdstan::{CsvHeader, CsvSink, StanCsv, approximate_label, read_stan_csv};
-pub use table::{RunTotals, format_model_work, format_summary};
+pub use table::{RunTotals, format_kernel_work, format_model_work, format_summary};

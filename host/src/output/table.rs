@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::diagnostics::{ParameterSummary, ess_summary};
+use crate::sampler::KernelWork;
 
 /// Whole-run figures shown under the table.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -129,4 +130,32 @@ pub fn format_model_work(work: &[(&str, u64)], iterations: u64, min_ess_bulk: f6
     }
     out.push('\n');
     out
+}
+
+/// RMHMC's work and failures in one part of a chain, one line: the fixed-point iterations per
+/// step, each reason a trajectory was rejected as divergent, and the metric's share of the time.
+pub fn format_kernel_work(part: &str, work: &KernelWork) -> String {
+    if work.transitions == 0 {
+        return String::new();
+    }
+    let c = &work.counts;
+    format!(
+        "{part}: {} transitions, {} generalized leapfrog steps, {} fixed-point iterations ({:.1} \
+         per step); divergent: {} not converged, {} not reversible, {} not positive definite, {} \
+         non-finite; metric: {} evaluations ({:.1} per step), {:.2} s of the transitions' {:.2} s \
+         (the rest {:.2} s)\n",
+        work.transitions,
+        c.steps,
+        c.fixed_point_iterations,
+        c.fixed_point_iterations as f64 / c.steps.max(1) as f64,
+        c.not_converged,
+        c.not_reversible,
+        c.not_positive_definite,
+        c.non_finite,
+        work.metric_evaluations,
+        work.metric_evaluations as f64 / c.steps.max(1) as f64,
+        work.metric_seconds,
+        work.seconds,
+        (work.seconds - work.metric_seconds).max(0.0)
+    )
 }

@@ -41,14 +41,21 @@ pub struct GeneralizedLeapfrog {
 }
 
 impl GeneralizedLeapfrog {
+    /// mici's fixed-point tolerance.
+    pub const DEFAULT_TOLERANCE: f64 = 1e-9;
+    /// The default limit of fixed-point iterations per solve.
+    pub const DEFAULT_MAX_ITERATIONS: u32 = 100;
+    /// mici's reversibility tolerance.
+    pub const DEFAULT_REVERSE_TOLERANCE: f64 = 2e-8;
+
     /// A validated integrator with mici's tolerances: fixed point to 10⁻⁹ in at most 100
     /// iterations, reversibility to 2·10⁻⁸.
     pub fn new(step_size: f64) -> Result<Self> {
         let integrator = Self {
             step_size,
-            tolerance: 1e-9,
-            max_iterations: 100,
-            reverse_tolerance: Some(2e-8),
+            tolerance: Self::DEFAULT_TOLERANCE,
+            max_iterations: Self::DEFAULT_MAX_ITERATIONS,
+            reverse_tolerance: Some(Self::DEFAULT_REVERSE_TOLERANCE),
         };
         integrator.validate()?;
         Ok(integrator)

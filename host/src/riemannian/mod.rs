@@ -13,15 +13,18 @@
 //! - [`integrator`]: the generalized (implicit) leapfrog with fixed-point solves to a tolerance
 //!   and a reversibility check of every step.
 //! - [`transition`]: one RMHMC transition with exact Metropolis–Hastings.
+//! - [`timed`]: a metric that counts and clocks its own work, for the output.
 
 pub mod integrator;
 pub mod metrics;
+pub mod timed;
 pub mod transition;
 
 use nalgebra::{Cholesky, DMatrix, DVector, Dyn};
 
 pub use integrator::{GeneralizedLeapfrog, StepFailure, Trajectory};
 pub use metrics::{ConstantMetric, LogisticFisher, NetworkDiagonalSoftAbs, NetworkSoftAbs};
+pub use timed::{MetricWork, Timed};
 pub use transition::{Divergence, Rmhmc, RmhmcCounts, RmhmcTransition};
 
 /// A position-dependent metric `G(q)`: what a model or surrogate offers when it can supply

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use super::*;
 use crate::diagnostics::{Draws, mcse_mean};
-use crate::models::banana::Banana;
+use crate::models::banana::{Banana, BananaFisher};
 use crate::models::logistic::LogisticRegression;
 
 /// A network on `ℝᵈ` with random output weights: a position-dependent, indefinite Hessian.
@@ -26,68 +26,10 @@ fn random_network(d: usize, s: usize, seed: u64) -> Network<Dyn, Dyn> {
     net
 }
 
-/// The Fisher metric of the banana, `G = (N/σ_y²) J Jᵀ + I/σ_β²` with `J = ∂m/∂β = (1, 2β₂)`:
-/// position dependent, positive definite, with `∂₂G = (N/σ_y²) [[0, 2], [2, 8β₂]]`.
-struct BananaFisher {
-    scale: f64,
-}
-
-struct BananaAt {
-    factor: DenseFactor,
-    matrix: DMatrix<f64>,
-    derivative: DMatrix<f64>,
-}
-
-impl RiemannianMetric for BananaFisher {
-    fn dim(&self) -> usize {
-        2
-    }
-    fn at(&self, q: &[f64]) -> Option<Box<dyn MetricAt + '_>> {
-        let (c, b) = (self.scale, q[1]);
-        let prior = 1.0 / (Banana::SIGMA_BETA * Banana::SIGMA_BETA);
-        let matrix = DMatrix::from_row_slice(
-            2,
-            2,
-            &[c + prior, 2.0 * c * b, 2.0 * c * b, 4.0 * c * b * b + prior],
-        );
-        let derivative = DMatrix::from_row_slice(2, 2, &[0.0, 2.0 * c, 2.0 * c, 8.0 * c * b]);
-        Some(Box::new(BananaAt {
-            factor: DenseFactor::new(matrix.clone())?,
-            matrix,
-            derivative,
-        }))
-    }
-}
-
-impl MetricAt for BananaAt {
-    fn matrix(&self) -> DMatrix<f64> {
-        self.matrix.clone()
-    }
-    fn solve(&self, p: &[f64], out: &mut [f64]) {
-        self.factor.solve(p, out);
-    }
-    fn factor_times(&self, z: &[f64], out: &mut [f64]) {
-        self.factor.factor_times(z, out);
-    }
-    fn log_det(&self) -> f64 {
-        self.factor.log_det()
-    }
-    fn trace_derivatives(&self, out: &mut [f64]) {
-        let inv = self.factor.cholesky().inverse();
-        out[0] = 0.0;
-        out[1] = (inv * &self.derivative).trace();
-    }
-    fn quadratic_derivatives(&self, u: &[f64], out: &mut [f64]) {
-        let u = DVector::from_column_slice(u);
-        out[0] = 0.0;
-        out[1] = u.dot(&(&self.derivative * &u));
-    }
-}
-
 fn banana() -> (Banana, BananaFisher) {
     let model = Banana::simulate(Banana::PAPER_N, 3).unwrap();
-    let scale = Banana::PAPER_N as f64 / (Banana::SIGMA_Y * Banana::SIGMA_Y);
-    (model, BananaFisher { scale })
+    let metric = model.fisher();
+    (model, metric)
 }
 
 /// Checks a metric's contractions against central differences of `G` and `log det G`.

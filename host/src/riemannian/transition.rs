@@ -9,6 +9,7 @@
 //! the chain exact whatever the surrogate.
 
 use rand::Rng;
+use serde::Serialize;
 use shmc_core::Potential;
 use shmc_core::random::{fill_standard_normal, uniform};
 
@@ -37,7 +38,7 @@ pub enum Divergence {
 }
 
 /// Counts of the integrator's work and failures, summed over transitions.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RmhmcCounts {
     /// Fixed-point iterations (both implicit equations, including the reverse checks).
     pub fixed_point_iterations: u64,
@@ -76,6 +77,9 @@ pub struct RmhmcTransition {
     pub accepted: bool,
     /// `H(end) − H(start)` (NaN when the trajectory failed before its end).
     pub energy_error: f64,
+    /// `H` where the chain is after the transition (the end point if accepted, else the start
+    /// with the momentum drawn for it): finite whenever the transition returns.
+    pub energy: f64,
     /// Why the trajectory was divergent, if it was.
     pub divergence: Option<Divergence>,
     /// This transition's counts.
@@ -155,6 +159,7 @@ impl Rmhmc {
                 potential,
                 accepted: false,
                 energy_error,
+                energy: h0,
                 divergence: Some(divergence),
                 counts,
             };
@@ -190,6 +195,7 @@ impl Rmhmc {
                 potential: end_potential,
                 accepted,
                 energy_error,
+                energy: h1,
                 divergence: None,
                 counts,
             }
@@ -199,6 +205,7 @@ impl Rmhmc {
                 potential,
                 accepted,
                 energy_error,
+                energy: h0,
                 divergence: None,
                 counts,
             }

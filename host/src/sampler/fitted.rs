@@ -228,6 +228,10 @@ impl Proposer for FittedPhase<'_> {
         &self.report
     }
 
+    fn surrogate(&self) -> Option<&dyn Surrogate> {
+        self.proposal.as_ref().map(|p| p.surrogate.as_ref())
+    }
+
     fn into_surrogate(self: Box<Self>) -> Option<Box<dyn Surrogate>> {
         self.proposal.map(|p| p.surrogate)
     }

@@ -7,7 +7,11 @@
 
 use std::path::PathBuf;
 
+use shmc_core::Steps;
+
+use super::config::StepSize;
 use super::trajectory::SurrogateSteps;
+use crate::riemannian::GeneralizedLeapfrog;
 use crate::surrogates::grids::{GridFitter, GridKind};
 use crate::surrogates::network::{NetworkFitter, TrainOptions};
 use crate::surrogates::{FitMethod, Fitter};
@@ -31,6 +35,121 @@ pub enum Method {
     /// warmup states, blended with the Laplace quadratic by `μ_t = 1 − exp(−t/τ)` (the
     /// sampler's `variational` module).
     Vhmc(VhmcSettings),
+    /// Riemannian-manifold HMC (Girolami & Calderhead 2011): the generalized leapfrog under the
+    /// model's own metric ([`crate::Model::riemannian_metric`]), exact `U` throughout.
+    Rmhmc(RmhmcSettings),
+    /// RNS-RMHMC (journal section 3.4): RNS-HMC's exact warmup and network fit, then RMHMC
+    /// transitions whose dynamics are the network's potential and its SoftAbs'd Hessian (the
+    /// whole, or its diagonal), judged by the exact `U`.
+    RnsRmhmc(SurrogateSettings, RmhmcSettings),
+}
+
+/// The settings of RMHMC's transitions (exact or on the surrogate). There is no Euclidean
+/// metric to adapt: the metric is the model's or the network's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RmhmcSettings {
+    /// Fixed (the papers'), or adapted by dual averaging on the RMHMC transitions' own
+    /// acceptance during the warmup they run in.
+    pub step_size: StepSize,
+    /// The trajectory length, jittered like HMC's by default.
+    pub steps: Steps,
+    /// The fixed-point solves stop once successive iterates differ by less than this (largest
+    /// absolute coordinate).
+    pub tolerance: f64,
+    /// A fixed-point solve not converged after this many iterations is a divergent, rejected
+    /// transition.
+    pub max_iterations: u32,
+    /// A step integrated back that misses its start by more than this is a divergent, rejected
+    /// transition; `None` skips the check (half the cost of a step, and no guarantee that the
+    /// solves found the reversible fixed point).
+    pub reverse_tolerance: Option<f64>,
+    /// RNS-RMHMC: SoftAbs's `α`, so the network metric's eigenvalues are at least `1/α`.
+    pub softabs_alpha: f64,
+    /// RNS-RMHMC: the SoftAbs'd diagonal of the network's Hessian instead of the whole (the
+    /// journal's choice for the PDE problem).
+    pub diagonal: bool,
+}
+
+impl Default for RmhmcSettings {
+    fn default() -> Self {
+        Self {
+            step_size: StepSize::Adapt { target: 0.8 },
+            steps: Steps::Jittered(6),
+            tolerance: GeneralizedLeapfrog::DEFAULT_TOLERANCE,
+            max_iterations: GeneralizedLeapfrog::DEFAULT_MAX_ITERATIONS,
+            reverse_tolerance: Some(GeneralizedLeapfrog::DEFAULT_REVERSE_TOLERANCE),
+            softabs_alpha: 1.0,
+            diagonal: false,
+        }
+    }
+}
+
+impl RmhmcSettings {
+    /// The integrator with step size `step_size`.
+    pub fn integrator(&self, step_size: f64) -> GeneralizedLeapfrog {
+        GeneralizedLeapfrog {
+            step_size,
+            tolerance: self.tolerance,
+            max_iterations: self.max_iterations,
+            reverse_tolerance: self.reverse_tolerance,
+        }
+    }
+
+    /// Checks the settings; `adapt_warmup`: the warmup iterations RMHMC runs in, where an
+    /// adapted step size learns.
+    fn validate(&self, adapt_warmup: usize) -> Result<()> {
+        match self.step_size {
+            StepSize::Fixed(eps) if !(eps.is_finite() && eps > 0.0) => {
+                return Err(Error::setting(
+                    "rmhmc_step_size",
+                    format!("must be a finite positive number, got {eps}"),
+                ));
+            }
+            StepSize::Adapt { target } if !(target > 0.0 && target < 1.0) => {
+                return Err(Error::setting(
+                    "target_accept",
+                    format!("must lie strictly between 0 and 1, got {target}"),
+                ));
+            }
+            StepSize::Adapt { .. } if adapt_warmup == 0 => {
+                return Err(Error::setting(
+                    "rmhmc_step_size",
+                    "needs a value: no warmup iteration runs RMHMC to adapt it in (rns-rmhmc \
+                     adapts it only after an exact warmup shorter than the warmup)",
+                ));
+            }
+            _ => {}
+        }
+        if self.steps.max() == 0 {
+            return Err(Error::setting("rmhmc_steps", "must be at least 1"));
+        }
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        if !positive(self.tolerance) {
+            return Err(Error::setting(
+                "fixed_point_tolerance",
+                "must be a finite positive number",
+            ));
+        }
+        if self.max_iterations == 0 {
+            return Err(Error::setting(
+                "fixed_point_max_iterations",
+                "must be at least 1",
+            ));
+        }
+        if !self.reverse_tolerance.is_none_or(positive) {
+            return Err(Error::setting(
+                "reversibility_tolerance",
+                "must be a finite positive number",
+            ));
+        }
+        if !positive(self.softabs_alpha) {
+            return Err(Error::setting(
+                "softabs_alpha",
+                "must be a finite positive number",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The settings of VHMC.
@@ -144,6 +263,8 @@ impl Method {
             Method::ArnsHmc(_) => "arns-hmc",
             Method::Vhmc(v) if v.exact_acceptance => "vhmc",
             Method::Vhmc(_) => "vhmc-approximate",
+            Method::Rmhmc(_) => "rmhmc",
+            Method::RnsRmhmc(..) => "rns-rmhmc",
         }
     }
 
@@ -152,23 +273,47 @@ impl Method {
     pub fn approximate(&self) -> bool {
         match self {
             Method::Vhmc(v) => !v.exact_acceptance,
-            Method::RnsHmc(s) | Method::ArnsHmc(s) => s.approximate_acceptance,
-            Method::Hmc => false,
+            Method::RnsHmc(s) | Method::ArnsHmc(s) | Method::RnsRmhmc(s, _) => {
+                s.approximate_acceptance
+            }
+            Method::Hmc | Method::Rmhmc(_) => false,
         }
     }
 
-    /// The surrogate settings, for RNS-HMC and ARNS-HMC.
+    /// The surrogate settings, for RNS-HMC, ARNS-HMC and RNS-RMHMC.
     pub fn surrogate(&self) -> Option<&SurrogateSettings> {
         match self {
-            Method::Hmc | Method::Vhmc(_) => None,
-            Method::RnsHmc(s) | Method::ArnsHmc(s) => Some(s),
+            Method::Hmc | Method::Vhmc(_) | Method::Rmhmc(_) => None,
+            Method::RnsHmc(s) | Method::ArnsHmc(s) | Method::RnsRmhmc(s, _) => Some(s),
+        }
+    }
+
+    /// The RMHMC settings, for RMHMC and RNS-RMHMC.
+    pub fn rmhmc(&self) -> Option<&RmhmcSettings> {
+        match self {
+            Method::Rmhmc(r) | Method::RnsRmhmc(_, r) => Some(r),
+            _ => None,
         }
     }
 
     /// Checks the settings against the run's warmup length.
     pub fn validate(&self, warmup: usize) -> Result<()> {
-        if let Method::Vhmc(v) = self {
-            return v.validate(warmup);
+        match self {
+            Method::Vhmc(v) => return v.validate(warmup),
+            Method::Rmhmc(r) => return r.validate(warmup),
+            Method::RnsRmhmc(s, r) => {
+                r.validate(
+                    s.exact_warmup
+                        .map_or(0, |exact| warmup.saturating_sub(exact)),
+                )?;
+                if s.grid.is_some() || s.approximate_acceptance {
+                    return Err(Error::invalid(
+                        "rns-rmhmc's metric is the network's Hessian: it needs a network \
+                         surrogate and the exact MH step",
+                    ));
+                }
+            }
+            _ => {}
         }
         let Some(s) = self.surrogate() else {
             return Ok(());
@@ -205,7 +350,7 @@ impl Method {
         }
         let needs_states = s.surrogate_file.is_none() && !s.fitter().before_sampling();
         if let Some(exact) = s.exact_warmup {
-            if !matches!(self, Method::RnsHmc(_)) || !needs_states {
+            if !matches!(self, Method::RnsHmc(_) | Method::RnsRmhmc(..)) || !needs_states {
                 return Err(Error::setting(
                     "exact_warmup",
                     "is for rns-hmc fitting its surrogate on warmup states (arns-hmc starts \

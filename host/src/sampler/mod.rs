@@ -26,9 +26,9 @@ pub mod warmup;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use chain::{COLLAPSE_WINDOW, Collapse};
+pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, RiemannianReport};
 pub use config::{Init, SampleConfig, StepSize};
-pub use method::{Method, SurrogateSettings, VhmcSettings};
+pub use method::{Method, RmhmcSettings, SurrogateSettings, VhmcSettings};
 pub use proposer::{Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
@@ -100,6 +100,25 @@ pub struct Evaluations {
 }
 
 impl Evaluations {
+    /// Counts the generalized-leapfrog transition `t` (RMHMC), whose steps each took
+    /// `gradients_per_step` gradients of the proposal potential (the surrogate's, or exact),
+    /// and whose end point one exact `U`.
+    fn record_generalized(
+        &mut self,
+        t: &shmc_core::Transition,
+        surrogate: bool,
+        gradients_per_step: u64,
+    ) {
+        self.iterations += 1;
+        self.exact_values += 1;
+        let gradients = u64::from(t.steps) * gradients_per_step;
+        if surrogate {
+            self.surrogate_gradients += gradients;
+        } else {
+            self.exact_gradients += gradients;
+        }
+    }
+
     /// Counts transition `t`, proposed by the surrogate or exactly, and judged by the exact `U`
     /// or (VHMC's approximate rule) by the surrogate.
     fn record(&mut self, t: &shmc_core::Transition, surrogate: bool, exact_judge: bool) {
@@ -176,6 +195,8 @@ pub struct ChainResult {
     /// The trained surrogate the chain ended with (VHMC: its learned part, without the Laplace
     /// blend), to save for later runs.
     pub trained: Option<Arc<dyn Surrogate>>,
+    /// RMHMC's step size, work and failures, for the RMHMC methods.
+    pub riemannian: Option<RiemannianReport>,
     /// Whether the run was interrupted before all draws were made.
     pub interrupted: bool,
     /// Each phase's iterations and time, in the order they ran.
@@ -196,6 +217,7 @@ impl ChainResult {
             sampling_evaluations: Evaluations::default(),
             surrogate: None,
             trained: None,
+            riemannian: None,
             interrupted: false,
             phases: Vec::new(),
         }

@@ -57,6 +57,12 @@ pub trait Proposer {
         None
     }
 
+    /// The fitted surrogate behind the proposal, once there is one (RNS-RMHMC's metric comes
+    /// from its network). `None` for a method whose proposal is not a surrogate of its own.
+    fn surrogate(&self) -> Option<&dyn Surrogate> {
+        None
+    }
+
     /// The cost and fit so far.
     fn report(&self) -> &SurrogateReport;
 

@@ -141,6 +141,12 @@ pub trait Surrogate: Potential + Debug + Send + Sync {
         None
     }
 
+    /// The random network behind the surrogate, if it is one: RNS-RMHMC builds its metric from
+    /// the network's Hessian and third derivatives. `None`: a kind without them (a grid).
+    fn network(&self) -> Option<&shmc_core::Network<shmc_core::Dyn, shmc_core::Dyn>> {
+        None
+    }
+
     /// Learning state by state, if its kind can (the network can; a grid cannot). `None` keeps
     /// the batch fit.
     fn online(&mut self) -> Option<&mut dyn Online> {
@@ -237,6 +243,9 @@ impl Surrogate for Shared {
     }
     fn curvature(&self) -> Option<&dyn Curvature> {
         self.0.curvature()
+    }
+    fn network(&self) -> Option<&shmc_core::Network<shmc_core::Dyn, shmc_core::Dyn>> {
+        self.0.network()
     }
     fn sup_error_estimate(&self) -> Option<f64> {
         self.0.sup_error_estimate()

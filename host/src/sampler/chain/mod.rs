@@ -3,7 +3,8 @@
 //! 1. **start** ([`start`]): a finite initial point, the method's surrogate machinery, Stan's
 //!    first step size;
 //! 2. **exact warmup**: exact HMC adapting the step size and metric ([`adaptation`]) while the
-//!    method collects states, until its surrogate is fitted and proposes;
+//!    method collects states, until its surrogate is fitted and proposes (RMHMC: its own
+//!    kernel adapting its step size, the whole warmup);
 //! 3. **training**: the fits and online updates, timed apart from the iterations they end;
 //! 4. **surrogate warmup**: the rest of warmup on surrogate trajectories judged by the exact
 //!    `U`, adapting on the surrogate's own acceptance ([`dynamics`]), back to exact HMC for
@@ -11,12 +12,17 @@
 //! 5. **sampling**: the kept draws, with step size, metric, trajectory lengths and surrogate
 //!    fixed, until the draws are done or every chain together reaches the target ESS.
 //!
+//! Each transition runs one of two kernels ([`kernel`]): HMC's leapfrog, or RMHMC's
+//! generalized leapfrog under a position-dependent metric (RMHMC throughout; RNS-RMHMC once its
+//! surrogate proposes).
+//!
 //! Each row goes to the chain's sink as soon as it is made, so an interrupted run keeps every
 //! finished draw.
 
 mod adaptation;
 mod dynamics;
 mod guard;
+mod kernel;
 mod start;
 
 use std::cell::Cell;
@@ -28,18 +34,22 @@ use rand_pcg::Pcg64;
 use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, HmcConfig, Potential, State, Transition};
 
 pub use guard::{Collapse, WINDOW as COLLAPSE_WINDOW};
+pub use kernel::{KernelWork, RiemannianReport};
 
 use self::adaptation::Adaptation;
 use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
 use self::guard::Guard;
+use self::kernel::Riemannian;
 use super::config::{Init, SampleConfig, StepSize};
 use super::fitted::Precomputed;
+use super::method::Method;
 use super::proposer::Proposer;
 use super::target_ess::{EssMonitor, Verdict};
 use super::warmup::initial_step_size;
 use super::{ChainResult, DrawSink, Phase, SAMPLER_COLUMNS};
 use crate::random::chain_rng;
-use crate::{Model, Result};
+use crate::riemannian::RiemannianMetric;
+use crate::{Error, Model, Result};
 
 /// Where a chain's rows and progress go, and what may stop it early.
 pub struct Outlets<'b> {
@@ -101,6 +111,12 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
     /// `U` and `Ũ` at the latest judged end point.
     end: Cell<EndPoint>,
     adaptation: Option<Adaptation>,
+    /// RMHMC's kernel, for the methods that have one.
+    riemannian: Option<Riemannian>,
+    /// RMHMC's metric: the model's own (RNS-RMHMC's is its network's, made per transition).
+    model_metric: Option<Box<dyn RiemannianMetric + 'b>>,
+    /// Whether the latest transition ran the generalized leapfrog.
+    ran_generalized: bool,
     guard: Guard,
     collapse: Option<Collapse>,
     result: ChainResult,
@@ -144,6 +160,24 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
                 state = moved;
             }
         }
+        let model_metric = match &config.method {
+            Method::Rmhmc(_) => Some(
+                model
+                    .riemannian_metric(state.position.as_slice())
+                    .ok_or_else(|| {
+                        Error::setting(
+                            "method",
+                            "rmhmc needs the model's Riemannian metric, and this model offers \
+                             none at the chain's start",
+                        )
+                    })?,
+            ),
+            _ => None,
+        };
+        let riemannian = match config.method.rmhmc() {
+            Some(settings) => Some(Riemannian::new(settings, config.max_energy_error)?),
+            None => None,
+        };
         let names = model.parameter_names().len();
         let hmc = Hmc::new(
             Dyn(dim),
@@ -167,6 +201,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             proposal_value: f64::NAN,
             end: Cell::new(EndPoint::default()),
             adaptation: None,
+            riemannian,
+            model_metric,
+            ran_generalized: false,
             guard: Guard::default(),
             collapse: None,
             result: ChainResult::new(number, names, config.draws),
@@ -178,6 +215,10 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         };
         if chain.proposing() {
             chain.refresh();
+        }
+        // RMHMC never runs HMC's leapfrog: it has no HMC step size or Euclidean metric to find.
+        if chain.model_metric.is_some() {
+            return Ok(chain);
         }
         let step_size = match config.step_size {
             StepSize::Fixed(eps) => eps,
@@ -191,7 +232,8 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         Ok(chain)
     }
 
-    /// Exact HMC until the surrogate proposes (for exact HMC, the whole warmup).
+    /// Exact HMC until the surrogate proposes (for exact HMC, the whole warmup; for RMHMC, its
+    /// own kernel the whole warmup).
     fn exact_warmup(&mut self) -> Result<()> {
         let clock = self.clock();
         while self.done < self.config.warmup && !self.proposing() {
@@ -236,7 +278,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         }
         self.outlets
             .sink
-            .adaptation(self.hmc.config.step_size, self.metric.inv_mass())
+            .adaptation(self.step_size(), self.metric.inv_mass())
     }
 
     /// The kept draws, until they are done, the run's target ESS is reached, or the run is
@@ -268,8 +310,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             iterations: 0,
             seconds: self.training_seconds,
         });
-        self.result.step_size = self.hmc.config.step_size;
+        self.result.step_size = self.step_size();
         self.result.inv_mass = self.metric.inv_mass().to_vec();
+        self.result.riemannian = self.riemannian.as_ref().map(Riemannian::report);
         if let Some(phase) = self.proposer.take() {
             let mut report = phase.report().clone();
             report.collapse = self.collapse;
@@ -289,6 +332,51 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
                 .is_some_and(|p| p.proposal().is_some())
     }
 
+    /// Whether the next transition runs the generalized leapfrog: always under the model's
+    /// metric (RMHMC), and under the network's once the surrogate proposes (RNS-RMHMC).
+    fn generalized(&self) -> bool {
+        self.model_metric.is_some() || (self.riemannian.is_some() && self.proposing())
+    }
+
+    /// The step size of the kernel that runs now.
+    fn step_size(&self) -> f64 {
+        match &self.riemannian {
+            Some(kernel) if self.generalized() => kernel.step_size(),
+            _ => self.hmc.config.step_size,
+        }
+    }
+
+    /// One transition of the generalized leapfrog: the exact or the surrogate's potential with
+    /// the model's or the network's metric, judged by the exact `U`.
+    fn generalized_transition(&mut self, warmup: bool) -> Result<Transition> {
+        let proposer = self
+            .proposer
+            .as_deref()
+            .filter(|_| self.mode == Mode::Surrogate);
+        let proposal = proposer.and_then(|p| p.proposal()).unwrap_or(self.exact);
+        let Some(kernel) = self.riemannian.as_mut() else {
+            return Err(Error::invalid(
+                "the generalized leapfrog runs only for RMHMC",
+            ));
+        };
+        let network_metric;
+        let metric: &dyn RiemannianMetric = match &self.model_metric {
+            Some(metric) => metric.as_ref(),
+            None => {
+                network_metric = kernel.network_metric(proposer.and_then(|p| p.surrogate()))?;
+                network_metric.as_ref()
+            }
+        };
+        kernel.transition(
+            self.exact,
+            proposal,
+            metric,
+            &mut self.state,
+            &mut self.rng,
+            warmup,
+        )
+    }
+
     /// Whether the MH step judges with the surrogate itself (VHMC's published rule).
     fn approximate(&self) -> bool {
         self.proposer.as_deref().is_some_and(|p| p.approximate())
@@ -304,25 +392,33 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         }
         let warmup = self.done < self.config.warmup;
         let proposed = self.proposing();
+        let generalized = self.generalized();
         let (u0, v0) = (self.state.potential, self.proposal_value);
+        let step_size = self.step_size();
         // A trajectory that breaks off before its end point leaves no end point behind.
         self.end.set(EndPoint::default());
-        let Self {
-            hmc,
-            state,
-            metric,
-            rng,
-            ..
-        } = self;
-        let t = with_dynamics(
-            self.exact,
-            self.proposer.as_deref(),
-            self.mode,
-            &self.end,
-            |d| hmc.transition(state, d, metric, rng),
-        );
+        let t = if generalized {
+            self.generalized_transition(warmup)?
+        } else {
+            let Self {
+                hmc,
+                state,
+                metric,
+                rng,
+                ..
+            } = self;
+            with_dynamics(
+                self.exact,
+                self.proposer.as_deref(),
+                self.mode,
+                &self.end,
+                |d| hmc.transition(state, d, metric, rng),
+            )
+        };
+        self.ran_generalized = generalized;
         let approximate = self.approximate();
-        let stat = if proposed && !approximate {
+        // RMHMC's step size adapts on its exact acceptance: its dynamics record no end point.
+        let stat = if proposed && !approximate && !generalized {
             let end = self.end.get();
             if t.accepted {
                 self.proposal_value = end.proposal;
@@ -336,7 +432,12 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         } else {
             &mut self.result.sampling_evaluations
         };
-        counts.record(&t, proposed, !(proposed && approximate));
+        match &self.riemannian {
+            Some(kernel) if generalized => {
+                counts.record_generalized(&t, proposed, kernel.gradients_per_step())
+            }
+            _ => counts.record(&t, proposed, !(proposed && approximate)),
+        }
         if warmup {
             self.result.warmup_divergences += usize::from(t.divergent);
         }
@@ -345,7 +446,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             self.row.extend_from_slice(&[
                 -self.state.potential,
                 t.accept_prob,
-                self.hmc.config.step_size,
+                step_size,
                 0.0,
                 f64::from(t.steps),
                 f64::from(u8::from(t.divergent)),
@@ -366,6 +467,10 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
     /// Adapts the step size and metric to warmup iteration `done − 1`'s acceptance `stat`;
     /// after a new metric, finds the step size again for it and the trajectory lengths.
     fn adapt(&mut self, stat: f64) -> Result<()> {
+        if let Some(kernel) = self.riemannian.as_mut().filter(|_| self.ran_generalized) {
+            kernel.adapt(self.done - 1, self.config.warmup, stat);
+            return Ok(());
+        }
         let Some(adaptation) = self.adaptation.as_mut() else {
             return Ok(());
         };

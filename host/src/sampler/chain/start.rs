@@ -61,13 +61,10 @@ pub fn proposer<'m>(
     precomputed: Option<&Precomputed>,
 ) -> Result<Option<Box<dyn Proposer + 'm>>> {
     Ok(match method {
-        Method::Hmc => None,
-        Method::RnsHmc(settings) => Some(Box::new(FittedPhase::new(
-            false,
-            settings,
-            model,
-            precomputed,
-        )?)),
+        Method::Hmc | Method::Rmhmc(_) => None,
+        Method::RnsHmc(settings) | Method::RnsRmhmc(settings, _) => Some(Box::new(
+            FittedPhase::new(false, settings, model, precomputed)?,
+        )),
         Method::ArnsHmc(settings) => Some(Box::new(FittedPhase::new(
             true,
             settings,

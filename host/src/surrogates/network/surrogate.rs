@@ -76,6 +76,10 @@ impl Surrogate for NetworkSurrogate {
         Some(&self.network)
     }
 
+    fn network(&self) -> Option<&DynNetwork> {
+        Some(&self.network)
+    }
+
     fn online(&mut self) -> Option<&mut dyn Online> {
         Some(self)
     }

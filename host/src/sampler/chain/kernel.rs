@@ -1,0 +1,195 @@
+//! The kernel a chain's transition runs: HMC's leapfrog (under the exact or the surrogate's
+//! dynamics, [`super::dynamics`]) or RMHMC's generalized leapfrog ([`Riemannian`]). The chain
+//! chooses one per iteration: RMHMC runs the generalized leapfrog throughout; RNS-RMHMC runs
+//! exact HMC until its surrogate proposes, then the generalized leapfrog on the network's
+//! potential and metric. Both are judged by the exact `U`.
+//!
+//! A generalized leapfrog step that fails (a fixed-point solve that does not converge, a step
+//! that does not integrate back to its start, a metric that is not positive definite) rejects
+//! the transition as divergent, with its reason counted in [`RiemannianReport`].
+
+use std::time::Instant;
+
+use nalgebra::DVector;
+use rand::Rng;
+use serde::Serialize;
+use shmc_core::{DualAveraging, Dyn, Potential, State, Transition};
+
+use crate::riemannian::{
+    MetricWork, NetworkDiagonalSoftAbs, NetworkSoftAbs, RiemannianMetric, Rmhmc, RmhmcCounts, Timed,
+};
+use crate::sampler::config::StepSize;
+use crate::sampler::method::RmhmcSettings;
+use crate::surrogates::Surrogate;
+use crate::{Error, Result};
+
+/// The step size an adapted RMHMC starts from: its metric carries the posterior's scales, so
+/// unit steps are the natural order (the papers' fixed ones are 0.4 to 0.8).
+const INITIAL_STEP_SIZE: f64 = 1.0;
+
+/// What RMHMC's transitions did and cost in one part of a chain (warmup or sampling).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct KernelWork {
+    /// Transitions made with the generalized leapfrog.
+    pub transitions: u64,
+    /// Fixed-point iterations, steps, and the trajectories each failure ended.
+    pub counts: RmhmcCounts,
+    /// Points at which the metric was evaluated (factorized).
+    pub metric_evaluations: u64,
+    /// Seconds in the metric: its evaluations and every solve and derivative with them.
+    pub metric_seconds: f64,
+    /// Seconds in the transitions, the metric's included.
+    pub seconds: f64,
+}
+
+/// RMHMC's side of a chain's result.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RiemannianReport {
+    /// The step size the kept draws used.
+    pub step_size: f64,
+    /// Warmup's transitions.
+    pub warmup: KernelWork,
+    /// The kept draws' transitions.
+    pub sampling: KernelWork,
+}
+
+/// The generalized-leapfrog kernel of one chain: its settings, its step size (adapted on its
+/// own acceptance, never the HMC phase's: the metrics differ), and its work so far.
+pub struct Riemannian {
+    settings: RmhmcSettings,
+    max_energy_error: f64,
+    dual: Option<DualAveraging>,
+    work: MetricWork,
+    report: RiemannianReport,
+}
+
+impl Riemannian {
+    /// The kernel of `settings`, with the run's divergence threshold.
+    pub fn new(settings: &RmhmcSettings, max_energy_error: f64) -> Result<Self> {
+        let (step_size, dual) = match settings.step_size {
+            StepSize::Fixed(eps) => (eps, None),
+            StepSize::Adapt { target } => (
+                INITIAL_STEP_SIZE,
+                Some(DualAveraging::new(INITIAL_STEP_SIZE, target)?),
+            ),
+        };
+        Ok(Self {
+            settings: settings.clone(),
+            max_energy_error,
+            dual,
+            work: MetricWork::default(),
+            report: RiemannianReport {
+                step_size,
+                ..RiemannianReport::default()
+            },
+        })
+    }
+
+    /// The step size of the next transition.
+    pub fn step_size(&self) -> f64 {
+        self.report.step_size
+    }
+
+    /// Gradient evaluations per generalized leapfrog step: the force at its end, and at its
+    /// start again when the step is integrated back to check it.
+    pub fn gradients_per_step(&self) -> u64 {
+        1 + u64::from(self.settings.reverse_tolerance.is_some())
+    }
+
+    /// The metric of the surrogate's network (RNS-RMHMC): its Hessian under SoftAbs, whole or
+    /// its diagonal. An error if the surrogate has no network (a grid).
+    pub fn network_metric<'a>(
+        &self,
+        surrogate: Option<&'a dyn Surrogate>,
+    ) -> Result<Box<dyn RiemannianMetric + 'a>> {
+        let network = surrogate.and_then(|s| s.network()).ok_or_else(|| {
+            Error::invalid("rns-rmhmc's metric is a network's Hessian: its surrogate has none")
+        })?;
+        let alpha = self.settings.softabs_alpha;
+        Ok(if self.settings.diagonal {
+            Box::new(NetworkDiagonalSoftAbs::new(network, alpha)?)
+        } else {
+            Box::new(NetworkSoftAbs::new(network, alpha)?)
+        })
+    }
+
+    /// One transition from `state`: the dynamics of `proposal` and `metric`, judged by `target`
+    /// with the same metric. An accepted move updates the position and the exact `U` the state
+    /// caches; its gradient, which only HMC's leapfrog uses, is left unknown (NaN) until a
+    /// return to that kernel refreshes it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn transition<R: Rng + ?Sized>(
+        &mut self,
+        target: &dyn Potential,
+        proposal: &dyn Potential,
+        metric: &dyn RiemannianMetric,
+        state: &mut State<Dyn>,
+        rng: &mut R,
+        warmup: bool,
+    ) -> Result<Transition> {
+        let steps = self.settings.steps.draw(rng);
+        let mut rmhmc = Rmhmc::new(self.settings.integrator(self.step_size()), steps)?;
+        rmhmc.max_energy_error = self.max_energy_error;
+        let (evaluations, metric_seconds) = (self.work.evaluations(), self.work.seconds());
+        let clock = Instant::now();
+        let timed = Timed {
+            metric,
+            work: &self.work,
+        };
+        let t = rmhmc.transition(
+            target,
+            proposal,
+            &timed,
+            state.position.as_slice(),
+            state.potential,
+            rng,
+        )?;
+        let part = if warmup {
+            &mut self.report.warmup
+        } else {
+            &mut self.report.sampling
+        };
+        part.seconds += clock.elapsed().as_secs_f64();
+        part.transitions += 1;
+        part.counts.add(&t.counts);
+        part.metric_evaluations += self.work.evaluations() - evaluations;
+        part.metric_seconds += self.work.seconds() - metric_seconds;
+        let divergent = t.divergence.is_some();
+        let accept_prob = if divergent || !t.energy_error.is_finite() {
+            0.0
+        } else {
+            (-t.energy_error).exp().min(1.0)
+        };
+        if t.accepted {
+            state.position = DVector::from_vec(t.position);
+            state.potential = t.potential;
+            state.gradient.fill(f64::NAN);
+        }
+        Ok(Transition {
+            accepted: t.accepted,
+            accept_prob,
+            energy: t.energy,
+            energy_error: t.energy_error,
+            divergent,
+            steps: u32::try_from(t.counts.steps).unwrap_or(u32::MAX),
+        })
+    }
+
+    /// Adapts the step size to warmup iteration `i`'s (of `warmup`) acceptance statistic, when
+    /// it is adapted; the final step size after the last one.
+    pub fn adapt(&mut self, i: usize, warmup: usize, accept_stat: f64) {
+        if let Some(dual) = self.dual.as_mut() {
+            self.report.step_size = if i + 1 == warmup {
+                dual.update(accept_stat);
+                dual.final_step_size()
+            } else {
+                dual.update(accept_stat)
+            };
+        }
+    }
+
+    /// What the kernel did and cost.
+    pub fn report(&self) -> RiemannianReport {
+        self.report
+    }
+}
