@@ -9,7 +9,6 @@ use std::cell::RefCell;
 use rand_pcg::Pcg64;
 use shmc_core::{Dyn, Potential, State, Steps};
 
-use super::chain::Collapse;
 use super::trajectory::TrajectoryChoice;
 use crate::Result;
 use crate::surrogates::Surrogate;
@@ -124,4 +123,15 @@ pub struct Precompute {
     /// Whether it was made once before sampling (shared by every chain), not after a chain's
     /// exact phase.
     pub before_sampling: bool,
+}
+
+/// When and how the surrogate's acceptance collapsed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Collapse {
+    /// The warmup iteration (0-based) after which the chain went back to exact HMC.
+    pub iteration: usize,
+    /// The mean exact acceptance of the last `chain::guard::WINDOW` surrogate proposals.
+    pub acceptance: f64,
+    /// Their mean acceptance under the surrogate's own Hamiltonian.
+    pub own_acceptance: f64,
 }

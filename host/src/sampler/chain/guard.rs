@@ -7,6 +7,8 @@
 
 use std::collections::VecDeque;
 
+pub use crate::sampler::proposer::Collapse;
+
 /// Surrogate proposals the acceptance is averaged over.
 pub const WINDOW: usize = 50;
 
@@ -20,17 +22,6 @@ pub const COLLAPSED: f64 = 0.05;
 /// to a fifth (a negated 4-D Gaussian with up to 20 steps: 0.09 and 0.15 of 0.78), its accepted
 /// moves short ones that go nowhere.
 pub const WORST_RATIO: f64 = 0.2;
-
-/// When and how the surrogate's acceptance collapsed.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Collapse {
-    /// The warmup iteration (0-based) after which the chain went back to exact HMC.
-    pub iteration: usize,
-    /// The mean exact acceptance of the last [`WINDOW`] surrogate proposals.
-    pub acceptance: f64,
-    /// Their mean acceptance under the surrogate's own Hamiltonian.
-    pub own_acceptance: f64,
-}
 
 /// The acceptance of the latest surrogate proposals.
 #[derive(Clone, Debug, Default)]
