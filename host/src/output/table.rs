@@ -142,8 +142,8 @@ pub fn format_kernel_work(part: &str, work: &KernelWork) -> String {
     format!(
         "{part}: {} transitions, {} generalized leapfrog steps, {} fixed-point iterations ({:.1} \
          per step); divergent: {} not converged, {} not reversible, {} not positive definite, {} \
-         non-finite; metric: {} evaluations ({:.1} per step), {:.2} s of the transitions' {:.2} s \
-         (the rest {:.2} s)\n",
+         non-finite; metric: {} evaluations ({:.1} per step), {:.3} s of the transitions' {:.3} s \
+         (the rest {:.3} s)\n",
         work.transitions,
         c.steps,
         c.fixed_point_iterations,
