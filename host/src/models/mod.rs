@@ -478,7 +478,8 @@ mod tests {
 
     #[test]
     fn every_catalogued_model_simulates_from_its_generative_form() {
-        for info in CATALOGUE {
+        // A served model is whatever the server computes: it has no generative form of ours.
+        for info in CATALOGUE.iter().filter(|info| info.name != "umbridge") {
             let mut spec = ModelSpec::named(info.name);
             if info.name == "logistic" {
                 spec.n = Some(500);
