@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 use shmc_core::Potential;
 
 use super::{ChainResult, DrawSink, panic_message};
+use crate::riemannian::RiemannianMetric;
 use crate::row_sum::{self, Need, Query, RowSum, Total};
 use crate::{Error, Model, Result};
 
@@ -435,5 +436,14 @@ impl<M: Model + ?Sized> Model for Member<'_, '_, M> {
 
     fn work(&self) -> Vec<(&'static str, u64)> {
         self.seat.lockstep.model.work()
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.seat.lockstep.model.failure()
+    }
+
+    /// The model's own metric: it reads the data itself, outside the shared passes.
+    fn riemannian_metric(&self, start: &[f64]) -> Option<Box<dyn RiemannianMetric + '_>> {
+        self.seat.lockstep.model.riemannian_metric(start)
     }
 }
