@@ -7,7 +7,8 @@
 //! The layers import one way, each only from those before it: [`models`] (with [`data`] and
 //! [`optimize`]) → [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`]
 //! (the chains, which drive any surrogate) → [`output`] and [`mod@bench`] → [`cli`]. Below them all:
-//! [`random`] (the seeded streams), [`diagnostics`], [`error`].
+//! [`random`] (the seeded streams), [`diagnostics`], [`error`], [`memory`] (allocations sized
+//! before they are made).
 //!
 //! # Your own model
 //! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
@@ -19,6 +20,7 @@ pub mod cli;
 pub mod data;
 pub mod diagnostics;
 pub mod error;
+pub mod memory;
 pub mod model;
 pub mod models;
 pub mod optimize;

@@ -160,6 +160,7 @@ fn pilot_step_size(model: &dyn Model, start: &[f64], steps: u32, seed: u64) -> R
         save_warmup: false,
         max_energy_error: 1000.0,
         method: Method::Hmc,
+        memory_limit: u64::MAX,
     };
     let run = sample(model, &config, vec![Box::new(NullSink)], &|_, _| {}, None)?;
     Ok(run.chains[0].step_size)
@@ -231,6 +232,7 @@ fn compare(
             save_warmup: false,
             max_energy_error: 1000.0,
             method,
+            memory_limit: u64::MAX,
         };
         let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
         let run = sample(model, &config, sinks, &|_, _| {}, None)?;

@@ -203,12 +203,13 @@ impl Experiment {
                     settings.data_dir.join("bank-additional-full.csv"),
                     "y",
                     Missing::Error,
+                    u64::MAX,
                 )?
                 .without_rows_where("housing=unknown")?
                 .without_sparse_columns(10)?
                 .0
             }
-            Experiment::A9a => read_libsvm(settings.data_dir.join("a9a"), Some(123))?,
+            Experiment::A9a => read_libsvm(settings.data_dir.join("a9a"), Some(123), u64::MAX)?,
         };
         let steps = match self {
             Experiment::A9a => Preprocessing {
@@ -456,6 +457,7 @@ fn all_in_row(
         save_warmup: false,
         max_energy_error: 1000.0,
         method: Method::RnsHmc(surrogate),
+        memory_limit: u64::MAX,
     };
     let sinks: Vec<Box<dyn DrawSink>> = (0..chains).map(|_| Box::new(NullSink) as _).collect();
     let map_seconds = start.elapsed().as_secs_f64();
@@ -559,6 +561,7 @@ pub fn run_experiment(
             save_warmup: false,
             max_energy_error: 1000.0,
             method,
+            memory_limit: u64::MAX,
         };
         let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
         let work_before = model.work();

@@ -2,6 +2,7 @@
 //! configuration structs and calls the library. Every failure becomes one line on stderr.
 
 mod bench;
+pub mod options;
 mod progress;
 mod sample;
 mod summary;
@@ -96,7 +97,8 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    fn spec(&self) -> ModelSpec {
+    /// The model these options describe, its data and mesh within `memory_limit` bytes.
+    fn spec(&self, memory_limit: u64) -> ModelSpec {
         ModelSpec {
             name: self.model.clone(),
             data: self.data.clone(),
@@ -118,6 +120,7 @@ impl ModelArgs {
             mesh: self.mesh,
             kl_modes: self.kl_modes,
             prior_sd: self.prior_sd,
+            memory_limit,
         }
     }
 }

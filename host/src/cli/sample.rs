@@ -71,11 +71,7 @@ pub struct SampleArgs {
 
 fn read_init(path: &Path) -> Result<Vec<f64>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_str::<Vec<f64>>(&text).map_err(|e| Error::Data {
-        path: path.to_path_buf(),
-        line: e.line(),
-        message: format!("expected a JSON array of numbers: {e}"),
-    })
+    super::options::init_values(&text, path)
 }
 
 impl SampleArgs {
@@ -97,6 +93,7 @@ impl SampleArgs {
             init,
             save_warmup: self.save_warmup,
             max_energy_error: 1000.0,
+            memory_limit: self.surrogate.memory_limit(),
             method: match self.method.as_str() {
                 "rns-hmc" => Method::RnsHmc(self.surrogate.settings(self.warmup, self.seed)?),
                 "grid-hmc" | "sg-hmc" => {
@@ -194,11 +191,11 @@ fn remove_files_without_draws(args: &SampleArgs) {
 /// Runs `shmc sample`.
 pub fn run(args: &SampleArgs) -> Result<i32> {
     let config = args.config()?;
-    let model = models::build(&args.model.spec())?;
+    let model = models::build(&args.model.spec(args.surrogate.memory_limit()))?;
     for note in model.notes() {
         println!("model: {note}");
     }
-    config.validate(model.dim())?;
+    config.validate(model.as_ref())?;
     let sinks = open_sinks(args, &config, model.as_ref())?;
     // A second Ctrl-C falls through to the default handler only if this one failed to install;
     // that is harmless, so the error is ignored.
@@ -218,10 +215,12 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     // leaves no header-only files that look like a run.
     .inspect_err(|_| remove_files_without_draws(args))?;
     progress.finish();
-    let kept = run.chains.iter().map(|c| c.kept()).min().unwrap_or(0);
-    if kept >= 4 {
+    // An interrupted run is summarized over the chains that made enough draws, cut to the
+    // draws they all finished (as `shmc summary` does with its files).
+    let (summarized, kept) = run.summarized();
+    if !summarized.is_empty() {
         let totals = RunTotals {
-            chains: run.chains.len(),
+            chains: summarized.len(),
             draws: kept,
             mean_accept_stat: run.mean_accept_stat(),
             divergences: run.divergences(),

@@ -51,7 +51,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
             )));
         }
     }
-    let model = models::build(&args.model.spec())?;
+    let model = models::build(&args.model.spec(args.surrogate.memory_limit()))?;
     for note in model.notes() {
         println!("model: {note}");
     }
@@ -73,6 +73,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         save_warmup: false,
         max_energy_error: 1000.0,
         method: Method::RnsHmc(settings.clone()),
+        memory_limit: args.surrogate.memory_limit(),
     };
     let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
     let mut run = sample(model.as_ref(), &config, sinks, &|_, _| {}, None)?;

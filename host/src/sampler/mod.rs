@@ -12,6 +12,7 @@
 //! ```
 
 mod chain;
+mod checked;
 mod config;
 mod fitted;
 mod method;
@@ -21,7 +22,7 @@ mod variational;
 pub mod warmup;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
@@ -44,6 +45,9 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
+/// The fewest kept draws of a chain that a summary's diagnostics (split R̂, ESS) accept.
+pub const MIN_SUMMARY_DRAWS: usize = 4;
+
 /// The sampler columns that precede the parameters in every row, as CmdStan names them.
 pub const SAMPLER_COLUMNS: [&str; 7] = [
     "lp__",
@@ -63,6 +67,11 @@ pub trait DrawSink: Send {
     fn draw(&mut self, row: &[f64]) -> Result<()>;
     /// The end of the chain: its timing, costs, and whether it was interrupted.
     fn finish(&mut self, chain: &ChainResult) -> Result<()>;
+    /// The chain stopped with the error `message` and writes nothing more; a file says so, so
+    /// that the rows before the failure are never taken for a finished chain.
+    fn failed(&mut self, _message: &str) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A sink that keeps nothing (the driver keeps the draws in memory anyway).
@@ -209,12 +218,24 @@ impl Run {
         self.chains.iter().any(|c| c.interrupted)
     }
 
-    /// Per-parameter summaries (mean, sd, MCSE, quantiles, bulk/tail ESS, R̂) over all chains,
-    /// using the draws every chain finished.
-    pub fn summary(&self) -> Vec<ParameterSummary> {
-        let kept = self.chains.iter().map(ChainResult::kept).min().unwrap_or(0);
-        let draws: Vec<Vec<Vec<f64>>> = self
+    /// The chains a summary uses and the draws each contributes: every chain with at least
+    /// [`MIN_SUMMARY_DRAWS`] kept draws (an interrupted run's queued chains may have none), cut
+    /// to the draws they all finished. A finished run uses every chain and every draw.
+    pub fn summarized(&self) -> (Vec<&ChainResult>, usize) {
+        let chains: Vec<&ChainResult> = self
             .chains
+            .iter()
+            .filter(|c| c.kept() >= MIN_SUMMARY_DRAWS)
+            .collect();
+        let kept = chains.iter().map(|c| c.kept()).min().unwrap_or(0);
+        (chains, kept)
+    }
+
+    /// Per-parameter summaries (mean, sd, MCSE, quantiles, bulk/tail ESS, R̂) over the chains
+    /// and draws of [`Run::summarized`].
+    pub fn summary(&self) -> Vec<ParameterSummary> {
+        let (chains, kept) = self.summarized();
+        let draws: Vec<Vec<Vec<f64>>> = chains
             .iter()
             .map(|c| {
                 (0..self.names.len())
@@ -263,7 +284,7 @@ pub fn sample<M: Model + ?Sized>(
     progress: &(dyn Fn(usize, usize) + Sync),
     interrupt: Option<&AtomicBool>,
 ) -> Result<Run> {
-    config.validate(model.dim())?;
+    config.validate(model)?;
     if sinks.len() != config.chains {
         return Err(Error::invalid(format!(
             "{} output sinks for {} chains",
@@ -273,6 +294,17 @@ pub fn sample<M: Model + ?Sized>(
     }
     let never = AtomicBool::new(false);
     let interrupt = interrupt.unwrap_or(&never);
+    // The chains stop on `stop`: set by the caller's interrupt (passed on after every
+    // iteration) or by a chain that failed, so that the others end cleanly (their files say
+    // they were interrupted) instead of running on to a result that is thrown away.
+    let stop = AtomicBool::new(interrupt.load(Ordering::Relaxed));
+    let progress = |chain: usize, done: usize| {
+        progress(chain, done);
+        if interrupt.load(Ordering::Relaxed) {
+            stop.store(true, Ordering::Relaxed);
+        }
+    };
+    let model = checked::Checked::new(model);
     let start = std::time::Instant::now();
     let precomputed = match config.method.surrogate() {
         Some(settings) => fitted::precompute(settings, &model)?,
@@ -284,15 +316,15 @@ pub fn sample<M: Model + ?Sized>(
         .map(|(i, mut sink)| {
             // A model that panics (a user's, on input it did not expect) stops its chain with
             // an error instead of taking the process down; the rows written stay as they are.
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 chain::run_chain(
-                    model,
+                    &model,
                     config,
                     precomputed.as_ref(),
                     i + 1,
                     sink.as_mut(),
-                    progress,
-                    interrupt,
+                    &progress,
+                    &stop,
                 )
             }))
             .unwrap_or_else(|payload| {
@@ -301,7 +333,14 @@ pub fn sample<M: Model + ?Sized>(
                     i + 1,
                     panic_message(payload.as_ref())
                 )))
-            })
+            });
+            if let Err(error) = &result {
+                stop.store(true, Ordering::Relaxed);
+                // The chain's error is what the caller hears of; a sink that cannot record it
+                // as well (the disk that failed the chain) adds nothing to it.
+                let _ = sink.failed(&error.to_string());
+            }
+            result
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Run {
