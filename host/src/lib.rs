@@ -9,7 +9,7 @@
 //! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
 //! drive any surrogate) → [`output`], [`mod@bench`] and [`sbc`] (simulation-based calibration
 //! of any sampler) → [`cli`]. Below them all: [`random`] (the seeded streams), [`diagnostics`],
-//! [`error`]. [`umbridge`] straddles the models: its protocol and client sit below them (a
+//! [`error`], [`memory`] (allocations sized before they are made). [`umbridge`] straddles the models: its protocol and client sit below them (a
 //! served model is a model), its server above (it serves them).
 //!
 //! # Your own model
@@ -22,6 +22,7 @@ pub mod cli;
 pub mod data;
 pub mod diagnostics;
 pub mod error;
+pub mod memory;
 pub mod model;
 pub mod models;
 pub mod optimize;

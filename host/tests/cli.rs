@@ -518,15 +518,17 @@ fn models_lists_every_builtin_model() {
     }
 }
 
-/// A long `shmc sample` of the logistic simulation with `chains` chains, writing to `dir`.
+/// A long `shmc sample` of the logistic simulation with `chains` chains on two threads,
+/// writing to `dir`.
 fn spawn_long_run(dir: &Path, chains: &str) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .env("RAYON_NUM_THREADS", "2")
         .args([
             "sample", "--model", "logistic", "--n", "20000", "--chains", chains, "--warmup", "5",
             "--draws", "100000", "--quiet", "--output",
         ])
         .arg(dir)
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap()
@@ -549,10 +551,14 @@ fn wait_for_draws(dir: &Path, files: usize) {
     }
 }
 
+/// SIGINT (Ctrl-C) mid-run, with 4 chains on 2 threads: the running chains stop after their
+/// current iteration, the queued ones make no draw, the summary covers the chains that made
+/// draws, the exit code is 130 (128 + SIGINT, the shell's convention) and every file says it
+/// was interrupted and holds complete rows only.
 #[test]
 fn ctrl_c_stops_cleanly_keeping_finished_draws() {
     let dir = temp_dir("interrupt");
-    let child = spawn_long_run(&dir, "2");
+    let child = spawn_long_run(&dir, "4");
     wait_for_draws(&dir, 2);
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -561,16 +567,35 @@ fn ctrl_c_stops_cleanly_keeping_finished_draws() {
     assert!(status.success());
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("beta.50") && stdout.contains("R_hat"),
+        "a summary of the finished draws: {stdout}"
+    );
+    assert!(
+        stderr(&out).contains("interrupted: the CSV files hold the"),
+        "{}",
+        stderr(&out)
+    );
+    let mut with_draws = 0;
     for file in csv_files(&dir) {
         let csv = read_stan_csv(&file).unwrap();
         let kept = csv.columns[0].len();
-        assert!(csv.interrupted, "the file says it was interrupted");
-        assert!((3..100_000).contains(&kept), "{kept} draws kept");
+        assert!(
+            csv.interrupted && !csv.complete,
+            "the file says it was interrupted"
+        );
+        assert!(kept < 100_000, "{kept} draws kept");
         assert!(
             csv.columns.iter().all(|c| c.len() == kept),
             "every row complete"
         );
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.ends_with('\n'), "the last line is complete");
+        with_draws += usize::from(kept >= 3);
     }
+    assert!(with_draws >= 2, "{with_draws} files with draws");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -605,6 +630,12 @@ fn sigkill_leaves_complete_rows_that_summary_reads() {
     let summary = shmc(&args);
     assert!(summary.status.success(), "{}", stderr(&summary));
     assert!(String::from_utf8_lossy(&summary.stdout).contains("beta.50"));
+    // The killed chains' files have no end block: the summary says so, not a complete run.
+    assert!(
+        stderr(&summary).contains("has no end block: its chain was killed or failed"),
+        "{}",
+        stderr(&summary)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -877,6 +908,11 @@ fn a_grid_too_large_is_one_line_naming_the_option() {
         "--level",
         "8",
         "--domain=-4:4,-4:4",
+        // The kept draws (10 × 9 × 8 bytes) fit in the limit; the grid does not.
+        "--chains",
+        "1",
+        "--draws",
+        "10",
         "--memory-limit",
         "1000",
         "--output",
@@ -1005,4 +1041,113 @@ fn sbc_labels_an_approximate_method_and_refuses_bad_settings() {
             && stdout.contains("calibration measures its bias"),
         "{stdout}"
     );
+
+/// Everything whose size a user drives is sized before it is allocated: one line naming the
+/// option that drives it and --memory-limit, exit 1, and no file written.
+#[test]
+fn sizes_above_the_memory_limit_name_the_option_to_change() {
+    let dir = temp_dir("memory");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_dir = dir.join("out");
+    let o = out_dir.to_str().unwrap();
+    // A text column of identifiers one-hot encodes into a column per row.
+    let ids = dir.join("ids.csv");
+    let rows: String = (0..200).map(|i| format!("id{i},{}\n", i % 2)).collect();
+    std::fs::write(&ids, format!("id,y\n{rows}")).unwrap();
+    let ids = ids.to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec![
+                "--model",
+                "logistic",
+                "--data",
+                ids,
+                "--memory-limit",
+                "100000",
+            ],
+            "ids.csv: the design matrix of 200 rows × 199 columns (column \"id\" is categorical \
+             with 200 levels) would need 331136 bytes",
+        ),
+        (
+            vec!["--model", "logistic", "--n", "100000000", "--d", "100"],
+            "the simulated data of 100000000 rows × 100 features would need 80000000000 bytes",
+        ),
+        (
+            vec![
+                "--model",
+                "elliptic-pde",
+                "--mesh",
+                "500",
+                "--memory-limit",
+                "100000000",
+            ],
+            "a 500×500 finite-element mesh with 20 Karhunen–Loève modes would need",
+        ),
+        (
+            vec![
+                "--model",
+                "banana",
+                "--draws",
+                "100000000",
+                "--memory-limit",
+                "1000000000",
+            ],
+            "keeping 100000000 draws of 4 chains with 9 columns in memory would need \
+             28800000000 bytes",
+        ),
+    ] {
+        let driver = match args[1] {
+            "banana" => "--draws",
+            "elliptic-pde" => "--mesh",
+            _ if args[2] == "--data" => "--data",
+            _ => "--n",
+        };
+        let mut full = vec!["sample"];
+        full.extend(&args);
+        full.extend(["--output", o]);
+        assert_one_line_error(&full, needle);
+        assert_one_line_error(&full, &format!("raise --memory-limit or change {driver}"));
+    }
+    assert!(!out_dir.exists(), "a refused run leaves no files");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A saved surrogate that is not one, and a CmdStan CSV cut short in a row: one line naming
+/// the file and the line.
+#[test]
+fn corrupt_surrogate_and_draw_files_name_the_file_and_line() {
+    let dir = temp_dir("corrupt");
+    std::fs::create_dir_all(&dir).unwrap();
+    let surrogate = dir.join("net.json");
+    std::fs::write(
+        &surrogate,
+        "{\"format\": \"shmc-surrogate\",\n \"version\": 2,\n",
+    )
+    .unwrap();
+    let o = dir.join("out");
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "banana",
+            "--method",
+            "rns-hmc",
+            "--surrogate",
+            surrogate.to_str().unwrap(),
+            "--output",
+            o.to_str().unwrap(),
+        ],
+        "net.json:3: not a valid surrogate file",
+    );
+    assert!(
+        !o.exists() || csv_files(&o).is_empty(),
+        "no header-only files"
+    );
+    let draws = dir.join("chain.csv");
+    std::fs::write(&draws, "# x\nlp__,a\n1,2\n3\n").unwrap();
+    assert_one_line_error(
+        &["summary", draws.to_str().unwrap()],
+        "chain.csv:4: 1 fields, expected 2",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -228,12 +228,13 @@ impl Experiment {
                     settings.data_dir.join("bank-additional-full.csv"),
                     "y",
                     Missing::Error,
+                    u64::MAX,
                 )?
                 .without_rows_where("housing=unknown")?
                 .without_sparse_columns(10)?
                 .0
             }
-            Experiment::A9a => read_libsvm(settings.data_dir.join("a9a"), Some(123))?,
+            Experiment::A9a => read_libsvm(settings.data_dir.join("a9a"), Some(123), u64::MAX)?,
         };
         let steps = match self {
             Experiment::A9a => Preprocessing {

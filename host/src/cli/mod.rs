@@ -3,6 +3,7 @@
 
 mod bench;
 mod method_args;
+pub mod options;
 mod progress;
 mod rmhmc_args;
 mod sample;
@@ -137,7 +138,8 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    fn spec(&self) -> ModelSpec {
+    /// The model these options describe, its data and mesh within `memory_limit` bytes.
+    fn spec(&self, memory_limit: u64) -> ModelSpec {
         ModelSpec {
             name: self.model.clone(),
             data: self.data.clone(),
@@ -169,6 +171,7 @@ impl ModelArgs {
                 retries: self.retries,
                 config: self.umbridge_config.clone(),
             },
+            memory_limit,
         }
     }
 }

@@ -73,11 +73,7 @@ pub struct SampleArgs {
 
 fn read_init(path: &Path) -> Result<Vec<f64>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_str::<Vec<f64>>(&text).map_err(|e| Error::Data {
-        path: path.to_path_buf(),
-        line: e.line(),
-        message: format!("expected a JSON array of numbers: {e}"),
-    })
+    super::options::init_values(&text, path)
 }
 
 impl SampleArgs {
@@ -103,6 +99,7 @@ impl SampleArgs {
             ess_check_every: self.ess_check_every,
             lockstep: !self.no_lockstep,
             method: self.method.method(self.warmup, self.seed)?,
+            memory_limit: self.method.surrogate.memory_limit(),
         })
     }
 }
@@ -192,11 +189,11 @@ fn remove_files_without_draws(args: &SampleArgs) {
 /// Runs `shmc sample`.
 pub fn run(args: &SampleArgs) -> Result<i32> {
     let config = args.config()?;
-    let model = models::build(&args.model.spec())?;
+    let model = models::build(&args.model.spec(args.method.surrogate.memory_limit()))?;
     for note in model.notes() {
         println!("model: {note}");
     }
-    config.validate(model.dim())?;
+    config.validate(model.as_ref())?;
     if matches!(config.method, Method::Rmhmc(_))
         && model.riemannian_metric(&vec![0.0; model.dim()]).is_none()
     {
@@ -234,10 +231,12 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
         other => other,
     })?;
     progress.finish();
-    let kept = run.chains.iter().map(|c| c.kept()).min().unwrap_or(0);
-    if kept >= 4 {
+    // An interrupted run is summarized over the chains that made enough draws, cut to the
+    // draws they all finished (as `shmc summary` does with its files).
+    let (summarized, kept) = run.summarized();
+    if !summarized.is_empty() {
         let totals = RunTotals {
-            chains: run.chains.len(),
+            chains: summarized.len(),
             draws: kept,
             mean_accept_stat: run.mean_accept_stat(),
             divergences: run.divergences(),

@@ -94,8 +94,8 @@ fn progress_bar(reps: usize, quiet: bool) -> ProgressBar {
 /// Runs `shmc sbc`.
 pub fn run(args: &SbcArgs) -> Result<i32> {
     let config = args.config()?;
-    let model = models::build(&args.model.spec())?;
-    config.validate(model.dim())?;
+    let model = models::build(&args.model.spec(args.method.surrogate.memory_limit()))?;
+    config.validate(model.as_ref())?;
     if let Some(thin) = args.thin
         && thin > args.draws
     {

@@ -39,7 +39,9 @@ pub struct ServeArgs {
 
 /// Runs `shmc serve`.
 pub fn run(args: &ServeArgs) -> Result<i32> {
-    let spec = args.model.spec();
+    let spec = args
+        .model
+        .spec(super::surrogate_args::default_memory_limit());
     if spec.name == "umbridge" {
         return Err(Error::invalid(
             "shmc serve serves the built-in models (see shmc models); a model behind \

@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::diagnostics::summarize;
 use crate::output::{RunTotals, format_summary, read_stan_csv};
-use crate::sampler::SAMPLER_COLUMNS;
+use crate::sampler::{MIN_SUMMARY_DRAWS as MIN_DRAWS, SAMPLER_COLUMNS};
 use crate::{Error, Result};
 
 /// Arguments of `shmc summary`.
@@ -16,9 +16,6 @@ pub struct SummaryArgs {
     #[arg(required = true, value_name = "FILES")]
     files: Vec<PathBuf>,
 }
-
-/// The fewest draws of a chain that the summary's diagnostics accept.
-const MIN_DRAWS: usize = 4;
 
 /// Runs `shmc summary`.
 pub fn run(args: &SummaryArgs) -> Result<i32> {
@@ -101,6 +98,13 @@ pub fn run(args: &SummaryArgs) -> Result<i32> {
     print!("{}", format_summary(&summarize(&names, &chains), &totals));
     if csvs.iter().any(|c| c.interrupted) {
         eprintln!("note: some files record an interrupted run");
+    }
+    for c in csvs.iter().filter(|c| !c.complete && !c.interrupted) {
+        eprintln!(
+            "note: {} has no end block: its chain was killed or failed before the end, and only \
+             the draws it finished are read",
+            c.path.display()
+        );
     }
     Ok(0)
 }

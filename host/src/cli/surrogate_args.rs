@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use clap::Args;
 use shmc_core::{Activation, Nodes};
 
-use crate::sampler::{SurrogateSettings, SurrogateSteps, VhmcSettings};
+use super::options;
+use crate::sampler::{SurrogateSettings, VhmcSettings};
 use crate::surrogates::FitMethod;
-use crate::surrogates::grids::{AdaptiveOptions, Domain, DomainChoice, GridFitter, GridKind};
-use crate::surrogates::network::{Inputs, Scale, TrainOptions};
+use crate::surrogates::grids::{AdaptiveOptions, GridFitter, GridKind};
+use crate::surrogates::network::{Inputs, TrainOptions};
 use crate::{Error, Result};
 
 /// How the surrogate network is built, trained and used.
@@ -99,14 +100,15 @@ pub struct SurrogateArgs {
         value_name = "laplace[:P]|states|lo:hi,..."
     )]
     pub domain: String,
-    /// The most bytes a grid or a network's training may take (default: half of this
-    /// machine's memory); a larger one is refused before it is built.
+    /// The most bytes a data set, a PDE mesh, a grid, a network's training or the kept draws
+    /// may take (default: half of this machine's memory); a larger one is refused before it is
+    /// allocated.
     #[arg(long, value_name = "BYTES")]
     pub memory_limit: Option<u64>,
 }
 
-/// The grid's default memory limit: half of the machine's memory (4 GiB if it cannot be read).
-fn default_memory_limit() -> u64 {
+/// The default memory limit: half of the machine's memory (4 GiB if it cannot be read).
+pub(super) fn default_memory_limit() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| {
@@ -118,6 +120,11 @@ fn default_memory_limit() -> u64 {
 }
 
 impl SurrogateArgs {
+    /// `--memory-limit`, or half of this machine's memory.
+    pub fn memory_limit(&self) -> u64 {
+        self.memory_limit.unwrap_or_else(default_memory_limit)
+    }
+
     /// The VHMC settings for seed `seed`.
     pub fn vhmc(&self, seed: u64) -> Result<VhmcSettings> {
         if self.surrogate.is_some() {
@@ -148,19 +155,9 @@ impl SurrogateArgs {
                 width: self.rbf_width,
             },
         };
-        let scale = match self.surrogate_scale.as_str() {
-            "auto" => Scale::Auto,
-            text => match text.parse::<f64>() {
-                Ok(c) if c.is_finite() && c > 0.0 => Scale::Fixed(c),
-                _ => {
-                    return Err(Error::invalid(format!(
-                        "--surrogate-scale must be `auto` or a positive number, got {text:?}"
-                    )));
-                }
-            },
-        };
+        let scale = options::surrogate_scale(&self.surrogate_scale)?;
         Ok(TrainOptions {
-            memory_limit: self.memory_limit.unwrap_or_else(default_memory_limit),
+            memory_limit: self.memory_limit(),
             hidden: self.hidden,
             nodes,
             ridge: self.ridge,
@@ -188,29 +185,11 @@ impl SurrogateArgs {
                 (level, None) => GridKind::SparseLevel(level.unwrap_or(5)),
             },
         };
-        let domain = match self.domain.as_str() {
-            "states" => DomainChoice::States { margin: 0.1 },
-            "laplace" => DomainChoice::Laplace { probability: 0.999 },
-            text => match text.strip_prefix("laplace:") {
-                Some(p) => match p.parse::<f64>() {
-                    Ok(probability) if probability > 0.0 && probability < 1.0 => {
-                        DomainChoice::Laplace { probability }
-                    }
-                    _ => {
-                        return Err(Error::invalid(format!(
-                            "--domain laplace:P needs a probability P in (0, 1), got {p:?}"
-                        )));
-                    }
-                },
-                None => DomainChoice::Explicit(
-                    Domain::parse(text).map_err(|e| Error::invalid(format!("--domain: {e}")))?,
-                ),
-            },
-        };
+        let domain = options::domain(&self.domain)?;
         Ok(GridFitter {
             kind,
             domain,
-            memory_limit: self.memory_limit.unwrap_or_else(default_memory_limit),
+            memory_limit: self.memory_limit(),
         })
     }
 
@@ -230,17 +209,7 @@ impl SurrogateArgs {
             start_after: self.start_after,
             start_error: self.start_error,
             adapt_rate: self.adapt_rate,
-            trajectory: match self.surrogate_steps_factor.as_str() {
-                "auto" => SurrogateSteps::Auto,
-                text => match text.parse::<u32>() {
-                    Ok(k) if k > 0 => SurrogateSteps::Factor(k),
-                    _ => {
-                        return Err(Error::invalid(format!(
-                            "--surrogate-steps-factor must be `auto` or a whole number of at least 1, got {text:?}"
-                        )));
-                    }
-                },
-            },
+            trajectory: options::surrogate_steps(&self.surrogate_steps_factor)?,
             surrogate_file: self.surrogate.clone(),
             grid: None,
             approximate_acceptance: self.approximate_acceptance,

@@ -51,7 +51,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
             )));
         }
     }
-    let model = models::build(&args.model.spec())?;
+    let model = models::build(&args.model.spec(args.surrogate.memory_limit()))?;
     for note in model.notes() {
         println!("model: {note}");
     }
@@ -74,6 +74,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         max_energy_error: 1000.0,
         lockstep: true,
         method: Method::RnsHmc(settings.clone()),
+        memory_limit: args.surrogate.memory_limit(),
         ..SampleConfig::default()
     };
     let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];

@@ -39,10 +39,19 @@ pub enum Missing {
 /// Ragged rows, missing values (unless dropped), unknown response values, a column mixing
 /// numbers and text, a non-finite number, an empty file or a missing response column are
 /// [`Error::Data`] errors naming the file and line.
-pub fn read_csv(path: impl AsRef<Path>, response: &str, missing: Missing) -> Result<Dataset> {
+///
+/// The dense design matrix is sized before it is allocated: above `memory_limit` bytes (a text
+/// column of identifiers would one-hot encode into one column per row) it is an
+/// [`Error::MemoryLimit`] naming the widest categorical column.
+pub fn read_csv(
+    path: impl AsRef<Path>,
+    response: &str,
+    missing: Missing,
+    memory_limit: u64,
+) -> Result<Dataset> {
     let path = path.as_ref();
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    parse_csv(&text, path, response, missing)
+    parse_csv(&text, path, response, missing, memory_limit)
 }
 
 /// Whether a field stands for a missing value.
@@ -64,8 +73,15 @@ enum Column {
     },
 }
 
-/// Parses the text of a delimited file; `path` only names the file in errors.
-fn parse_csv(text: &str, path: &Path, response: &str, missing: Missing) -> Result<Dataset> {
+/// Parses the text of a delimited file as [`read_csv`] reads it from disk; `path` only names
+/// the file in errors (text from a network or an archive has no file of its own).
+pub fn parse_csv(
+    text: &str,
+    path: &Path,
+    response: &str,
+    missing: Missing,
+    memory_limit: u64,
+) -> Result<Dataset> {
     let data_error = |line: u64, message: String| Error::Data {
         path: path.to_path_buf(),
         line: line as usize,
@@ -268,6 +284,26 @@ fn parse_csv(text: &str, path: &Path, response: &str, missing: Missing) -> Resul
         ));
     }
     let p = feature_names.len();
+    let widest = columns
+        .iter()
+        .zip(&feature_cols)
+        .filter_map(|(column, &j)| match column {
+            Column::Categorical { levels, .. } => Some((levels.len(), names[j])),
+            Column::Numeric => None,
+        })
+        .max_by_key(|&(levels, _)| levels);
+    let what = match widest {
+        Some((levels, name)) => format!(
+            "{}: the design matrix of {n} rows × {p} columns (column \"{name}\" is categorical \
+             with {levels} levels)",
+            path.display()
+        ),
+        None => format!(
+            "{}: the design matrix of {n} rows × {p} columns",
+            path.display()
+        ),
+    };
+    super::check_size(&what, n, p, memory_limit)?;
     let mut x = vec![0.0; n * p];
     for (row, raw_row) in x.chunks_exact_mut(p.max(1)).zip(raw.chunks_exact(m.max(1))) {
         for ((column, &offset), &v) in columns.iter().zip(&offsets).zip(raw_row) {
@@ -344,6 +380,7 @@ mod tests {
             Path::new("test.csv"),
             DEFAULT_RESPONSE,
             Missing::Error,
+            u64::MAX,
         )
     }
 
@@ -384,6 +421,7 @@ mod tests {
             Path::new("t.csv"),
             "label",
             Missing::Error,
+            u64::MAX,
         )
         .unwrap();
         assert_eq!(
@@ -477,6 +515,7 @@ mod tests {
             Path::new("t.csv"),
             DEFAULT_RESPONSE,
             Missing::DropRows,
+            u64::MAX,
         )
         .unwrap();
         assert_eq!((d.n, d.p), (2, 2));
@@ -494,6 +533,7 @@ mod tests {
             Path::new("t.csv"),
             DEFAULT_RESPONSE,
             Missing::DropRows,
+            u64::MAX,
         );
         crate::data::assert_data_error_at(all.unwrap_err(), "t.csv", 2, "every one of the 1");
     }
@@ -509,6 +549,29 @@ mod tests {
     }
 
     #[test]
+    fn an_identifier_column_too_wide_for_memory_is_refused_naming_it() {
+        let text: String = std::iter::once("id,y\n".to_string())
+            .chain((0..100).map(|i| format!("row{i},{}\n", i % 2)))
+            .collect();
+        let err = parse_csv(&text, Path::new("t.csv"), "y", Missing::Error, 10_000).unwrap_err();
+        match err {
+            Error::MemoryLimit { message, driver } => {
+                assert_eq!(driver, "data");
+                assert!(
+                    message.starts_with(
+                        "t.csv: the design matrix of 100 rows × 99 columns (column \"id\" is \
+                         categorical with 100 levels) would need 85536 bytes"
+                    ),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let d = parse_csv(&text, Path::new("t.csv"), "y", Missing::Error, 85_536).unwrap();
+        assert_eq!((d.n, d.p), (100, 99));
+    }
+
+    #[test]
     fn delimiter_detection_ignores_quoted_separators() {
         assert_eq!(detect_delimiter("\"a;b;c\",d,y"), b',');
         assert_eq!(detect_delimiter("\"a,b,c\";d;y"), b';');
@@ -518,7 +581,7 @@ mod tests {
     #[test]
     fn unreadable_file_is_an_io_error_naming_it() {
         let path = std::env::temp_dir().join(format!("shmc-missing-{}.csv", std::process::id()));
-        let err = read_csv(&path, "y", Missing::Error).unwrap_err();
+        let err = read_csv(&path, "y", Missing::Error, u64::MAX).unwrap_err();
         assert!(matches!(err, Error::Io { .. }));
         assert!(err.to_string().contains(&path.display().to_string()));
     }
@@ -531,7 +594,7 @@ mod tests {
             std::thread::current().id()
         ));
         std::fs::write(&path, "x;y\n1;yes\n2;no\n").unwrap();
-        let d = read_csv(&path, "y", Missing::Error);
+        let d = read_csv(&path, "y", Missing::Error, u64::MAX);
         std::fs::remove_file(&path).unwrap();
         let d = d.unwrap();
         assert_eq!((d.n, d.p, d.y), (2, 1, vec![1.0, 0.0]));

@@ -14,15 +14,26 @@ use crate::{Error, Result};
 /// `a9a.t`, is read with `Some(123)`), otherwise the largest index in the file. Blank lines and
 /// trailing spaces are ignored. A bad label, a pair that is not `index:value`, an index that is
 /// 0, out of range or not increasing, and a file with no data lines are [`Error::Data`] errors
-/// naming the file and line.
-pub fn read_libsvm(path: impl AsRef<Path>, features: Option<usize>) -> Result<Dataset> {
+/// naming the file and line. The dense matrix is sized before it is allocated: above
+/// `memory_limit` bytes (one index of 10⁹ asks for 8 GB a row) it is an [`Error::MemoryLimit`].
+pub fn read_libsvm(
+    path: impl AsRef<Path>,
+    features: Option<usize>,
+    memory_limit: u64,
+) -> Result<Dataset> {
     let path = path.as_ref();
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    parse_libsvm(&text, path, features)
+    parse_libsvm(&text, path, features, memory_limit)
 }
 
-/// Parses the text of a LIBSVM file; `path` only names the file in errors.
-fn parse_libsvm(text: &str, path: &Path, features: Option<usize>) -> Result<Dataset> {
+/// Parses the text of a LIBSVM file as [`read_libsvm`] reads it from disk; `path` only names
+/// the file in errors.
+pub fn parse_libsvm(
+    text: &str,
+    path: &Path,
+    features: Option<usize>,
+    memory_limit: u64,
+) -> Result<Dataset> {
     let data_error = |line: usize, message: String| Error::Data {
         path: path.to_path_buf(),
         line,
@@ -99,6 +110,11 @@ fn parse_libsvm(text: &str, path: &Path, features: Option<usize>) -> Result<Data
         return Err(data_error(1, "no data lines in the file".into()));
     }
     let p = features.unwrap_or(max_index);
+    let what = format!(
+        "{}: the dense matrix of {n} rows × {p} features",
+        path.display()
+    );
+    super::check_size(&what, n, p, memory_limit)?;
     let mut x = vec![0.0; n * p];
     for (i, bounds) in starts.windows(2).enumerate() {
         for &(j, v) in &entries[bounds[0]..bounds[1]] {
@@ -113,7 +129,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str, features: Option<usize>) -> Result<Dataset> {
-        parse_libsvm(text, Path::new("train.svm"), features)
+        parse_libsvm(text, Path::new("train.svm"), features, u64::MAX)
     }
 
     fn assert_data_error(text: &str, features: Option<usize>, line: usize, needle: &str) {
@@ -177,6 +193,24 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_index_is_refused_before_the_matrix_is_allocated() {
+        let err = parse_libsvm("1 1000000000:1\n", Path::new("t.svm"), None, 1 << 30);
+        match err.unwrap_err() {
+            Error::MemoryLimit { message, driver } => {
+                assert_eq!(driver, "data");
+                assert!(
+                    message.starts_with(
+                        "t.svm: the dense matrix of 1 rows × 1000000000 features would need \
+                         72000000000 bytes"
+                    ),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn empty_file_is_an_error_on_line_1() {
         assert_data_error("", None, 1, "no data lines");
         assert_data_error("  \n\n", None, 1, "no data lines");
@@ -190,7 +224,7 @@ mod tests {
             std::thread::current().id()
         ));
         std::fs::write(&path, "-1 3:1 \n+1 1:1 \n").unwrap();
-        let d = read_libsvm(&path, None);
+        let d = read_libsvm(&path, None, u64::MAX);
         std::fs::remove_file(&path).unwrap();
         let d = d.unwrap();
         assert_eq!((d.n, d.p, d.y), (2, 3, vec![0.0, 1.0]));

@@ -5,6 +5,7 @@
 //!   is picked by name, numeric columns are read as numbers and text columns are one-hot encoded
 //!   (the UCI Bank Marketing files).
 //! - [`read_libsvm`]: sparse `label index:value …` lines (the LIBSVM `a9a` files).
+//! - [`parse_csv`] and [`parse_libsvm`]: the same readers on text already in memory.
 //! - [`Dataset::preprocess`]: standardization, a seeded Gaussian random projection and an
 //!   intercept column, always in that order (see [`Preprocessing`]).
 //!
@@ -15,8 +16,8 @@ mod delimited;
 mod libsvm;
 mod transform;
 
-pub use delimited::{DEFAULT_RESPONSE, Missing, read_csv};
-pub use libsvm::read_libsvm;
+pub use delimited::{DEFAULT_RESPONSE, Missing, parse_csv, read_csv};
+pub use libsvm::{parse_libsvm, read_libsvm};
 pub use transform::{INTERCEPT_NAME, Preprocessing, Projection, Standardization};
 
 use crate::{Error, Result};
@@ -186,6 +187,18 @@ impl Dataset {
     }
 }
 
+/// The bytes a name and the transforms' per-column vectors take, per column.
+const COLUMN_BYTES: u128 = 64;
+
+/// Refuses, before it is allocated, a data set of `n` rows × `p` columns that would take more
+/// than `memory_limit` bytes: the dense matrix, and per column its name and what standardizing
+/// it keeps. A LIBSVM line with one index of 10⁸ asks for that many columns whatever the rows.
+fn check_size(what: &str, n: usize, p: usize, memory_limit: u64) -> Result<()> {
+    let bytes =
+        crate::memory::f64s([n, p]).and_then(|matrix| matrix.checked_add(COLUMN_BYTES * p as u128));
+    crate::memory::check(what, "data", bytes, memory_limit)
+}
+
 /// Asserts that `err` is a data error in `file` on `line` whose message contains `needle`, and
 /// that the printed error starts with `file:line:` (the readers' tests share it).
 #[cfg(test)]
@@ -281,16 +294,17 @@ mod tests {
             println!("skipped: {} is absent", dir.display());
             return;
         }
-        let a9a = read_libsvm(dir.join("a9a"), None).unwrap();
+        let a9a = read_libsvm(dir.join("a9a"), None, u64::MAX).unwrap();
         assert_eq!((a9a.n, a9a.p, a9a.positives()), (32_561, 123, 7_841));
-        let a9a_test = read_libsvm(dir.join("a9a.t"), Some(123)).unwrap();
+        let a9a_test = read_libsvm(dir.join("a9a.t"), Some(123), u64::MAX).unwrap();
         assert_eq!((a9a_test.n, a9a_test.p), (16_281, 123));
-        assert!(read_libsvm(dir.join("a9a.t"), Some(121)).is_err());
+        assert!(read_libsvm(dir.join("a9a.t"), Some(121), u64::MAX).is_err());
 
         let bank = read_csv(
             dir.join("bank-additional-full.csv"),
             DEFAULT_RESPONSE,
             Missing::Error,
+            u64::MAX,
         )
         .unwrap();
         assert_eq!(
@@ -301,7 +315,13 @@ mod tests {
         assert_eq!(bank.p, 53);
         assert!(bank.feature_names.iter().any(|f| f == "job=services"));
         assert!(!bank.feature_names.iter().any(|f| f == "job=housemaid"));
-        let full = read_csv(dir.join("bank-full.csv"), DEFAULT_RESPONSE, Missing::Error).unwrap();
+        let full = read_csv(
+            dir.join("bank-full.csv"),
+            DEFAULT_RESPONSE,
+            Missing::Error,
+            u64::MAX,
+        )
+        .unwrap();
         assert_eq!(
             (full.n, source_columns(&full), full.positives()),
             (45_211, 16, 5_289)

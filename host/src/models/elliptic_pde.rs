@@ -119,6 +119,15 @@ impl EllipticPde {
     /// Builds the model with data simulated as `settings` says. Fails on a mesh below 2×2, no
     /// modes, or a prior sd that is not positive and finite.
     pub fn simulate(settings: PdeSettings) -> Result<Self> {
+        Self::simulate_within(settings, u64::MAX)
+    }
+
+    /// [`EllipticPde::simulate`], refusing with [`Error::MemoryLimit`] (driven by `mesh`) a
+    /// model that would take more than `memory_limit` bytes: the mesh's tables, the modes
+    /// tabulated at its quadrature points and one chain's solve buffers are sized before they
+    /// are allocated, then the sparse factor once the symbolic analysis knows its fill. (Each
+    /// chain running at the same time holds solve buffers of its own.)
+    pub fn simulate_within(settings: PdeSettings, memory_limit: u64) -> Result<Self> {
         if !(settings.prior_sd.is_finite() && settings.prior_sd > 0.0) {
             return Err(Error::invalid(format!(
                 "the prior sd of the mode weights must be positive and finite, got {}",
@@ -126,7 +135,19 @@ impl EllipticPde {
             )));
         }
         let kl = KarhunenLoeve::new(Self::KERNEL_VARIANCE, Self::LENGTH_SCALE, settings.modes)?;
-        let mesh = Mesh::new(settings.mesh)?;
+        let (n, d) = (settings.mesh, settings.modes);
+        let what = format!("a {n}×{n} finite-element mesh with {d} Karhunen–Loève modes");
+        // The modes and products at 4n² quadrature points, the solution and its dual at
+        // (n + 1)² nodes, and as many right-hand sides as modes.
+        let before_analysis = Mesh::table_bytes(n).and_then(|tables| {
+            let points = crate::memory::f64s([4, n, n, d + 2])?;
+            let nodes = crate::memory::f64s([n + 1, n + 1, d + 2])?;
+            tables.checked_add(points)?.checked_add(nodes)
+        });
+        crate::memory::check(&what, "mesh", before_analysis, memory_limit)?;
+        let mesh = Mesh::new(n)?;
+        let total = before_analysis.and_then(|b| b.checked_add(mesh.workspace_bytes(d)));
+        crate::memory::check(&what, "mesh", total, memory_limit)?;
         let modes = kl.tabulate(&mesh.quadrature_points());
         let points = observation_points();
         let observation = points
@@ -770,6 +791,21 @@ mod tests {
     fn bad_input_is_an_error_or_an_infinite_potential() {
         let bad = |s: PdeSettings| EllipticPde::simulate(s).err().unwrap().to_string();
         let base = PdeSettings::default();
+        // Refused before the mesh is built, and after the analysis sized the factor.
+        for (mesh, limit) in [(4000, 1 << 30), (30, 1_000_000)] {
+            let settings = PdeSettings { mesh, ..base };
+            match EllipticPde::simulate_within(settings, limit).err().unwrap() {
+                Error::MemoryLimit { message, driver } => {
+                    assert_eq!(driver, "mesh");
+                    assert!(
+                        message.starts_with(&format!("a {mesh}×{mesh} finite")),
+                        "{message}"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(EllipticPde::simulate_within(base, 1 << 30).is_ok());
         assert!(bad(PdeSettings { mesh: 1, ..base }).contains("at least 2×2"));
         assert!(bad(PdeSettings { modes: 0, ..base }).contains("modes"));
         assert!(

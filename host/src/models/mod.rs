@@ -53,6 +53,9 @@ pub struct ModelSpec {
     /// The prior standard deviation of a PDE model's mode weights, or of a served forward
     /// model's inputs.
     pub prior_sd: Option<f64>,
+    /// The most bytes the model's data (read or simulated) or its PDE mesh may take; a larger
+    /// one is refused before it is allocated ([`crate::memory`]).
+    pub memory_limit: u64,
     /// Where a served model is and how to read it.
     pub served: ServedSpec,
 }
@@ -118,6 +121,7 @@ impl ModelSpec {
             kl_modes: None,
             prior_sd: None,
             served: ServedSpec::default(),
+            memory_limit: u64::MAX,
         }
     }
 }
@@ -237,12 +241,15 @@ pub fn elliptic_pde(spec: &ModelSpec) -> Result<elliptic_pde::EllipticPde> {
         ..spec.clone()
     })?;
     let defaults = elliptic_pde::PdeSettings::default();
-    elliptic_pde::EllipticPde::simulate(elliptic_pde::PdeSettings {
-        mesh: spec.mesh.unwrap_or(defaults.mesh),
-        modes: spec.kl_modes.unwrap_or(defaults.modes),
-        prior_sd: spec.prior_sd.unwrap_or(defaults.prior_sd),
-        data_seed: spec.data_seed,
-    })
+    elliptic_pde::EllipticPde::simulate_within(
+        elliptic_pde::PdeSettings {
+            mesh: spec.mesh.unwrap_or(defaults.mesh),
+            modes: spec.kl_modes.unwrap_or(defaults.modes),
+            prior_sd: spec.prior_sd.unwrap_or(defaults.prior_sd),
+            data_seed: spec.data_seed,
+        },
+        spec.memory_limit,
+    )
 }
 
 /// The served model `spec` describes: connects to its server.
@@ -336,8 +343,8 @@ fn read_dataset(spec: &ModelSpec, path: &std::path::Path) -> Result<Dataset> {
         None => "libsvm".into(),
     };
     let mut data = match format.as_str() {
-        "csv" => read_csv(path, &spec.response, spec.missing)?,
-        "libsvm" => read_libsvm(path, None)?,
+        "csv" => read_csv(path, &spec.response, spec.missing, spec.memory_limit)?,
+        "libsvm" => read_libsvm(path, None, spec.memory_limit)?,
         other => {
             return Err(Error::setting(
                 "format",
@@ -374,11 +381,14 @@ fn regression<M: Model + 'static>(
         prior_variance: None,
         ..spec.clone()
     })?;
-    let simulated = simulate(
-        spec.n.unwrap_or(defaults.0),
-        spec.d.unwrap_or(defaults.1),
-        spec.data_seed,
+    let (n, d) = (spec.n.unwrap_or(defaults.0), spec.d.unwrap_or(defaults.1));
+    crate::memory::check(
+        &format!("the simulated data of {n} rows × {d} features"),
+        "n",
+        crate::memory::f64s([n, d]),
+        spec.memory_limit,
     )?;
+    let simulated = simulate(n, d, spec.data_seed)?;
     if spec.prior_variance.is_none() {
         return Ok(Box::new(simulated));
     }

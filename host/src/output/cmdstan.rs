@@ -4,8 +4,9 @@
 //! (`lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__`, then the
 //! parameters), the adaptation block (`# Adaptation terminated`, step size, inverse metric),
 //! one line per draw, and the elapsed-time block. Rows are written and flushed as they are
-//! made, so a killed run leaves every finished draw readable; an interrupted run ends with a
-//! comment saying so instead of the timing block, so it never looks complete.
+//! made, so a killed run leaves every finished draw readable; an interrupted or failed chain ends
+//! with a comment saying so instead of the timing block, so it never looks complete (a killed
+//! one has no end at all: [`StanCsv::complete`] tells the three from a finished chain).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -267,6 +268,14 @@ impl DrawSink for CsvSink {
         self.write(&text)?;
         self.flush()
     }
+
+    fn failed(&mut self, message: &str) -> Result<()> {
+        let message = message.replace('\n', " ");
+        self.write(&format!(
+            "# Sampling failed: {message}\n# This file holds only the draws finished before the failure.\n"
+        ))?;
+        self.flush()
+    }
 }
 
 /// The draws of one CmdStan CSV file.
@@ -280,6 +289,10 @@ pub struct StanCsv {
     pub columns: Vec<Vec<f64>>,
     /// Whether the file records an interrupted run.
     pub interrupted: bool,
+    /// Whether the file ends as a finished chain's does, with CmdStan's elapsed-time block. A
+    /// chain that was killed, failed (the file then says why) or interrupted has none: its rows
+    /// are only the draws made before it stopped.
+    pub complete: bool,
     /// The file's `inference = …` comment when the run was approximate (VHMC with its
     /// published acceptance rule), else `None`.
     pub approximate: Option<String>,
@@ -305,6 +318,12 @@ fn parse_config_number(line: &str, key: &str) -> Option<usize> {
 /// were saved. Errors name the file and the line.
 pub fn read_stan_csv(path: &Path) -> Result<StanCsv> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    parse_stan_csv(BufReader::new(file), path)
+}
+
+/// Reads a CmdStan CSV from `input` as [`read_stan_csv`] reads it from a file; `path` names
+/// the file in errors and in the result.
+pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
     let bad = |line: usize, message: String| Error::Data {
         path: path.to_path_buf(),
         line,
@@ -314,9 +333,10 @@ pub fn read_stan_csv(path: &Path) -> Result<StanCsv> {
     let mut columns: Vec<Vec<f64>> = Vec::new();
     let (mut num_warmup, mut save_warmup) = (0usize, false);
     let mut interrupted = false;
+    let mut complete = false;
     let mut approximate = None;
     let mut rows = 0usize;
-    for (index, line) in BufReader::new(file).lines().enumerate() {
+    for (index, line) in input.lines().enumerate() {
         let number = index + 1;
         let line = line.map_err(|e| Error::io(path, e))?;
         let text = line.trim();
@@ -333,6 +353,7 @@ pub fn read_stan_csv(path: &Path) -> Result<StanCsv> {
                 }
             }
             interrupted |= text.contains("Sampling interrupted");
+            complete |= text.contains("Elapsed Time");
             if let Some(label) = text
                 .trim_start_matches('#')
                 .trim()
@@ -384,6 +405,7 @@ pub fn read_stan_csv(path: &Path) -> Result<StanCsv> {
         names,
         columns,
         interrupted,
+        complete,
         approximate,
     })
 }
@@ -428,10 +450,36 @@ mod tests {
         assert_eq!(csv.column("a").unwrap(), &[1.25, 2.5]);
         assert_eq!(csv.column("b.1").unwrap(), &[-3e-20, 7.0]);
         assert_eq!(csv.column("n_leapfrog__").unwrap(), &[4.0, 5.0]);
-        assert!(!csv.interrupted);
+        assert!(!csv.interrupted && csv.complete);
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("# Step size = 0.1\n"));
         assert!(text.contains(",4,1,"), "integer columns: {text}");
+    }
+
+    #[test]
+    fn a_failed_chain_says_so_and_does_not_read_as_complete() {
+        let path = temp("failed");
+        let header = CsvHeader {
+            parameters: vec!["a".into()],
+            ..CsvHeader::default()
+        };
+        let mut sink = CsvSink::create(&path, &header).unwrap();
+        sink.draw(&[-1.0, 0.5, 0.1, 0.0, 3.0, 0.0, 2.0, 9.0])
+            .unwrap();
+        sink.failed("chain 1: the model panicked: boom\nsecond line")
+            .unwrap();
+        drop(sink);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.ends_with(
+                "# Sampling failed: chain 1: the model panicked: boom second line\n# This file \
+                 holds only the draws finished before the failure.\n"
+            ),
+            "{text}"
+        );
+        let csv = read_stan_csv(&path).unwrap();
+        assert_eq!(csv.column("a").unwrap(), &[9.0]);
+        assert!(!csv.complete && !csv.interrupted);
     }
 
     #[test]

@@ -4,5 +4,5 @@
 pub mod cmdstan;
 pub mod table;
 
-pub use cmdstan::{CsvHeader, CsvSink, StanCsv, approximate_label, read_stan_csv};
+pub use cmdstan::{CsvHeader, CsvSink, StanCsv, approximate_label, parse_stan_csv, read_stan_csv};
 pub use table::{RunTotals, format_kernel_work, format_model_work, format_summary};

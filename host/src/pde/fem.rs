@@ -196,6 +196,31 @@ impl Mesh {
         })
     }
 
+    /// An upper bound on the bytes [`Mesh::new`] allocates for an `n × n` mesh before its
+    /// symbolic analysis, to size it first (`None` on overflow): per node the free and boundary
+    /// tables (16), the stiffness pattern as it is built (44) and kept (24); per element the
+    /// scatter table (64).
+    pub fn table_bytes(n: usize) -> Option<u128> {
+        let n = n as u128;
+        let nodes = (n + 1).checked_mul(n + 1)?;
+        nodes
+            .checked_mul(84)?
+            .checked_add(n.checked_mul(n)?.checked_mul(64)?)
+    }
+
+    /// The bytes of one [`Mesh::workspace`] with `max_rhs` right-hand sides: the assembled
+    /// values, the numeric factor (its size is known only from the symbolic analysis: the fill
+    /// the ordering leaves), faer's scratch and the right-hand sides.
+    pub fn workspace_bytes(&self, max_rhs: usize) -> u128 {
+        let max_rhs = max_rhs.max(1);
+        let solve_scratch = self
+            .symbolic
+            .solve_in_place_scratch::<f64>(max_rhs, Par::Seq);
+        let stack = self.factor_scratch.or(solve_scratch).size_bytes();
+        let values = self.row_idx.len() + self.symbolic.len_val() + self.free_count * max_rhs;
+        8 * values as u128 + stack as u128
+    }
+
     /// Elements per side.
     pub fn elements_per_side(&self) -> usize {
         self.n

@@ -2,9 +2,10 @@
 
 use shmc_core::Steps;
 
+use super::SAMPLER_COLUMNS;
 use super::method::Method;
 
-use crate::{Error, Result};
+use crate::{Error, Model, Result};
 
 /// How the step size is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -68,6 +69,10 @@ pub struct SampleConfig {
     /// [`RowSum`](crate::row_sum::RowSum) model, two chains or more). The draws are the same
     /// either way; off, every chain reads all the data for each of its evaluations.
     pub lockstep: bool,
+    /// The most bytes the kept draws may take in memory (every chain's rows are kept for the
+    /// summary: chains × draws × (7 + parameters) × 8 bytes); a run above it is refused before
+    /// it starts.
+    pub memory_limit: u64,
 }
 
 impl Default for SampleConfig {
@@ -87,13 +92,15 @@ impl Default for SampleConfig {
             target_ess: None,
             ess_check_every: 100,
             lockstep: true,
+            memory_limit: u64::MAX,
         }
     }
 }
 
 impl SampleConfig {
-    /// Checks every setting, naming the first bad one.
-    pub fn validate(&self, dim: usize) -> Result<()> {
+    /// Checks every setting against `model`, naming the first bad one.
+    pub fn validate<M: Model + ?Sized>(&self, model: &M) -> Result<()> {
+        let dim = model.dim();
         if self.chains == 0 {
             return Err(Error::setting("chains", "must be at least 1"));
         }
@@ -148,6 +155,15 @@ impl SampleConfig {
             return Err(Error::setting("ess_check_every", "must be at least 1"));
         }
         self.method.validate(self.warmup)?;
-        Ok(())
+        let columns = SAMPLER_COLUMNS.len() + model.parameter_names().len();
+        crate::memory::check(
+            &format!(
+                "keeping {} draws of {} chains with {columns} columns in memory",
+                self.draws, self.chains
+            ),
+            "draws",
+            crate::memory::f64s([self.chains, self.draws, columns]),
+            self.memory_limit,
+        )
     }
 }

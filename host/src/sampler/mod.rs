@@ -13,6 +13,7 @@
 //! ```
 
 mod chain;
+mod checked;
 mod config;
 mod fitted;
 pub mod lockstep;
@@ -48,6 +49,9 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
+/// The fewest kept draws of a chain that a summary's diagnostics (split R̂, ESS) accept.
+pub const MIN_SUMMARY_DRAWS: usize = 4;
+
 /// The sampler columns that precede the parameters in every row, as CmdStan names them.
 pub const SAMPLER_COLUMNS: [&str; 7] = [
     "lp__",
@@ -67,6 +71,11 @@ pub trait DrawSink: Send {
     fn draw(&mut self, row: &[f64]) -> Result<()>;
     /// The end of the chain: its timing, costs, and whether it was interrupted.
     fn finish(&mut self, chain: &ChainResult) -> Result<()>;
+    /// The chain stopped with the error `message` and writes nothing more; a file says so, so
+    /// that the rows before the failure are never taken for a finished chain.
+    fn failed(&mut self, _message: &str) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A sink that keeps nothing (the driver keeps the draws in memory anyway).
@@ -292,12 +301,24 @@ impl Run {
         self.chains.iter().any(|c| c.interrupted)
     }
 
-    /// Per-parameter summaries (mean, sd, MCSE, quantiles, bulk/tail ESS, R̂) over all chains,
-    /// using the draws every chain finished.
-    pub fn summary(&self) -> Vec<ParameterSummary> {
-        let kept = self.chains.iter().map(ChainResult::kept).min().unwrap_or(0);
-        let draws: Vec<Vec<Vec<f64>>> = self
+    /// The chains a summary uses and the draws each contributes: every chain with at least
+    /// [`MIN_SUMMARY_DRAWS`] kept draws (an interrupted run's queued chains may have none), cut
+    /// to the draws they all finished. A finished run uses every chain and every draw.
+    pub fn summarized(&self) -> (Vec<&ChainResult>, usize) {
+        let chains: Vec<&ChainResult> = self
             .chains
+            .iter()
+            .filter(|c| c.kept() >= MIN_SUMMARY_DRAWS)
+            .collect();
+        let kept = chains.iter().map(|c| c.kept()).min().unwrap_or(0);
+        (chains, kept)
+    }
+
+    /// Per-parameter summaries (mean, sd, MCSE, quantiles, bulk/tail ESS, R̂) over the chains
+    /// and draws of [`Run::summarized`].
+    pub fn summary(&self) -> Vec<ParameterSummary> {
+        let (chains, kept) = self.summarized();
+        let draws: Vec<Vec<Vec<f64>>> = chains
             .iter()
             .map(|c| {
                 (0..self.names.len())
@@ -356,6 +377,21 @@ fn run_caught<M: Model + ?Sized>(
     })
 }
 
+/// A chain's `result`, which, if it failed, stops the other chains and is recorded in its sink.
+fn stop_on_failure(
+    result: Result<ChainResult>,
+    sink: &mut dyn DrawSink,
+    stop: &AtomicBool,
+) -> Result<ChainResult> {
+    if let Err(error) = &result {
+        stop.store(true, Ordering::Relaxed);
+        // The chain's error is what the caller hears of; a sink that cannot record it as well
+        // (the disk that failed the chain) adds nothing to it.
+        let _ = sink.failed(&error.to_string());
+    }
+    result
+}
+
 /// Runs `run(chain, sink)` for every chain (numbered from 1) on a thread of its own, so that
 /// all chains run at once whatever the number of cores (the target-ESS check needs every
 /// chain's draws: a chain queued behind another would leave it waiting), and returns their
@@ -404,7 +440,7 @@ pub fn sample<M: Model + ?Sized>(
     progress: &(dyn Fn(usize, usize) + Sync),
     interrupt: Option<&AtomicBool>,
 ) -> Result<Run> {
-    config.validate(model.dim())?;
+    config.validate(model)?;
     if sinks.len() != config.chains {
         return Err(Error::invalid(format!(
             "{} output sinks for {} chains",
@@ -414,8 +450,10 @@ pub fn sample<M: Model + ?Sized>(
     }
     let never = AtomicBool::new(false);
     let interrupt = interrupt.unwrap_or(&never);
-    // The chains stop at the caller's interrupt or at a failure the model records (see
-    // `Model::failure`): each chain watches one flag, set here after every iteration.
+    // The chains stop on `stop`: set by the caller's interrupt or a failure the model records
+    // (see `Model::failure`), passed on after every iteration, or by a chain that failed, so
+    // that the others end cleanly (their files say they were interrupted) instead of running on
+    // to a result that is thrown away.
     let stop = AtomicBool::new(interrupt.load(Ordering::Relaxed));
     let progress = |chain: usize, done: usize| {
         progress(chain, done);
@@ -423,6 +461,7 @@ pub fn sample<M: Model + ?Sized>(
             stop.store(true, Ordering::Relaxed);
         }
     };
+    let model = checked::Checked::new(model);
     let start = std::time::Instant::now();
     let precomputed = match config.method.surrogate() {
         Some(settings) => fitted::precompute(settings, &model),
@@ -442,28 +481,30 @@ pub fn sample<M: Model + ?Sized>(
     });
     let (precomputed_ref, monitor_ref) = (precomputed.as_ref(), monitor.as_ref());
     let lockstep = if config.lockstep && config.chains >= 2 {
-        lockstep::Lockstep::new(model, config.chains)
+        lockstep::Lockstep::new(&model, config.chains)
     } else {
         None
     };
     let chains = match lockstep {
         Some(lockstep) => lockstep.run(sinks, |member, chain, sink| {
             let outlets = chain::Outlets {
-                sink,
+                sink: &mut *sink,
                 progress: &progress,
                 interrupt: &stop,
                 monitor: monitor_ref,
             };
-            run_caught(member, config, precomputed_ref, chain, outlets)
+            let result = run_caught(member, config, precomputed_ref, chain, outlets);
+            stop_on_failure(result, sink, &stop)
         }),
         None => on_own_threads(sinks, |chain, sink| {
             let outlets = chain::Outlets {
-                sink,
+                sink: &mut *sink,
                 progress: &progress,
                 interrupt: &stop,
                 monitor: monitor_ref,
             };
-            run_caught(model, config, precomputed_ref, chain, outlets)
+            let result = run_caught(&model, config, precomputed_ref, chain, outlets);
+            stop_on_failure(result, sink, &stop)
         }),
     };
     // A chain that stopped on the failure may have failed in turn (no finite start, a

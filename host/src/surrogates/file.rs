@@ -4,8 +4,9 @@
 //! [`super::exact_floats`]).
 //!
 //! This module knows the format and no kind: a kind writes its record with [`fn@write`], and
-//! [`super::kinds::load`] opens a file ([`SurrogateFile::open`]) and hands it to the kind it
-//! names, which reads its record ([`SurrogateFile::read`]).
+//! [`super::kinds::load`] opens a file ([`SurrogateFile::open`], or [`SurrogateFile::parse`] on
+//! text in memory) and hands it to the kind it names, which reads its record
+//! ([`SurrogateFile::read`]).
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -84,6 +85,12 @@ impl SurrogateFile {
     /// version 2 without a kind is an error naming the file.
     pub fn open(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::parse(path, text)
+    }
+
+    /// Checks `text`, the contents of a surrogate file, as [`SurrogateFile::open`] does;
+    /// `path` only names the file in errors.
+    pub fn parse(path: &Path, text: String) -> Result<Self> {
         let header: Header = serde_json::from_str(&text).map_err(|e| malformed(path, e))?;
         let file = Self {
             path: path.to_path_buf(),

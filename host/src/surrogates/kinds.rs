@@ -19,7 +19,13 @@ const KINDS: [&str; 3] = [network::KIND, FORCE_GRID_KIND, SPARSE_GRID_KIND];
 /// A file that is not a surrogate file, of a kind this build does not know, for another
 /// dimension, or whose record is inconsistent is an error naming the file.
 pub fn load(path: &Path, dim: usize) -> Result<(Box<dyn Surrogate>, SurrogateMeta)> {
-    let file = SurrogateFile::open(path)?;
+    read(SurrogateFile::open(path)?, dim)
+}
+
+/// The surrogate an opened surrogate file holds, for a model of dimension `dim`, with the meta
+/// of its fit: what [`load`] does once the file is read (and what a caller holding the text in
+/// memory uses, through [`SurrogateFile::parse`]).
+pub fn read(file: SurrogateFile, dim: usize) -> Result<(Box<dyn Surrogate>, SurrogateMeta)> {
     let (surrogate, meta): (Box<dyn Surrogate>, SurrogateMeta) =
         match file.kind().unwrap_or(network::KIND) {
             network::KIND => {

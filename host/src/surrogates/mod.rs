@@ -30,7 +30,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
 
-use crate::{Error, Result};
+use crate::Result;
 use states::TrainingSet;
 
 /// Which quantity a surrogate was fitted to: the potential values of the states, or their
@@ -86,39 +86,6 @@ impl Default for SurrogateMeta {
             seed: 0,
             train_seconds: f64::NAN,
         }
-    }
-}
-
-/// `Ok` when `bytes` fits in `limit` and in this machine's address space, otherwise the error
-/// stating both (`None`: the count overflowed 128 bits). `what` names the surrogate in the message, `driver` the setting that drives its size.
-pub(crate) fn check_memory(
-    what: &str,
-    driver: &'static str,
-    bytes: Option<u128>,
-    limit: u64,
-) -> Result<()> {
-    const GIB: f64 = (1u64 << 30) as f64;
-    let limit_text = format!("{limit} bytes ({:.3} GiB)", limit as f64 / GIB);
-    match bytes {
-        Some(b) if b <= u128::from(limit) => match usize::try_from(b) {
-            Ok(_) => Ok(()),
-            Err(_) => Err(Error::invalid(format!(
-                "{what} would need {b} bytes, more than this machine can address"
-            ))),
-        },
-        Some(b) => Err(Error::MemoryLimit {
-            message: format!(
-                "{what} would need {b} bytes ({:.3e} GiB), above the memory limit of {limit_text}",
-                b as f64 / GIB
-            ),
-            driver,
-        }),
-        None => Err(Error::MemoryLimit {
-            message: format!(
-                "{what} would need more than 2^128 bytes, above the memory limit of {limit_text}"
-            ),
-            driver,
-        }),
     }
 }
 

@@ -91,6 +91,11 @@ impl Domain {
                      bound {hi:?}"
                 )));
             }
+            if !(hi - lo).is_finite() {
+                return Err(Error::invalid(format!(
+                    "domain coordinate {i}: the width from {lo:?} to {hi:?} overflows"
+                )));
+            }
         }
         Ok(Self { lower, upper })
     }

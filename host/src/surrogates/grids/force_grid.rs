@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
 
 use super::{Domain, FORCE_GRID_KIND, Precomputation};
-use crate::surrogates::check_memory;
+use crate::memory::check as check_memory;
 use crate::surrogates::exact_floats;
 use crate::surrogates::file::{self, SurrogateFile};
 use crate::surrogates::{Surrogate, SurrogateMeta};

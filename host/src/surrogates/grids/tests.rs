@@ -166,6 +166,12 @@ fn domain_parsing_errors_name_the_bad_entry() {
             .to_string()
             .contains("empty")
     );
+    // Finite bounds whose width is not: every grid divides by it.
+    let message = Domain::parse("0:1,-1e308:1e308").unwrap_err().to_string();
+    assert!(
+        message.contains("domain coordinate 1: the width from -1e308 to 1e308 overflows"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -103,7 +103,7 @@ impl TrainOptions {
     pub fn check_memory(&self, states: usize) -> Result<()> {
         let s = self.hidden as u128;
         let bytes = (3 * s * s + states as u128 * s).checked_mul(8);
-        crate::surrogates::check_memory(
+        crate::memory::check(
             &format!("a network of {} hidden units", self.hidden),
             "hidden",
             bytes,
