@@ -1041,6 +1041,7 @@ fn sbc_labels_an_approximate_method_and_refuses_bad_settings() {
             && stdout.contains("calibration measures its bias"),
         "{stdout}"
     );
+}
 
 /// Everything whose size a user drives is sized before it is allocated: one line naming the
 /// option that drives it and --memory-limit, exit 1, and no file written.
