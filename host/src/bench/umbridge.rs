@@ -10,9 +10,6 @@
 //!    HMC's, which is where a surrogate pays most when every exact call crosses the network.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,51 +32,11 @@ use crate::{Error, Result};
 /// Chains of the served runs.
 const CHAINS: usize = 4;
 
-/// A `shmc serve` child process, killed when dropped.
-struct ServeProcess {
-    child: Child,
-    url: String,
-}
-
-impl ServeProcess {
-    /// Starts `exe serve ARGS --port 0` and reads the URL it prints.
-    fn start(exe: &Path, args: &[String]) -> Result<Self> {
-        let mut child = Command::new(exe)
-            .arg("serve")
-            .args(args)
-            .args(["--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| Error::invalid(format!("cannot start {} serve: {e}", exe.display())))?;
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let url = lines
-            .by_ref()
-            .take(20)
-            .map_while(|l| l.ok())
-            .find_map(|line| {
-                let start = line.find("http://")?;
-                line[start..].split_whitespace().next().map(str::to_string)
-            });
-        // Keep reading so that the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        let mut process = Self {
-            child,
-            url: String::new(),
-        };
-        process.url =
-            url.ok_or_else(|| Error::invalid("shmc serve did not say where it listens"))?;
-        Ok(process)
-    }
-}
-
-impl Drop for ServeProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// Starts a server of the elliptic PDE model with these settings and this many workers in a
+/// process of its own, and returns its URL and what keeps it running (dropped: stopped). The
+/// CLI knows how (`shmc serve`); the bench only measures.
+pub type StartServer<'a> =
+    &'a dyn Fn(&PdeSettings, usize) -> Result<(String, Box<dyn std::any::Any>)>;
 
 /// Mean seconds per call of `f` over `n` calls.
 fn seconds_per_call(n: usize, mut f: impl FnMut()) -> f64 {
@@ -197,9 +154,14 @@ fn measure(label: &str, model: &dyn Model, config: &SampleConfig) -> Result<Meas
     })
 }
 
-/// Runs `shmc bench umbridge`; `exe` is the shmc binary (for the server processes), `log`
+/// Runs `shmc bench umbridge`; `start_server` starts the server processes, `log`
 /// tells progress. Returns the report.
-pub fn run_umbridge(exe: &Path, quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<String> {
+pub fn run_umbridge(
+    start_server: StartServer<'_>,
+    quick: bool,
+    seed: u64,
+    log: &dyn Fn(&str),
+) -> Result<String> {
     let mut out = String::new();
     log("protocol overhead on loopback ...");
     overhead(quick, &mut out)?;
@@ -214,16 +176,6 @@ pub fn run_umbridge(exe: &Path, quick: bool, seed: u64, log: &dyn Fn(&str)) -> R
         PdeSettings::default()
     };
     let (warmup, draws) = if quick { (150, 150) } else { (300, 500) };
-    let model_args: Vec<String> = [
-        "--model",
-        "elliptic-pde",
-        "--mesh",
-        &pde.mesh.to_string(),
-        "--kl-modes",
-        &pde.modes.to_string(),
-    ]
-    .map(str::to_string)
-    .to_vec();
     let hmc = SampleConfig {
         chains: CHAINS,
         warmup,
@@ -240,10 +192,8 @@ pub fn run_umbridge(exe: &Path, quick: bool, seed: u64, log: &dyn Fn(&str)) -> R
         log(&format!(
             "HMC on the PDE model served with {workers} workers ..."
         ));
-        let mut args = model_args.clone();
-        args.extend(["--workers".to_string(), workers.to_string()]);
-        let server = ServeProcess::start(exe, &args)?;
-        let served = connect(&server.url, "elliptic-pde")?;
+        let (url, _server) = start_server(&pde, workers)?;
+        let served = connect(&url, "elliptic-pde")?;
         rows.push(measure(
             &format!("HMC, served by {workers} worker(s)"),
             &served,
@@ -265,7 +215,7 @@ pub fn run_umbridge(exe: &Path, quick: bool, seed: u64, log: &dyn Fn(&str)) -> R
                 }),
                 ..hmc.clone()
             };
-            let fresh = connect(&server.url, "elliptic-pde")?;
+            let fresh = connect(&url, "elliptic-pde")?;
             rows.push(measure("RNS-HMC, served by 2 workers", &fresh, &rns)?);
         }
     }

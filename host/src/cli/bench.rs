@@ -2,10 +2,15 @@
 
 use std::path::PathBuf;
 
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
 use clap::Args;
 
 use crate::bench::grid::{format_problems, format_sweep, run_problems, run_sweep};
 use crate::bench::{Experiment, METHOD_KEYS, format_table, run_experiment};
+use crate::models::elliptic_pde::PdeSettings;
 use crate::{Error, Result};
 
 /// Arguments of `shmc bench`.
@@ -206,8 +211,71 @@ fn run_umbridge(args: &BenchArgs) -> Result<i32> {
     }
     let exe = std::env::current_exe()
         .map_err(|e| Error::invalid(format!("cannot find the shmc binary: {e}")))?;
+    let start = |pde: &PdeSettings, workers: usize| {
+        let args = [
+            "--model".to_string(),
+            "elliptic-pde".into(),
+            "--mesh".into(),
+            pde.mesh.to_string(),
+            "--kl-modes".into(),
+            pde.modes.to_string(),
+            "--workers".into(),
+            workers.to_string(),
+        ];
+        let server = ServeProcess::start(&exe, &args)?;
+        Ok((
+            server.url.clone(),
+            Box::new(server) as Box<dyn std::any::Any>,
+        ))
+    };
     let report =
-        crate::bench::umbridge::run_umbridge(&exe, args.quick, args.seed, &|m| eprintln!("{m}"))?;
+        crate::bench::umbridge::run_umbridge(&start, args.quick, args.seed, &|m| eprintln!("{m}"))?;
     print!("{report}");
     Ok(0)
+}
+
+/// A `shmc serve` child process, killed when dropped.
+struct ServeProcess {
+    child: Child,
+    url: String,
+}
+
+impl ServeProcess {
+    /// Starts `exe serve ARGS --port 0` and reads the URL it prints.
+    fn start(exe: &Path, args: &[String]) -> Result<Self> {
+        let mut child = Command::new(exe)
+            .arg("serve")
+            .args(args)
+            .args(["--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| Error::invalid(format!("cannot start {} serve: {e}", exe.display())))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = lines
+            .by_ref()
+            .take(20)
+            .map_while(|l| l.ok())
+            .find_map(|line| {
+                let start = line.find("http://")?;
+                line[start..].split_whitespace().next().map(str::to_string)
+            });
+        // Keep reading so that the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let mut process = Self {
+            child,
+            url: String::new(),
+        };
+        process.url =
+            url.ok_or_else(|| Error::invalid("shmc serve did not say where it listens"))?;
+        Ok(process)
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
