@@ -12,7 +12,9 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::sampler::{ChainResult, DrawSink, SAMPLER_COLUMNS};
+use super::resume;
+use crate::sampler::{ChainResult, Checkpoint, DrawSink, Resumed, SAMPLER_COLUMNS};
+use crate::surrogates::Surrogate;
 use crate::{Error, Result};
 
 /// What the comment header of one chain's file records.
@@ -89,13 +91,53 @@ pub struct CsvSink {
     line: String,
     /// The method's name, from the header's `shmc_method`, for the approximate label.
     method: String,
+    /// The model's name, for the meta of a saved surrogate.
+    model: String,
 }
 
 impl CsvSink {
-    /// Creates (or truncates) `path` and writes the configuration and the column header.
+    /// Creates (or truncates) `path` and writes the configuration and the column header; an
+    /// older run's checkpoint beside it is removed.
     pub fn create(path: &Path, header: &CsvHeader) -> Result<Self> {
+        resume::remove(path);
         let file = File::create(path).map_err(|e| Error::io(path, e))?;
-        let mut sink = Self {
+        let mut sink = Self::on(path, file, header);
+        let text = header_text(header, path);
+        sink.write(&text)?;
+        sink.flush()?;
+        Ok(sink)
+    }
+
+    /// The sink of a stopped chain's file `path` and the chain to resume (see
+    /// [`resume::read`]: `warmup_rows` saved warmup rows, `dim` parameters): the file cut back
+    /// to its checkpoint and written on after it, or, if the chain stopped in warmup, written
+    /// anew. An error if its header is not the one `header` makes (other settings).
+    pub fn resume(
+        path: &Path,
+        header: &CsvHeader,
+        dim: usize,
+        warmup_rows: usize,
+    ) -> Result<(Self, Option<Resumed>)> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        if !text.starts_with(&header_text(header, path)) {
+            return Err(Error::invalid(format!(
+                "{}: its header is not the one this run writes (other settings, or another \
+                 version of shmc): it cannot be resumed",
+                path.display()
+            )));
+        }
+        let Some(resumed) = resume::read(path, dim, warmup_rows)? else {
+            return Ok((Self::create(path, header)?, None));
+        };
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        Ok((Self::on(path, file, header), Some(resumed)))
+    }
+
+    fn on(path: &Path, file: File, header: &CsvHeader) -> Self {
+        Self {
             path: path.to_path_buf(),
             out: BufWriter::new(file),
             line: String::new(),
@@ -104,11 +146,8 @@ impl CsvSink {
                 .iter()
                 .find(|(k, _)| k == "shmc_method")
                 .map_or_else(String::new, |(_, v)| v.clone()),
-        };
-        let text = header_text(header, path);
-        sink.write(&text)?;
-        sink.flush()?;
-        Ok(sink)
+            model: header.model.clone(),
+        }
     }
 
     fn write(&mut self, text: &str) -> Result<()> {
@@ -267,6 +306,14 @@ impl DrawSink for CsvSink {
         }
         self.write(&text)?;
         self.flush()
+    }
+
+    fn checkpoint(
+        &mut self,
+        checkpoint: &Checkpoint,
+        surrogate: Option<&dyn Surrogate>,
+    ) -> Result<()> {
+        resume::save(&self.path, checkpoint, surrogate, &self.model)
     }
 
     fn failed(&mut self, message: &str) -> Result<()> {

@@ -2,6 +2,7 @@
 //! `stansummary` read unchanged, and the summary table printed at the end of a run.
 
 pub mod cmdstan;
+pub mod resume;
 pub mod table;
 
 pub use cmdstan::{CsvHeader, CsvSink, StanCsv, approximate_label, parse_stan_csv, read_stan_csv};

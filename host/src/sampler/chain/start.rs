@@ -4,6 +4,7 @@ use nalgebra::DVector;
 use rand::Rng;
 use shmc_core::{Dyn, Exact, Potential, State, random::uniform};
 
+use crate::sampler::checkpoint::Checkpoint;
 use crate::sampler::config::Init;
 use crate::sampler::fitted::{FittedPhase, Precomputed};
 use crate::sampler::method::Method;
@@ -49,6 +50,25 @@ pub fn initial_state<R: Rng + ?Sized>(
             )))
         }
     }
+}
+
+/// The state a checkpoint saved, with the `U` and gradient cached there.
+pub fn restored_state(checkpoint: &Checkpoint, dim: usize) -> Result<State<Dyn>> {
+    let (position, gradient) = (&checkpoint.position, &checkpoint.gradient);
+    if position.len() != dim || gradient.len() != dim {
+        return Err(Error::invalid(format!(
+            "chain {}: its checkpoint holds {} coordinates and {} gradient entries for a model \
+             of {dim} parameters",
+            checkpoint.chain,
+            position.len(),
+            gradient.len()
+        )));
+    }
+    Ok(State {
+        position: DVector::from_column_slice(position),
+        potential: checkpoint.potential,
+        gradient: DVector::from_column_slice(gradient),
+    })
 }
 
 /// The surrogate machinery of `method` for a chain on `model` that starts at `start`, or `None`
