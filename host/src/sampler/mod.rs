@@ -18,6 +18,7 @@ mod config;
 mod fitted;
 pub mod lockstep;
 mod method;
+mod nuts;
 mod proposer;
 mod target_ess;
 pub mod trajectory;
@@ -29,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, RiemannianReport};
 pub use config::{Init, SampleConfig, StepSize};
-pub use method::{Method, RmhmcSettings, SurrogateSettings, VhmcSettings};
+pub use method::{Method, NutsSettings, RmhmcSettings, SurrogateSettings, VhmcSettings};
 pub use proposer::{Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
@@ -366,8 +367,9 @@ fn run_caught<M: Model + ?Sized>(
     chain: usize,
     outlets: chain::Outlets<'_>,
 ) -> Result<ChainResult> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        chain::run_chain(model, config, precomputed, chain, outlets)
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &config.method {
+        Method::Nuts(settings) => nuts::run_chain(model, config, settings, chain, outlets),
+        _ => chain::run_chain(model, config, precomputed, chain, outlets),
     }))
     .unwrap_or_else(|payload| {
         Err(Error::invalid(format!(
@@ -425,8 +427,8 @@ where
     })
 }
 
-/// Runs `config.chains` chains of `config.method` on `model` at once, one thread and one sink
-/// per chain: in lockstep over the data (see [`lockstep`]) if `config.lockstep`, there are two
+/// Runs `config.chains` chains of `config.method` (NUTS included) on `model` at once, one
+/// thread and one sink per chain: in lockstep over the data (see [`lockstep`]) if `config.lockstep`, there are two
 /// chains or more and the model is a [`RowSum`](crate::row_sum::RowSum).
 ///
 /// `progress(chain, iterations_done)` is called after every iteration; setting `interrupt`

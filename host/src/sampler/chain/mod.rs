@@ -18,12 +18,15 @@
 //!
 //! Each row goes to the chain's sink as soon as it is made, so an interrupted run keeps every
 //! finished draw.
+//!
+//! NUTS is not one of these phases: nuts-rs adapts and transitions in its own loop (the
+//! sampler's `nuts` module), which shares only the start ([`start`]) and the outlets.
 
 mod adaptation;
 mod dynamics;
 mod guard;
 mod kernel;
-mod start;
+pub(super) mod start;
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -81,8 +84,8 @@ pub fn run_chain<M: Model + ?Sized>(
     c.finish()
 }
 
-/// Leaves the target-ESS check when dropped.
-struct Leave<'b>(Option<&'b EssMonitor>, usize);
+/// Leaves the target-ESS check when dropped (chain `.1` of the run's monitor `.0`).
+pub(super) struct Leave<'b>(pub(super) Option<&'b EssMonitor>, pub(super) usize);
 
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
