@@ -205,16 +205,8 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     // draws they all finished (as `shmc summary` does with its files).
     let (summarized, kept) = run.summarized();
     if !summarized.is_empty() {
-        let totals = RunTotals {
-            chains: summarized.len(),
-            draws: kept,
-            mean_accept_stat: run.mean_accept_stat(),
-            divergences: run.divergences(),
-            sampling_seconds: Some(run.sampling_seconds()),
-            wall_seconds: Some(run.wall_seconds),
-        };
         let summary = run.summary();
-        print!("{}", format_summary(&summary, &totals));
+        print!("{}", format_summary(&summary, &RunTotals::of(&run)));
         let iterations = run
             .chains
             .iter()
