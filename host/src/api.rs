@@ -189,6 +189,7 @@ impl DrawSink for Recorder {
 }
 
 /// A finished (or interrupted) run's draws in memory, with their summary.
+#[derive(Debug)]
 pub struct Fit {
     run: Run,
     config: SampleConfig,

@@ -1,6 +1,7 @@
 //! The general-purpose sampler the all-in row is measured against, in the same process: NUTS
 //! from `nuts-rs`, the Rust crate that nutpie wraps, with nutpie's protocol (diagonal mass matrix
-//! adapted from gradients, 4 chains × (1000 warmup + 5000 draws), all at once).
+//! adapted from draws and gradients, 4 chains × (1000 warmup + 5000 draws), all at once) but
+//! Stan's step size, fixed after warmup where nutpie jitters it.
 //!
 //! It is the sampler's own NUTS ([`Method::Nuts`], what `shmc sample --method nuts` runs) through
 //! the same driver as the other rows, calling the model's own fused `U`/`∇U` kernel: nutpie's

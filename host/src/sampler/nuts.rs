@@ -98,8 +98,6 @@ fn settings(config: &SampleConfig, nuts: &NutsSettings) -> DiagNutsSettings {
         num_draws: config.draws as u64,
         maxdepth: nuts.max_depth,
         max_energy_error: config.max_energy_error,
-        num_chains: config.chains,
-        seed: config.seed,
         ..DiagNutsSettings::default()
     };
     let step_size = &mut settings.adapt_options.step_size_settings;
