@@ -142,7 +142,7 @@ pub fn run_ttr(
 /// NUTS with Stan's defaults, its time read off its draws.
 fn nuts_row(experiment: Experiment, model: &dyn Model, seed: u64) -> Result<TtrRow> {
     let run = run_nuts(model, CHAINS, STAN_WARMUP, NUTS_MAX_DRAWS, seed)?;
-    let parameters = model.dim();
+    let parameters = run.run.names.len();
     let mut at = None;
     for n in (CHECK_EVERY..=NUTS_MAX_DRAWS).step_by(CHECK_EVERY) {
         let check = check_ess(
@@ -163,7 +163,7 @@ fn nuts_row(experiment: Experiment, model: &dyn Model, seed: u64) -> Result<TtrR
             .map(|f| f[check.draws - 1])
             .fold(0.0, f64::max)
     } else {
-        run.wall_seconds
+        run.run.wall_seconds
     };
     let warmup_end = run
         .finished
@@ -181,7 +181,7 @@ fn nuts_row(experiment: Experiment, model: &dyn Model, seed: u64) -> Result<TtrR
             ..Split::default()
         },
         (
-            (run.gradients_per_draw * (CHAINS * (STAN_WARMUP + NUTS_MAX_DRAWS)) as f64) as u64,
+            (run.gradients_per_draw() * (CHAINS * (STAN_WARMUP + NUTS_MAX_DRAWS)) as f64) as u64,
             0,
         ),
     ))

@@ -4,7 +4,6 @@
 mod bench;
 mod method_args;
 pub mod options;
-mod progress;
 mod resume;
 mod rmhmc_args;
 mod sample;

@@ -7,12 +7,11 @@ use clap::Args;
 
 use super::ModelArgs;
 use super::method_args::MethodArgs;
-use super::progress::Progress;
 use crate::output::{
-    CsvHeader, CsvSink, RunTotals, approximate_label, format_kernel_work, format_model_work,
-    format_summary,
+    CsvHeader, CsvSink, Progress, RunTotals, approximate_label, chain_path, format_kernel_work,
+    format_model_work, format_summary,
 };
-use crate::sampler::{DrawSink, Init, Method, Resumed, SampleConfig, StepSize, resume};
+use crate::sampler::{DrawSink, Init, Method, Resumed, SampleConfig, resume};
 use crate::{Error, Model, Result, models};
 
 /// Set by Ctrl-C: chains stop after their current iteration and files stay valid.
@@ -54,7 +53,8 @@ pub struct SampleArgs {
     /// Random initial values are uniform on (-R, R).
     #[arg(long, default_value_t = 2.0, value_name = "R")]
     init_radius: f64,
-    /// Write the warmup draws before the kept ones.
+    /// Write the warmup draws before the kept ones (nuts: the first warmup row's stepsize__ is
+    /// nan, as nuts-rs finds its first step size inside that transition and does not report it).
     #[arg(long)]
     save_warmup: bool,
     /// Folder for the per-chain CSV files (created if needed).
@@ -154,43 +154,12 @@ fn chain_files(
             super::resume::save_invocation(&args.output)?;
         }
     }
-    let (adapt, delta, stepsize) = match config.step_size {
-        StepSize::Adapt { target } => (true, target, 1.0),
-        StepSize::Fixed(eps) => (false, 0.8, eps),
-    };
     Ok((1..=config.chains)
         .map(|chain| {
-            let mut header = CsvHeader {
-                model: args.model.model.clone(),
-                chain,
-                num_samples: config.draws,
-                num_warmup: config.warmup,
-                save_warmup: config.save_warmup,
-                adapt_engaged: adapt,
-                delta,
-                stepsize,
-                seed: config.seed,
-                data_file: args.model.data.as_ref().map(|p| p.display().to_string()),
-                extra: vec![
-                    ("shmc_method".into(), config.method.name().into()),
-                    ("trajectory_steps".into(), config.steps.max().to_string()),
-                    (
-                        "jitter_steps".into(),
-                        u8::from(!args.method.trajectory.fixed_steps).to_string(),
-                    ),
-                ],
-                parameters: model.parameter_names(),
-            };
-            if config.method.approximate() {
-                header.extra.push((
-                    "inference".into(),
-                    approximate_label(config.method.name(), None),
-                ));
-            }
-            let path = args
-                .output
-                .join(format!("{}-{chain}.csv", args.model.model));
-            (path, header)
+            let name = &args.model.model;
+            let mut header = CsvHeader::for_run(name, chain, config, model.parameter_names());
+            header.data_file = args.model.data.as_ref().map(|p| p.display().to_string());
+            (chain_path(&args.output, name, chain), header)
         })
         .collect())
 }
@@ -300,16 +269,8 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     // draws they all finished (as `shmc summary` does with its files).
     let (summarized, kept) = run.summarized();
     if !summarized.is_empty() {
-        let totals = RunTotals {
-            chains: summarized.len(),
-            draws: kept,
-            mean_accept_stat: run.mean_accept_stat(),
-            divergences: run.divergences(),
-            sampling_seconds: Some(run.sampling_seconds()),
-            wall_seconds: Some(run.wall_seconds),
-        };
         let summary = run.summary();
-        print!("{}", format_summary(&summary, &totals));
+        print!("{}", format_summary(&summary, &RunTotals::of(&run)));
         let iterations = run
             .chains
             .iter()

@@ -19,6 +19,7 @@ mod config;
 mod fitted;
 pub mod lockstep;
 mod method;
+mod nuts;
 mod proposer;
 mod target_ess;
 pub mod trajectory;
@@ -32,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, RiemannianReport};
 pub use checkpoint::{Checkpoint, Resumed};
 pub use config::{Init, SampleConfig, StepSize};
-pub use method::{Method, RmhmcSettings, SurrogateSettings, VhmcSettings};
+pub use method::{Method, NutsSettings, RmhmcSettings, SurrogateSettings, VhmcSettings};
 pub use proposer::{Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
@@ -381,8 +382,9 @@ fn run_caught<M: Model + ?Sized>(
     outlets: chain::Outlets<'_>,
     resumed: Option<&Resumed>,
 ) -> Result<ChainResult> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        chain::run_chain(model, config, precomputed, chain, outlets, resumed)
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &config.method {
+        Method::Nuts(settings) => nuts::run_chain(model, config, settings, chain, outlets),
+        _ => chain::run_chain(model, config, precomputed, chain, outlets, resumed),
     }))
     .unwrap_or_else(|payload| {
         Err(Error::invalid(format!(
@@ -440,8 +442,8 @@ where
     })
 }
 
-/// Runs `config.chains` chains of `config.method` on `model` at once, one thread and one sink
-/// per chain: in lockstep over the data (see [`lockstep`]) if `config.lockstep`, there are two
+/// Runs `config.chains` chains of `config.method` (NUTS included) on `model` at once, one
+/// thread and one sink per chain: in lockstep over the data (see [`lockstep`]) if `config.lockstep`, there are two
 /// chains or more and the model is a [`RowSum`](crate::row_sum::RowSum).
 ///
 /// `progress(chain, iterations_done)` is called after every iteration; setting `interrupt`

@@ -20,12 +20,16 @@
 //! finished draw. After warmup the chain saves a checkpoint through its sink from time to time
 //! ([`super::checkpoint`]); a chain resumed from one skips to sampling and goes on exactly as it
 //! would have.
+//!
+//! NUTS is not one of these phases: nuts-rs adapts and transitions in its own loop (the
+//! sampler's `nuts` module), which shares only the start ([`start`]) and the outlets. It saves
+//! no checkpoint: a resumed NUTS chain starts again, with the same draws.
 
 mod adaptation;
 mod dynamics;
 mod guard;
 mod kernel;
-mod start;
+pub(super) mod start;
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -95,8 +99,8 @@ pub fn run_chain<M: Model + ?Sized>(
     c.finish()
 }
 
-/// Leaves the target-ESS check when dropped.
-struct Leave<'b>(Option<&'b EssMonitor>, usize);
+/// Leaves the target-ESS check when dropped (chain `.1` of the run's monitor `.0`).
+pub(super) struct Leave<'b>(pub(super) Option<&'b EssMonitor>, pub(super) usize);
 
 impl Drop for Leave<'_> {
     fn drop(&mut self) {

@@ -81,7 +81,8 @@ pub fn proposer<'m>(
     precomputed: Option<&Precomputed>,
 ) -> Result<Option<Box<dyn Proposer + 'm>>> {
     Ok(match method {
-        Method::Hmc | Method::Rmhmc(_) => None,
+        // NUTS runs its own chain (the sampler's `nuts` module) and only shares the start.
+        Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) => None,
         Method::RnsHmc(settings) | Method::RnsRmhmc(settings, _) => Some(Box::new(
             FittedPhase::new(false, settings, model, precomputed)?,
         )),
