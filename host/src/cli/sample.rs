@@ -8,10 +8,13 @@ use clap::Args;
 use super::ModelArgs;
 use super::method_args::MethodArgs;
 use crate::output::{
-    CsvHeader, CsvSink, Progress, RunTotals, approximate_label, chain_path, format_kernel_work,
-    format_model_work, format_summary,
+    Cost, CsvHeader, CsvSink, Progress, RunTotals, approximate_label, chain_path,
+    format_comparison, format_kernel_work, format_model_work, format_summary,
 };
-use crate::sampler::{DrawSink, Init, Method, Resumed, SampleConfig, resume};
+use crate::sampler::{
+    DrawSink, Init, Method, NullSink, NutsSettings, Resumed, Run, SampleConfig, StepSize, resume,
+    sample,
+};
 use crate::{Error, Model, Result, models};
 
 /// Set by Ctrl-C: chains stop after their current iteration and files stay valid.
@@ -63,6 +66,15 @@ pub struct SampleArgs {
     /// No progress bars.
     #[arg(long)]
     quiet: bool,
+    /// After the run, measure what METHOD (exact hmc, or nuts) needs on the same model, in the
+    /// same process: a pilot with the same chains, warmup and seed, of --compare-draws kept
+    /// draws per chain (no files), then both side by side, exact evaluations and seconds per
+    /// effective sample.
+    #[arg(long, value_name = "METHOD", value_parser = ["hmc", "nuts"])]
+    compare: Option<String>,
+    /// Kept draws per chain of the --compare pilot.
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    compare_draws: usize,
     /// Continue the stopped (killed, interrupted or failed) run whose output folder is DIR,
     /// with the settings it was started with: each chain from its last checkpoint (saved about
     /// every second after warmup, and when stopped), or from its start if it stopped in warmup.
@@ -197,6 +209,46 @@ fn remove_files_without_draws(args: &SampleArgs) {
             let _ = std::fs::remove_file(&path);
         }
     }
+}
+
+/// The run beside a pilot of `baseline` (`hmc` or `nuts`) on the same model, chains, warmup and
+/// seed, run now: what each needs per effective sample.
+fn compare(
+    args: &SampleArgs,
+    config: &SampleConfig,
+    model: &dyn Model,
+    run: &Run,
+    baseline: &str,
+) -> Result<String> {
+    let (method, step_size) = if baseline == "nuts" {
+        let adapt = StepSize::Adapt { target: 0.8 };
+        (Method::Nuts(NutsSettings::default()), adapt)
+    } else {
+        (Method::Hmc, config.step_size)
+    };
+    let pilot = SampleConfig {
+        method,
+        step_size,
+        adapt_mass: true,
+        draws: args.compare_draws,
+        save_warmup: false,
+        target_ess: None,
+        ..config.clone()
+    };
+    if !args.quiet {
+        eprintln!(
+            "comparing: {baseline}, {} chains x ({} warmup + {} draws), no files ...",
+            pilot.chains, pilot.warmup, pilot.draws
+        );
+    }
+    let sinks = (0..pilot.chains)
+        .map(|_| Box::new(NullSink) as Box<dyn DrawSink>)
+        .collect();
+    let measured = sample(model, &pilot, sinks, &|_, _| {}, Some(&INTERRUPTED))?;
+    Ok(format_comparison(&[
+        Cost::of(format!("{} (this run)", config.method.name()), run),
+        Cost::of(format!("{baseline} (a pilot measured after it)"), &measured),
+    ]))
 }
 
 /// Runs `shmc sample`.
@@ -388,6 +440,14 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     }
     if config.method.approximate() {
         println!("{}", approximate_label(config.method.name(), kl_bound));
+    }
+    if let Some(baseline) = &args.compare
+        && !run.interrupted()
+    {
+        print!(
+            "{}",
+            compare(args, &config, model.as_ref(), &run, baseline)?
+        );
     }
     println!("draws written to {}", args.output.display());
     if run.interrupted() {

@@ -12,4 +12,6 @@ pub use cmdstan::{
     read_stan_csv,
 };
 pub use progress::Progress;
-pub use table::{RunTotals, format_kernel_work, format_model_work, format_summary};
+pub use table::{
+    Cost, RunTotals, format_comparison, format_kernel_work, format_model_work, format_summary,
+};

@@ -148,6 +148,80 @@ pub fn format_model_work(work: &[(&str, u64)], iterations: u64, min_ess_bulk: f6
     out
 }
 
+/// What a run cost per effective sample, for the closing comparison of two methods.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cost {
+    /// The method, and how it was run.
+    pub label: String,
+    /// Kept draws per chain.
+    pub draws: usize,
+    /// Exact gradient evaluations, warmup included.
+    pub exact_gradients: u64,
+    /// Exact value-only evaluations, warmup included.
+    pub exact_values: u64,
+    /// The smallest bulk ESS over parameters.
+    pub min_ess_bulk: f64,
+    /// Wall-clock seconds, warmup (and training) included.
+    pub seconds: f64,
+}
+
+impl Cost {
+    /// The cost of `run` under `label`.
+    pub fn of(label: String, run: &Run) -> Self {
+        let (exact_gradients, exact_values) = run.chains.iter().fold((0, 0), |(g, v), c| {
+            let (w, s) = (&c.warmup_evaluations, &c.sampling_evaluations);
+            (
+                g + w.exact_gradients + s.exact_gradients,
+                v + w.exact_values + s.exact_values,
+            )
+        });
+        let min_ess_bulk = run
+            .summary()
+            .iter()
+            .map(|p| p.ess_bulk)
+            .fold(f64::INFINITY, f64::min);
+        Self {
+            label,
+            draws: run.summarized().1,
+            exact_gradients,
+            exact_values,
+            min_ess_bulk,
+            seconds: run.wall_seconds,
+        }
+    }
+}
+
+/// Two or more runs side by side: exact evaluations and seconds per effective sample, and each
+/// run's speed (min ESS_bulk per second, warmup included) as a multiple of the last row's.
+pub fn format_comparison(rows: &[Cost]) -> String {
+    let mut out = format!(
+        "{:<44} {:>6} {:>9} {:>11} {:>9} {:>8} {:>10} {:>9}\n",
+        "method", "draws", "min ESS", "exact grad", "exact U", "seconds", "ESS/s", "vs last"
+    );
+    let rate = |c: &Cost| c.min_ess_bulk / c.seconds;
+    let baseline = rows.last().map_or(f64::NAN, rate);
+    for c in rows {
+        let per = |n: u64| n as f64 / c.min_ess_bulk;
+        let _ = writeln!(
+            out,
+            "{:<44} {:>6} {:>9.0} {:>11.1} {:>9.1} {:>8.1} {:>10.2} {:>8.2}x",
+            c.label,
+            c.draws,
+            c.min_ess_bulk,
+            per(c.exact_gradients),
+            per(c.exact_values),
+            c.seconds,
+            rate(c),
+            rate(c) / baseline
+        );
+    }
+    out.push_str(
+        "(exact grad and exact U: evaluations per effective sample, warmup and training \
+         included; seconds: wall clock from the start)\n",
+    );
+    out
+}
+
 /// RMHMC's work and failures in one part of a chain, one line: the fixed-point iterations per
 /// step, each reason a trajectory was rejected as divergent, and the metric's share of the time.
 pub fn format_kernel_work(part: &str, work: &KernelWork) -> String {
