@@ -3,21 +3,9 @@
 use shmc_core::Steps;
 
 use super::SAMPLER_COLUMNS;
-use super::method::Method;
+use super::method::{Method, StepSize};
 
 use crate::{Error, Model, Result};
-
-/// How the step size is chosen.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum StepSize {
-    /// Dual averaging during warmup towards `target` acceptance, from Stan's heuristic start.
-    Adapt {
-        /// The acceptance rate aimed at (Stan: 0.8).
-        target: f64,
-    },
-    /// A fixed step size, as the papers use.
-    Fixed(f64),
-}
 
 /// Where chains start.
 #[derive(Clone, Debug, PartialEq)]

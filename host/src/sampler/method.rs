@@ -10,13 +10,24 @@ use std::path::PathBuf;
 
 use shmc_core::Steps;
 
-use super::config::StepSize;
 use super::trajectory::SurrogateSteps;
 use crate::riemannian::GeneralizedLeapfrog;
 use crate::surrogates::grids::{GridFitter, GridKind};
 use crate::surrogates::network::{NetworkFitter, TrainOptions};
 use crate::surrogates::{FitMethod, Fitter};
 use crate::{Error, Result};
+
+/// How the step size is chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StepSize {
+    /// Dual averaging during warmup towards `target` acceptance, from Stan's heuristic start.
+    Adapt {
+        /// The acceptance rate aimed at (Stan: 0.8).
+        target: f64,
+    },
+    /// A fixed step size, as the papers use.
+    Fixed(f64),
+}
 
 /// The sampler.
 #[derive(Clone, Debug, PartialEq)]

@@ -32,8 +32,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, RiemannianReport};
 pub use checkpoint::{Checkpoint, Resumed};
-pub use config::{Init, SampleConfig, StepSize};
-pub use method::{Method, NutsSettings, RmhmcSettings, SurrogateSettings, VhmcSettings};
+pub use config::{Init, SampleConfig};
+pub use method::{Method, NutsSettings, RmhmcSettings, StepSize, SurrogateSettings, VhmcSettings};
 pub use proposer::{Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;

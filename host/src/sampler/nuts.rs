@@ -25,8 +25,9 @@ use shmc_core::Potential;
 
 use super::chain::start::initial_state;
 use super::chain::{Leave, Outlets};
-use super::config::{SampleConfig, StepSize};
+use super::config::SampleConfig;
 use super::method::NutsSettings;
+use super::method::StepSize;
 use super::target_ess::Verdict;
 use super::{ChainResult, Evaluations, Phase, PhaseReport, SAMPLER_COLUMNS};
 use crate::random::chain_rng;

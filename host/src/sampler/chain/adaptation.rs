@@ -5,7 +5,8 @@
 use shmc_core::{DiagonalMetric, DualAveraging, Dyn};
 
 use crate::Result;
-use crate::sampler::config::{SampleConfig, StepSize};
+use crate::sampler::config::SampleConfig;
+use crate::sampler::method::StepSize;
 use crate::sampler::warmup::{VarianceEstimator, WindowSchedule};
 
 /// What an iteration's adaptation changed.

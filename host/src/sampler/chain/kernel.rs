@@ -18,8 +18,8 @@ use shmc_core::{DualAveraging, Dyn, Potential, State, Transition};
 use crate::riemannian::{
     MetricWork, NetworkDiagonalSoftAbs, NetworkSoftAbs, RiemannianMetric, Rmhmc, RmhmcCounts, Timed,
 };
-use crate::sampler::config::StepSize;
 use crate::sampler::method::RmhmcSettings;
+use crate::sampler::method::StepSize;
 use crate::surrogates::Surrogate;
 use crate::{Error, Result};
 
