@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, RiemannianReport};
 pub use config::{Init, SampleConfig, StepSize};
 pub use method::{Method, RmhmcSettings, SurrogateSettings, VhmcSettings};
-pub use proposer::{Precompute, SurrogateReport};
+pub use proposer::{LearningPoint, Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
 pub use variational::PILOT_STATES;

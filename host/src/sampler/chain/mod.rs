@@ -23,6 +23,7 @@ mod adaptation;
 mod dynamics;
 mod guard;
 mod kernel;
+mod learning;
 mod start;
 
 use std::cell::Cell;
@@ -40,6 +41,7 @@ use self::adaptation::Adaptation;
 use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
 use self::guard::Guard;
 use self::kernel::Riemannian;
+use self::learning::Recorder;
 use super::config::{Init, SampleConfig, StepSize};
 use super::fitted::Precomputed;
 use super::method::Method;
@@ -119,6 +121,8 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
     ran_generalized: bool,
     guard: Guard,
     collapse: Option<Collapse>,
+    /// The surrogate's acceptance against the states it had learned from.
+    learning: Recorder,
     result: ChainResult,
     row: Vec<f64>,
     outlets: Outlets<'o>,
@@ -206,6 +210,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             ran_generalized: false,
             guard: Guard::default(),
             collapse: None,
+            learning: Recorder::new(config.warmup),
             result: ChainResult::new(number, names, config.draws),
             row: Vec::with_capacity(SAMPLER_COLUMNS.len() + names),
             _leave: Leave(outlets.monitor, number),
@@ -316,6 +321,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         if let Some(phase) = self.proposer.take() {
             let mut report = phase.report().clone();
             report.collapse = self.collapse;
+            report.learning = self.learning.take_points();
             self.result.surrogate = Some(report);
             self.result.trained = phase.into_surrogate().map(Arc::from);
         }
@@ -416,6 +422,10 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             )
         };
         self.ran_generalized = generalized;
+        if proposed && let Some(phase) = self.proposer.as_deref() {
+            self.learning
+                .observe(self.done + 1, phase.learned(), t.accept_prob);
+        }
         let approximate = self.approximate();
         // RMHMC's step size adapts on its exact acceptance: its dynamics record no end point.
         let stat = if proposed && !approximate && !generalized {
