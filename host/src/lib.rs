@@ -7,8 +7,8 @@
 //! The layers import one way, each only from those before it: [`models`] (with [`data`],
 //! [`optimize`] and [`row_sum`], the capability to share a pass over the data) →
 //! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
-//! drive any surrogate) → [`output`] → [`mod@bench`] and [`sbc`] (simulation-based calibration
-//! of any sampler) → [`cli`]. Below them all:
+//! drive any surrogate) → [`output`] → [`mod@bench`], [`sbc`] (simulation-based calibration
+//! of any sampler) and [`report`] (a run's files as one HTML page) → [`cli`]. Below them all:
 //! [`random`] (the seeded streams), [`diagnostics`], [`error`], [`memory`] (allocations sized
 //! before they are made), [`plot`] (the look of every SVG plot). [`umbridge`] straddles the
 //! models: its protocol and client sit below them (a served model is a model), its server above
@@ -32,6 +32,7 @@ pub mod output;
 pub mod pde;
 pub mod plot;
 pub mod random;
+pub mod report;
 pub mod riemannian;
 pub mod row_sum;
 pub mod sampler;
