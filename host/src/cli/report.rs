@@ -21,12 +21,11 @@ pub struct ReportArgs {
     parameters: Option<Vec<String>>,
 }
 
+// The help of --parameters names the default.
+const _: () = assert!(DEFAULT_PARAMETERS == 4);
+
 /// Runs `shmc report`: writes the page, says where, and repeats on stderr what it left out.
 pub fn run(args: &ReportArgs) -> Result<i32> {
-    debug_assert_eq!(
-        DEFAULT_PARAMETERS, 4,
-        "the --parameters help names the default"
-    );
     let report = render(&args.run_dir, args.parameters.as_deref())?;
     let path = args
         .output
