@@ -16,10 +16,10 @@ use crate::sampler::LearningPoint;
 use crate::{Error, Result};
 
 /// The most draws per chain a trace shows (more than the pixels across it).
-pub const TRACE_POINTS: usize = 500;
+pub const TRACE_POINTS: usize = 1000;
 
 /// The most points a pair's scatter shows, all chains together.
-pub const SCATTER_POINTS: usize = 600;
+pub const SCATTER_POINTS: usize = 400;
 
 /// Colours of chains 1, 2, … (then again from the first).
 const CHAINS: [RGBColor; 8] = [
@@ -375,8 +375,8 @@ mod tests {
         let constant = vec![3.0; 2000];
         let broken = vec![f64::NAN, f64::INFINITY, 1.0, 2.0];
         let trace_svg = trace("a", &[&a, &constant]).unwrap();
-        assert!(trace_svg.contains("<polyline") && trace_svg.contains("every 4th draw shown"));
-        // 500 points per chain at most.
+        assert!(trace_svg.contains("<polyline") && trace_svg.contains("every 2nd draw shown"));
+        // 1000 points per chain at most.
         let longest = trace_svg
             .split("<polyline")
             .skip(1)
