@@ -302,16 +302,15 @@ pub fn divergences(chains: &[&[f64]]) -> Result<String> {
 pub enum LearningAxis {
     /// The states the surrogate had learned from (they grew during the run).
     States,
-    /// The iteration: every point has the same states (a surrogate fitted once, precomputed
-    /// or loaded), so acceptance against them would be a single column.
+    /// The iteration: each chain's surrogate kept the states it was fitted to (fitted once,
+    /// precomputed or loaded), so acceptance against them would be a column per chain.
     Iteration,
 }
 
 /// The axis the learning `curves` are drawn against.
 pub fn learning_axis(curves: &[&[LearningPoint]]) -> LearningAxis {
-    let mut states = curves.iter().flat_map(|c| c.iter()).map(|p| p.states);
-    let first = states.next();
-    if states.any(|s| Some(s) != first) {
+    let grew = |curve: &&[LearningPoint]| curve.windows(2).any(|w| w[0].states != w[1].states);
+    if curves.iter().any(grew) {
         LearningAxis::States
     } else {
         LearningAxis::Iteration
@@ -334,16 +333,23 @@ pub fn learning(curves: &[&[LearningPoint]], warmup: usize) -> Result<String> {
             "states learned",
             "surrogate acceptance vs states learned".to_string(),
         ),
-        LearningAxis::Iteration => (
-            "iteration",
-            format!(
-                "surrogate acceptance (learned from {} states)",
-                curves
-                    .iter()
-                    .find_map(|c| c.first())
-                    .map_or(0, |p| p.states)
-            ),
-        ),
+        LearningAxis::Iteration => {
+            let mut states: Vec<usize> = curves
+                .iter()
+                .filter_map(|c| c.first())
+                .map(|p| p.states)
+                .collect();
+            states.sort_unstable();
+            states.dedup();
+            let states: Vec<String> = states.iter().map(usize::to_string).collect();
+            (
+                "iteration",
+                format!(
+                    "surrogate acceptance (learned from {} states)",
+                    states.join(" or ")
+                ),
+            )
+        }
     };
     figure("learning curve", (640, 300), |root| {
         let mut chart = plot::chart(root, &caption, span([xs.as_slice()]), 0.0..1.05)?;
@@ -427,8 +433,16 @@ mod tests {
             point(300, 120, 0.7),
         ];
         let fixed = [point(300, 80, 0.5)];
+        let other = [point(110, 90, 0.4), point(300, 90, 0.5)];
         assert_eq!(learning_axis(&[&growing]), LearningAxis::States);
         assert_eq!(learning_axis(&[&fixed, &fixed]), LearningAxis::Iteration);
+        // Each chain fitted once, to its own number of states.
+        assert_eq!(learning_axis(&[&fixed, &other]), LearningAxis::Iteration);
+        assert!(
+            learning(&[&fixed, &other, &fixed], 200)
+                .unwrap()
+                .contains("learned from 80 or 90 states")
+        );
         let svg = learning(&[&growing, &fixed], 200).unwrap();
         assert!(svg.contains("vs states learned"));
         // Two warmup dots, then one ring per chain for sampling.
