@@ -5,15 +5,17 @@
 //! Jacobian `log |dσ/dθ| = θ` to the log density (so `−θ` to the potential `U`). The draws
 //! report `σ = exp θ`, as Stan reports a `<lower=0>` parameter.
 //!
+//! It is sampled with NUTS, as Stan would, through the short API ([`shmc::Sampler`]): the draws
+//! in memory with their summary, and CmdStan CSVs for ArviZ or CmdStanPy.
+//!
 //! Run with `cargo run --release -p shmc-examples --example linear_regression`.
 
-use shmc::Model;
 use shmc::core::Potential;
 use shmc::core::random::fill_standard_normal;
 use shmc::model::indexed_names;
-use shmc::output::{CsvHeader, CsvSink, RunTotals, format_summary};
 use shmc::random::chain_rng;
-use shmc::sampler::{DrawSink, SampleConfig, sample};
+use shmc::sampler::{Method, NutsSettings};
+use shmc::{Model, Sampler};
 
 /// The data and the potential of the regression.
 struct LinearRegression {
@@ -96,42 +98,16 @@ fn simulate(n: usize) -> LinearRegression {
 
 fn main() -> shmc::Result<()> {
     let model = simulate(200);
-    let config = SampleConfig {
-        draws: 2000,
-        seed: 7,
-        ..SampleConfig::default()
-    };
-    let dir = std::env::temp_dir().join("shmc-linear-regression");
-    std::fs::create_dir_all(&dir).map_err(|e| shmc::Error::io(&dir, e))?;
-    let sinks = (1..=config.chains)
-        .map(|chain| {
-            let header = CsvHeader {
-                model: "linear_regression".into(),
-                chain,
-                num_samples: config.draws,
-                num_warmup: config.warmup,
-                adapt_engaged: true,
-                delta: 0.8,
-                stepsize: 1.0,
-                seed: config.seed,
-                parameters: model.parameter_names(),
-                ..CsvHeader::default()
-            };
-            let path = dir.join(format!("linear_regression-{chain}.csv"));
-            CsvSink::create(&path, &header).map(|s| Box::new(s) as Box<dyn DrawSink>)
-        })
-        .collect::<shmc::Result<Vec<_>>>()?;
-    let run = sample(&model, &config, sinks, &|_, _| {}, None)?;
-    let totals = RunTotals {
-        chains: run.chains.len(),
-        draws: config.draws,
-        mean_accept_stat: run.mean_accept_stat(),
-        divergences: run.divergences(),
-        sampling_seconds: Some(run.sampling_seconds()),
-        wall_seconds: Some(run.wall_seconds),
-    };
-    print!("{}", format_summary(&run.summary(), &totals));
+    let fit = Sampler::new(&model)
+        .method(Method::Nuts(NutsSettings::default()))
+        .draws(2000)
+        .seed(7)
+        .name("linear_regression")
+        .run()?;
+    print!("{}", fit.summary_table());
     println!("true values: beta = (1, -2, 0.5), sigma = 0.5");
+    let dir = std::env::temp_dir().join("shmc-linear-regression");
+    fit.write_cmdstan(&dir)?;
     println!("CmdStan CSVs in {}", dir.display());
     Ok(())
 }

@@ -8,17 +8,19 @@
 //! [`optimize`] and [`row_sum`], the capability to share a pass over the data) →
 //! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
 //! drive any surrogate) → [`output`] → [`mod@bench`], [`sbc`] (simulation-based calibration
-//! of any sampler) and [`report`] (a run's files as one HTML page) → [`cli`]. Below them all:
-//! [`random`] (the seeded streams), [`diagnostics`], [`error`], [`memory`] (allocations sized
-//! before they are made), [`plot`] (the look of every SVG plot). [`umbridge`] straddles the
-//! models: its protocol and client sit below them (a served model is a model), its server above
-//! (it serves them).
+//! of any sampler) and [`report`] (a run's files as one HTML page) → [`api`] (the short way in:
+//! [`Sampler`]) → [`cli`]. Below them all: [`random`] (the seeded streams), [`diagnostics`],
+//! [`error`], [`memory`] (allocations sized before they are made), [`plot`] (the look of every
+//! SVG plot). [`umbridge`] straddles the models: its protocol and client sit below them (a
+//! served model is a model), its server above (it serves them).
 //!
 //! # Your own model
 //! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
-//! included) and [`Model`] (parameter names), then call [`sampler::sample`]; see
+//! included) and [`Model`] (parameter names), then run a [`Sampler`] on it (or, to stream the
+//! draws as they are made, call [`sampler::sample`] with sinks of your own); see
 //! `examples/linear_regression.rs`.
 
+pub mod api;
 pub mod bench;
 pub mod cli;
 pub mod data;
@@ -40,6 +42,7 @@ pub mod sbc;
 pub mod surrogates;
 pub mod umbridge;
 
+pub use api::{Fit, Sampler};
 pub use error::{Error, Result};
 pub use model::{Generative, Model, Simulated};
 pub use shmc_core as core;

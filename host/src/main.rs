@@ -10,7 +10,14 @@ fn main() {
     if std::env::var_os("RUST_BACKTRACE").is_none() {
         std::panic::set_hook(Box::new(|_| {}));
     }
-    let cli = shmc::cli::Cli::parse();
+    // `shmc sample --resume DIR` is parsed as the command line saved in DIR.
+    let cli = match shmc::cli::command_line(std::env::args_os().collect()) {
+        Ok(args) => shmc::cli::Cli::parse_from(args),
+        Err(err) => {
+            eprintln!("error: {err}");
+            std::process::exit(1);
+        }
+    };
     let result = std::panic::catch_unwind(|| shmc::cli::run(cli)).unwrap_or_else(|payload| {
         Err(shmc::Error::invalid(format!(
             "internal error: {}",

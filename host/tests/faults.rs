@@ -1,13 +1,16 @@
-//! A user's model that misbehaves, through the library's `sampler::sample`: a NaN potential is
-//! a counted divergence and the run goes on; a gradient with entries left unwritten, a panic on
-//! an index, reported values of the wrong count are one error naming the chain and the point,
-//! the other chains stop instead of running on, and every sink hears how its chain ended.
+//! A user's model that misbehaves, through the library's `sampler::sample`, under HMC and under
+//! NUTS (nuts-rs, which calls the model inside its own code): a NaN potential is a counted
+//! divergence and the run goes on; a gradient with entries left unwritten, a panic on an index,
+//! reported values of the wrong count are one error naming the chain and the point, the other
+//! chains stop instead of running on, and every sink hears how its chain ended.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use shmc::core::Potential;
-use shmc::sampler::{ChainResult, DrawSink, Init, NullSink, SampleConfig, StepSize, sample};
+use shmc::sampler::{
+    ChainResult, DrawSink, Init, Method, NullSink, NutsSettings, SampleConfig, StepSize, sample,
+};
 use shmc::{Error, Model, Result};
 
 /// How the fault shows.
@@ -82,12 +85,18 @@ impl Model for Faulty {
     }
 }
 
-fn config(chains: usize, draws: usize) -> SampleConfig {
+/// The samplers every fault is tried under.
+fn methods() -> [Method; 2] {
+    [Method::Hmc, Method::Nuts(NutsSettings::default())]
+}
+
+fn config(method: Method, chains: usize, draws: usize) -> SampleConfig {
     SampleConfig {
         chains,
         warmup: 200,
         draws,
         seed: 3,
+        method,
         ..SampleConfig::default()
     }
 }
@@ -102,27 +111,37 @@ fn run(model: &Faulty, config: &SampleConfig) -> Result<shmc::sampler::Run> {
 #[test]
 fn a_nan_potential_is_a_counted_divergence_and_never_a_draw() {
     let model = Faulty::new(1, Fault::NanBeyondOne);
-    // A fixed step size long enough to cross q = 1 often.
-    let config = SampleConfig {
-        step_size: StepSize::Fixed(0.5),
-        ..config(2, 1000)
-    };
-    let run = run(&model, &config).expect("a NaN potential is not an error");
-    assert!(run.divergences() > 10, "{} divergences", run.divergences());
-    for chain in &run.chains {
-        assert_eq!(chain.kept(), 1000);
-        assert!(chain.parameter(0).iter().all(|&q| q <= 1.0));
+    for method in methods() {
+        let name = method.name();
+        let mut config = config(method, 2, 1000);
+        if name == "hmc" {
+            // A fixed step size long enough to cross q = 1 often (NUTS's trees cross it anyway).
+            config.step_size = StepSize::Fixed(0.5);
+        }
+        let run = run(&model, &config).expect("a NaN potential is not an error");
+        assert!(
+            run.divergences() > 10,
+            "{name}: {} divergences",
+            run.divergences()
+        );
+        for chain in &run.chains {
+            assert_eq!(chain.kept(), 1000);
+            assert!(chain.parameter(0).iter().all(|&q| q <= 1.0), "{name}");
+        }
     }
 }
 
 /// Asserts that `model` fails `sample` with one line that holds every one of `needles`.
 fn assert_fails_naming(model: &Faulty, needles: &[&str]) {
-    let err = run(model, &config(2, 100)).expect_err("the fault is an error");
-    let text = err.to_string();
-    assert!(matches!(err, Error::Invalid(_)), "{err:?}");
-    assert_eq!(text.lines().count(), 1, "{text}");
-    for needle in needles {
-        assert!(text.contains(needle), "{text} lacks {needle:?}");
+    for method in methods() {
+        let name = method.name();
+        let err = run(model, &config(method, 2, 100)).expect_err("the fault is an error");
+        let text = err.to_string();
+        assert!(matches!(err, Error::Invalid(_)), "{name}: {err:?}");
+        assert_eq!(text.lines().count(), 1, "{name}: {text}");
+        for needle in needles {
+            assert!(text.contains(needle), "{name}: {text} lacks {needle:?}");
+        }
     }
 }
 
@@ -191,30 +210,47 @@ impl DrawSink for Heard {
 
 #[test]
 fn one_failed_chain_stops_the_others_and_every_sink_hears_how_its_chain_ended() {
+    for method in methods() {
+        one_failed_chain_stops_the_others(method);
+    }
+}
+
+fn one_failed_chain_stops_the_others(method: Method) {
     // Two chains of many cheap draws on (up to) two threads; evaluation 5000 panics, in
     // whichever chain makes it, long before either could finish.
+    let name = method.name();
     let draws = 2_000_000;
     let model = Faulty::new(2, Fault::PanicOnce(5000));
     let config = SampleConfig {
         init: Init::Values(vec![0.1, 0.2]),
-        ..config(2, draws)
+        ..config(method, 2, draws)
     };
     let heard = [Heard::default(), Heard::default()];
     let sinks: Vec<Box<dyn DrawSink>> = heard.iter().map(|h| Box::new(h.clone()) as _).collect();
     let err = sample(&model, &config, sinks, &|_, _| {}, None)
         .expect_err("the panic is an error")
         .to_string();
-    assert!(err.contains("evaluation 5000 failed (at q = ["), "{err}");
+    assert!(
+        err.contains("evaluation 5000 failed (at q = ["),
+        "{name}: {err}"
+    );
     let ends: Vec<Ending> = heard.iter().map(|h| h.0.lock().unwrap().clone()).collect();
     let failed: Vec<&Ending> = ends.iter().filter(|e| e.failure.is_some()).collect();
-    assert_eq!(failed.len(), 1, "one chain failed: {ends:?}");
+    assert_eq!(failed.len(), 1, "{name}: one chain failed: {ends:?}");
     assert_eq!(failed[0].failure.as_deref(), Some(err.as_str()));
-    assert_eq!(failed[0].finished, None, "a failed chain is not finished");
+    assert_eq!(
+        failed[0].finished, None,
+        "{name}: a failed chain is not finished"
+    );
     for end in &ends {
-        assert!(end.rows < draws, "a chain ran on to {} draws", end.rows);
+        assert!(
+            end.rows < draws,
+            "{name}: a chain ran on to {} draws",
+            end.rows
+        );
         if end.failure.is_none() {
             // Stopped by the failure (or never started, when the pool had one thread).
-            assert!(matches!(end.finished, Some(true) | None), "{end:?}");
+            assert!(matches!(end.finished, Some(true) | None), "{name}: {end:?}");
         }
     }
 }

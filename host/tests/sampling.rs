@@ -79,18 +79,26 @@ fn same_seed_gives_identical_draws_and_different_seeds_do_not() {
     assert_ne!(a.chains[0].columns, c.chains[0].columns);
 }
 
-/// The bench's general-purpose baseline is a correct sampler through its adapter: nutpie's NUTS
-/// (nuts-rs) on a correlated Gaussian recovers its means and variances within 4 MCSE (`log p`
+/// The bench's general-purpose baseline is a correct sampler through the sampler's nuts-rs
+/// adapter: NUTS on a correlated Gaussian recovers its means and variances within 4 MCSE (`log p`
 /// reaches it with the right sign and in the right parameter order) and mixes as NUTS does (its
-/// gradient is right too: a wrong force field leaves the target right and the ESS tiny).
+/// gradient is right too: a wrong force field leaves the target right and the ESS tiny), and the
+/// bench has the time of every kept draw.
 #[test]
 fn nuts_recovers_a_gaussian_through_the_adapter() {
     let model = CorrelatedGaussian::new(4, 1.0, 0.1).unwrap();
     let cov = model.covariance();
     let run = shmc::bench::nuts::run_nuts(&model, 2, 300, 2000, 3).unwrap();
-    assert_eq!(run.draws.len(), 2);
+    assert_eq!(run.run.chains.len(), 2);
+    for times in &run.finished {
+        assert_eq!(times.len(), 2000);
+        assert!(
+            times.windows(2).all(|t| t[0] <= t[1]),
+            "draw times increase"
+        );
+    }
     for p in 0..4 {
-        let x: Vec<Vec<f64>> = run.draws.iter().map(|c| c[p].clone()).collect();
+        let x: Vec<Vec<f64>> = run.series(p).into_iter().map(<[f64]>::to_vec).collect();
         assert_mean_within_4_mcse(&format!("mean {p}"), &x, 0.0);
         let squares: Vec<Vec<f64>> = x
             .iter()
@@ -98,7 +106,8 @@ fn nuts_recovers_a_gaussian_through_the_adapter() {
             .collect();
         assert_mean_within_4_mcse(&format!("variance {p}"), &squares, cov[(p, p)]);
     }
-    assert!(run.gradients_per_draw >= 1.0, "{}", run.gradients_per_draw);
+    let gradients = run.gradients_per_draw();
+    assert!(gradients >= 1.0, "{gradients}");
     for p in 0..4 {
         let ess =
             shmc::diagnostics::ess_bulk(&shmc::diagnostics::Draws::new(&run.series(p)).unwrap());

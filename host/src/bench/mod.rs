@@ -663,7 +663,7 @@ pub fn run_experiment(
 }
 
 /// The general-purpose baseline: nutpie's NUTS ([`nuts::run_nuts`]) on the same posterior and
-/// kernel with nutpie's protocol, 4 chains × (1000 warmup + 5000 draws) on both cores (the quick
+/// kernel with nutpie's protocol, 4 chains × (1000 warmup + 5000 draws) at once (the quick
 /// run: 300 + the quick draws), accounted as the all-in row: pooled bulk ESS over wall time.
 fn nuts_row(
     model: &dyn Model,
@@ -679,12 +679,15 @@ fn nuts_row(
     let work_before = model.work();
     let run = nuts::run_nuts(model, chains, warmup, settings.draws, settings.seed)?;
     let work = work_since(&work_before, &model.work());
-    let bulk = per_parameter(model.dim(), |p| run.series(p), ess_bulk);
-    let tail = per_parameter(model.dim(), |p| run.series(p), ess_tail);
+    let parameters = run.run.names.len();
+    let bulk = per_parameter(parameters, |p| run.series(p), ess_bulk);
+    let tail = per_parameter(parameters, |p| run.series(p), ess_tail);
     let e = ess_summary(&bulk).ok_or_else(|| Error::invalid("NUTS left no diagnosable draws"))?;
     log(&format!(
         "  NUTS: {:.1} s, {:.1} gradients per iteration, {} divergences",
-        run.wall_seconds, run.gradients_per_draw, run.divergences
+        run.run.wall_seconds,
+        run.gradients_per_draw(),
+        run.run.divergences()
     ));
     Ok(BenchRow {
         problem: String::new(),
@@ -698,9 +701,9 @@ fn nuts_row(
         ess_min_per_iteration: e.min / (chains * settings.draws) as f64,
         seconds_per_iteration: f64::NAN,
         exact_potential_seconds: f64::NAN,
-        mean_gradient_evaluations_per_iteration: run.gradients_per_draw,
+        mean_gradient_evaluations_per_iteration: run.gradients_per_draw(),
         min_ess_per_second: f64::NAN,
-        min_ess_per_second_with_training: e.min / run.wall_seconds,
+        min_ess_per_second_with_training: e.min / run.run.wall_seconds,
         speedup: f64::NAN,
         training_seconds: f64::NAN,
         precompute_seconds: 0.0,

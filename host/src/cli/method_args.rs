@@ -6,13 +6,16 @@ use clap::Args;
 use super::rmhmc_args::RmhmcArgs;
 use super::surrogate_args::SurrogateArgs;
 use super::trajectory_args::TrajectoryArgs;
-use crate::sampler::Method;
+use crate::sampler::{Method, NutsSettings};
 use crate::{Error, Result};
 
 /// Which sampler runs the chains, and how.
 #[derive(Debug, Args)]
 pub struct MethodArgs {
-    /// Sampling method: exact HMC, or a surrogate-accelerated one with the exact MH step (the
+    /// Sampling method: exact HMC; nuts, Stan's default sampler (nuts-rs: trajectories doubled
+    /// until they turn back, at most --max-depth times; step size and diagonal mass matrix
+    /// adapted in warmup to --target-accept; it refuses --step-size and --no-adapt-mass, and
+    /// --steps does not apply); or a surrogate-accelerated one with the exact MH step (the
     /// draws target the exact posterior): rns-hmc trains a random network on warmup states,
     /// arns-hmc updates it online, vhmc trains it online by score matching inside a Laplace
     /// approximation (APPROXIMATE with --approximate-acceptance); grid-hmc precomputes the
@@ -24,9 +27,14 @@ pub struct MethodArgs {
     /// exact warmup, then RMHMC on its potential and SoftAbs'd Hessian (both judged by the
     /// exact U; the generalized leapfrog's options: --rmhmc-step-size and below).
     #[arg(long, default_value = "hmc",
-          value_parser = ["hmc", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc", "rmhmc",
-                          "rns-rmhmc"])]
+          value_parser = ["hmc", "nuts", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc",
+                          "rmhmc", "rns-rmhmc"])]
     pub method: String,
+    /// nuts: the most doublings of a trajectory, at most 2^DEPTH - 1 leapfrog steps (Stan's
+    /// max_depth). Transitions that reach it (treedepth__ = DEPTH) mean the step size is small
+    /// for the posterior's scale.
+    #[arg(long, default_value_t = NutsSettings::default().max_depth, value_name = "DEPTH")]
+    pub max_depth: u64,
     #[command(flatten)]
     pub trajectory: TrajectoryArgs,
     #[command(flatten)]
@@ -55,6 +63,9 @@ impl MethodArgs {
                 settings.grid = Some(self.surrogate.grid(kind)?);
                 Method::RnsHmc(settings)
             }
+            "nuts" => Method::Nuts(NutsSettings {
+                max_depth: self.max_depth,
+            }),
             "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(warmup, seed)?),
             "vhmc" => Method::Vhmc(self.surrogate.vhmc(seed)?),
             "rmhmc" => Method::Rmhmc(self.rmhmc.settings(&self.trajectory, true)),

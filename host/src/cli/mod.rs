@@ -4,8 +4,8 @@
 mod bench;
 mod method_args;
 pub mod options;
-mod progress;
 mod report;
+mod resume;
 mod rmhmc_args;
 mod sample;
 mod sbc;
@@ -18,6 +18,8 @@ mod trajectory_args;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+
+pub use resume::command_line;
 
 use crate::models::{self, ModelSpec};
 use crate::{Error, Result};

@@ -7,12 +7,11 @@ use clap::Args;
 
 use super::ModelArgs;
 use super::method_args::MethodArgs;
-use super::progress::Progress;
 use crate::output::{
-    CsvHeader, CsvSink, RunTotals, approximate_label, format_kernel_work, format_model_work,
-    format_summary,
+    CsvHeader, CsvSink, Progress, RunTotals, approximate_label, chain_path, format_kernel_work,
+    format_model_work, format_summary,
 };
-use crate::sampler::{DrawSink, Init, Method, SampleConfig, StepSize, sample};
+use crate::sampler::{DrawSink, Init, Method, Resumed, SampleConfig, resume};
 use crate::{Error, Model, Result, models};
 
 /// Set by Ctrl-C: chains stop after their current iteration and files stay valid.
@@ -54,7 +53,8 @@ pub struct SampleArgs {
     /// Random initial values are uniform on (-R, R).
     #[arg(long, default_value_t = 2.0, value_name = "R")]
     init_radius: f64,
-    /// Write the warmup draws before the kept ones.
+    /// Write the warmup draws before the kept ones (nuts: the first warmup row's stepsize__ is
+    /// nan, as nuts-rs finds its first step size inside that transition and does not report it).
     #[arg(long)]
     save_warmup: bool,
     /// Folder for the per-chain CSV files (created if needed).
@@ -63,6 +63,13 @@ pub struct SampleArgs {
     /// No progress bars.
     #[arg(long)]
     quiet: bool,
+    /// Continue the stopped (killed, interrupted or failed) run whose output folder is DIR,
+    /// with the settings it was started with: each chain from its last checkpoint (saved about
+    /// every second after warmup, and when stopped), or from its start if it stopped in warmup.
+    /// The draws are those an uninterrupted run makes, bit for bit. Give it alone (or with
+    /// --quiet).
+    #[arg(long, value_name = "DIR")]
+    resume: Option<PathBuf>,
     /// Let every chain read all the data for each of its exact evaluations. By default, for
     /// models whose U is a sum over data rows (logistic, probit) and two chains or more, the
     /// chains evaluate their exact U together in one pass over the data, shared out between one
@@ -104,51 +111,57 @@ impl SampleArgs {
     }
 }
 
-fn open_sinks(
+/// Each chain's sink: a new file, or when resuming, its stopped file cut back to its checkpoint
+/// with the chain to resume from it (`None`: the chain starts again).
+type Opened = (Vec<Box<dyn DrawSink>>, Vec<Option<Resumed>>);
+
+fn open_sinks(args: &SampleArgs, config: &SampleConfig, model: &dyn Model) -> Result<Opened> {
+    let warmup_rows = if config.save_warmup { config.warmup } else { 0 };
+    let mut opened: Opened = (Vec::new(), Vec::new());
+    for (path, header) in chain_files(args, config, model)? {
+        let (sink, resumed) = if args.resume.is_some() {
+            CsvSink::resume(&path, &header, model.dim(), warmup_rows)?
+        } else {
+            (CsvSink::create(&path, &header)?, None)
+        };
+        opened.0.push(Box::new(sink));
+        opened.1.push(resumed);
+    }
+    Ok(opened)
+}
+
+/// Each chain's file and header, in the output folder (created, with the run's command line
+/// saved in it, unless resuming: then it must be the folder given).
+fn chain_files(
     args: &SampleArgs,
     config: &SampleConfig,
     model: &dyn Model,
-) -> Result<Vec<Box<dyn DrawSink>>> {
-    std::fs::create_dir_all(&args.output).map_err(|e| Error::io(&args.output, e))?;
-    let (adapt, delta, stepsize) = match config.step_size {
-        StepSize::Adapt { target } => (true, target, 1.0),
-        StepSize::Fixed(eps) => (false, 0.8, eps),
-    };
-    (1..=config.chains)
-        .map(|chain| {
-            let mut header = CsvHeader {
-                model: args.model.model.clone(),
-                chain,
-                num_samples: config.draws,
-                num_warmup: config.warmup,
-                save_warmup: config.save_warmup,
-                adapt_engaged: adapt,
-                delta,
-                stepsize,
-                seed: config.seed,
-                data_file: args.model.data.as_ref().map(|p| p.display().to_string()),
-                extra: vec![
-                    ("shmc_method".into(), config.method.name().into()),
-                    ("trajectory_steps".into(), config.steps.max().to_string()),
-                    (
-                        "jitter_steps".into(),
-                        u8::from(!args.method.trajectory.fixed_steps).to_string(),
-                    ),
-                ],
-                parameters: model.parameter_names(),
-            };
-            if config.method.approximate() {
-                header.extra.push((
-                    "inference".into(),
-                    approximate_label(config.method.name(), None),
-                ));
+) -> Result<Vec<(PathBuf, CsvHeader)>> {
+    match &args.resume {
+        Some(dir) => {
+            let same = |p: &Path| std::fs::canonicalize(p).ok();
+            if same(dir).is_none() || same(dir) != same(&args.output) {
+                return Err(Error::invalid(format!(
+                    "{}: the run to resume wrote to {}, which is not this folder (a run's folder \
+                     cannot be moved before it is resumed)",
+                    dir.display(),
+                    args.output.display()
+                )));
             }
-            let path = args
-                .output
-                .join(format!("{}-{chain}.csv", args.model.model));
-            CsvSink::create(&path, &header).map(|s| Box::new(s) as Box<dyn DrawSink>)
+        }
+        None => {
+            std::fs::create_dir_all(&args.output).map_err(|e| Error::io(&args.output, e))?;
+            super::resume::save_invocation(&args.output)?;
+        }
+    }
+    Ok((1..=config.chains)
+        .map(|chain| {
+            let name = &args.model.model;
+            let mut header = CsvHeader::for_run(name, chain, config, model.parameter_names());
+            header.data_file = args.model.data.as_ref().map(|p| p.display().to_string());
+            (chain_path(&args.output, name, chain), header)
         })
-        .collect()
+        .collect())
 }
 
 /// The run's CSV files in the output folder.
@@ -203,7 +216,27 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
             args.model.model
         )));
     }
-    let sinks = open_sinks(args, &config, model.as_ref())?;
+    let (sinks, resumed) = open_sinks(args, &config, model.as_ref())?;
+    if args.resume.is_some() {
+        for (k, r) in resumed.iter().enumerate() {
+            match r {
+                Some(r) if r.checkpoint.finished => {
+                    println!("chain {}: finished before the stop", k + 1)
+                }
+                Some(r) => println!(
+                    "chain {}: resumed after draw {} of {}",
+                    k + 1,
+                    r.checkpoint.kept,
+                    config.draws
+                ),
+                None => println!(
+                    "chain {}: stopped in warmup (or its method saves no checkpoint): starts \
+                     again, with the same draws",
+                    k + 1
+                ),
+            }
+        }
+    }
     // A second Ctrl-C falls through to the default handler only if this one failed to install;
     // that is harmless, so the error is ignored.
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
@@ -213,9 +246,10 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
     // Every chain runs on a thread of its own, so a served model has every chain's call in
     // flight at once and the server decides the parallelism.
-    let run = sample(
+    let run = resume(
         model.as_ref(),
         &config,
+        &resumed,
         sinks,
         &|chain, done| progress.update(chain, done, config.warmup),
         Some(&INTERRUPTED),
@@ -235,16 +269,8 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     // draws they all finished (as `shmc summary` does with its files).
     let (summarized, kept) = run.summarized();
     if !summarized.is_empty() {
-        let totals = RunTotals {
-            chains: summarized.len(),
-            draws: kept,
-            mean_accept_stat: run.mean_accept_stat(),
-            divergences: run.divergences(),
-            sampling_seconds: Some(run.sampling_seconds()),
-            wall_seconds: Some(run.wall_seconds),
-        };
         let summary = run.summary();
-        print!("{}", format_summary(&summary, &totals));
+        print!("{}", format_summary(&summary, &RunTotals::of(&run)));
         let iterations = run
             .chains
             .iter()
@@ -365,7 +391,11 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     }
     println!("draws written to {}", args.output.display());
     if run.interrupted() {
-        eprintln!("interrupted: the CSV files hold the {kept}+ draws finished before the stop");
+        eprintln!(
+            "interrupted: the CSV files hold the {kept}+ draws finished before the stop; \
+             `shmc sample --resume {}` goes on from there",
+            args.output.display()
+        );
         return Ok(130);
     }
     Ok(0)

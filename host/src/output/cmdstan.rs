@@ -12,9 +12,28 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use shmc_core::Steps;
+
 use super::footer::{evaluations_line, learning_line};
-use crate::sampler::{ChainResult, DrawSink, SAMPLER_COLUMNS};
+use super::resume;
+use crate::sampler::{
+    ChainResult, Checkpoint, DrawSink, Method, Resumed, SAMPLER_COLUMNS, SampleConfig, StepSize,
+};
+use crate::surrogates::Surrogate;
 use crate::{Error, Result};
+
+/// How the sampler's trajectories end, as CmdStan's `engine` says it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// A trajectory length set beforehand (HMC and the methods built on it).
+    #[default]
+    Static,
+    /// NUTS's doubling until the trajectory turns back, at most `max_depth` times.
+    Nuts {
+        /// The largest tree depth.
+        max_depth: u64,
+    },
+}
 
 /// What the comment header of one chain's file records.
 #[derive(Clone, Debug, Default)]
@@ -37,6 +56,8 @@ pub struct CsvHeader {
     pub stepsize: f64,
     /// The seed of the run.
     pub seed: u64,
+    /// How trajectories end.
+    pub engine: Engine,
     /// The data file, if any.
     pub data_file: Option<String>,
     /// Further `key = value` lines (method settings), written under `shmc`.
@@ -83,6 +104,60 @@ pub fn approximate_label(method: &str, kl_bound: Option<f64>) -> String {
     )
 }
 
+impl CsvHeader {
+    /// The header `shmc sample` writes for chain `chain` (1-based) of a run of `config` on the
+    /// model called `model` with `parameters`: the run's settings in CmdStan's terms, and the
+    /// method's under `shmc`. The data file is the caller's to add.
+    pub fn for_run(
+        model: &str,
+        chain: usize,
+        config: &SampleConfig,
+        parameters: Vec<String>,
+    ) -> Self {
+        let (adapt_engaged, delta, stepsize) = match config.step_size {
+            StepSize::Adapt { target } => (true, target, 1.0),
+            StepSize::Fixed(eps) => (false, 0.8, eps),
+        };
+        let method = config.method.name();
+        let mut extra = vec![("shmc_method".to_string(), method.to_string())];
+        let engine = match &config.method {
+            Method::Nuts(nuts) => Engine::Nuts {
+                max_depth: nuts.max_depth,
+            },
+            _ => {
+                extra.push(("trajectory_steps".into(), config.steps.max().to_string()));
+                let jittered = matches!(config.steps, Steps::Jittered(_));
+                extra.push(("jitter_steps".into(), u8::from(jittered).to_string()));
+                Engine::Static
+            }
+        };
+        if config.method.approximate() {
+            extra.push(("inference".into(), approximate_label(method, None)));
+        }
+        Self {
+            model: model.to_string(),
+            chain,
+            num_samples: config.draws,
+            num_warmup: config.warmup,
+            save_warmup: config.save_warmup,
+            adapt_engaged,
+            delta,
+            stepsize,
+            seed: config.seed,
+            engine,
+            data_file: None,
+            extra,
+            parameters,
+        }
+    }
+}
+
+/// Where chain `chain` (1-based) of model `model` is written in `dir`: `MODEL-CHAIN.csv`, as
+/// CmdStan names its per-chain files.
+pub fn chain_path(dir: &Path, model: &str, chain: usize) -> PathBuf {
+    dir.join(format!("{model}-{chain}.csv"))
+}
+
 /// A chain's CSV file, written as the chain runs.
 pub struct CsvSink {
     path: PathBuf,
@@ -90,13 +165,53 @@ pub struct CsvSink {
     line: String,
     /// The method's name, from the header's `shmc_method`, for the approximate label.
     method: String,
+    /// The model's name, for the meta of a saved surrogate.
+    model: String,
 }
 
 impl CsvSink {
-    /// Creates (or truncates) `path` and writes the configuration and the column header.
+    /// Creates (or truncates) `path` and writes the configuration and the column header; an
+    /// older run's checkpoint beside it is removed.
     pub fn create(path: &Path, header: &CsvHeader) -> Result<Self> {
+        resume::remove(path);
         let file = File::create(path).map_err(|e| Error::io(path, e))?;
-        let mut sink = Self {
+        let mut sink = Self::on(path, file, header);
+        let text = header_text(header, path);
+        sink.write(&text)?;
+        sink.flush()?;
+        Ok(sink)
+    }
+
+    /// The sink of a stopped chain's file `path` and the chain to resume (see
+    /// [`resume::read`]: `warmup_rows` saved warmup rows, `dim` parameters): the file cut back
+    /// to its checkpoint and written on after it, or, if the chain stopped in warmup, written
+    /// anew. An error if its header is not the one `header` makes (other settings).
+    pub fn resume(
+        path: &Path,
+        header: &CsvHeader,
+        dim: usize,
+        warmup_rows: usize,
+    ) -> Result<(Self, Option<Resumed>)> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        if !text.starts_with(&header_text(header, path)) {
+            return Err(Error::invalid(format!(
+                "{}: its header is not the one this run writes (other settings, or another \
+                 version of shmc): it cannot be resumed",
+                path.display()
+            )));
+        }
+        let Some(resumed) = resume::read(path, dim, warmup_rows)? else {
+            return Ok((Self::create(path, header)?, None));
+        };
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        Ok((Self::on(path, file, header), Some(resumed)))
+    }
+
+    fn on(path: &Path, file: File, header: &CsvHeader) -> Self {
+        Self {
             path: path.to_path_buf(),
             out: BufWriter::new(file),
             line: String::new(),
@@ -105,11 +220,8 @@ impl CsvSink {
                 .iter()
                 .find(|(k, _)| k == "shmc_method")
                 .map_or_else(String::new, |(_, v)| v.clone()),
-        };
-        let text = header_text(header, path);
-        sink.write(&text)?;
-        sink.flush()?;
-        Ok(sink)
+            model: header.model.clone(),
+        }
     }
 
     fn write(&mut self, text: &str) -> Result<()> {
@@ -146,11 +258,20 @@ fn header_text(h: &CsvHeader, path: &Path) -> String {
     line(format!("      delta = {}", h.delta));
     line("    algorithm = hmc (Default)".into());
     line("      hmc".into());
-    line("        engine = static".into());
-    line("          static".into());
-    // CmdStanPy insists on a tree depth limit even for static HMC; treedepth__ is always 0
-    // here, so this limit is never reported as hit.
-    line("            max_depth = 10".into());
+    match h.engine {
+        Engine::Static => {
+            line("        engine = static".into());
+            line("          static".into());
+            // CmdStanPy insists on a tree depth limit even for static HMC; treedepth__ is
+            // always 0 here, so this limit is never reported as hit.
+            line("            max_depth = 10".into());
+        }
+        Engine::Nuts { max_depth } => {
+            line("        engine = nuts".into());
+            line("          nuts".into());
+            line(format!("            max_depth = {max_depth}"));
+        }
+    }
     line("        metric = diag_e (Default)".into());
     line(format!("        stepsize = {}", h.stepsize));
     line("    num_chains = 1 (Default)".into());
@@ -268,6 +389,14 @@ impl DrawSink for CsvSink {
         }
         self.write(&text)?;
         self.flush()
+    }
+
+    fn checkpoint(
+        &mut self,
+        checkpoint: &Checkpoint,
+        surrogate: Option<&dyn Surrogate>,
+    ) -> Result<()> {
+        resume::save(&self.path, checkpoint, surrogate, &self.model)
     }
 
     fn failed(&mut self, message: &str) -> Result<()> {

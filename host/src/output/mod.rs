@@ -1,10 +1,17 @@
 //! Output in CmdStan's formats: per-chain CSV files that `arviz.from_cmdstan`, CmdStanPy and
-//! `stansummary` read unchanged, and the summary table printed at the end of a run.
+//! `stansummary` read unchanged, the summary table printed at the end of a run, and the
+//! per-chain progress bars shown while it runs.
 
 pub mod cmdstan;
 pub mod footer;
+mod progress;
+pub mod resume;
 pub mod table;
 
-pub use cmdstan::{CsvHeader, CsvSink, StanCsv, approximate_label, parse_stan_csv, read_stan_csv};
+pub use cmdstan::{
+    CsvHeader, CsvSink, Engine, StanCsv, approximate_label, chain_path, parse_stan_csv,
+    read_stan_csv,
+};
 pub use footer::ChainFooter;
+pub use progress::Progress;
 pub use table::{RunTotals, format_kernel_work, format_model_work, format_summary};

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::diagnostics::{ParameterSummary, ess_summary};
-use crate::sampler::KernelWork;
+use crate::sampler::{KernelWork, Run};
 
 /// Whole-run figures shown under the table.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -21,6 +21,22 @@ pub struct RunTotals {
     pub sampling_seconds: Option<f64>,
     /// Wall-clock seconds, warmup included, if known.
     pub wall_seconds: Option<f64>,
+}
+
+impl RunTotals {
+    /// The totals of `run`, over the chains and draws its summary uses ([`Run::summarized`]:
+    /// an interrupted run's, cut to the draws every chain with enough of them finished).
+    pub fn of(run: &Run) -> Self {
+        let (summarized, kept) = run.summarized();
+        Self {
+            chains: summarized.len(),
+            draws: kept,
+            mean_accept_stat: run.mean_accept_stat(),
+            divergences: run.divergences(),
+            sampling_seconds: Some(run.sampling_seconds()),
+            wall_seconds: Some(run.wall_seconds),
+        }
+    }
 }
 
 /// Formats a number to about four significant digits in at most ten columns.

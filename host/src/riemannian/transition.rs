@@ -9,7 +9,7 @@
 //! the chain exact whatever the surrogate.
 
 use rand::Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use shmc_core::Potential;
 use shmc_core::random::{fill_standard_normal, uniform};
 
@@ -38,7 +38,7 @@ pub enum Divergence {
 }
 
 /// Counts of the integrator's work and failures, summed over transitions.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RmhmcCounts {
     /// Fixed-point iterations (both implicit equations, including the reverse checks).
     pub fixed_point_iterations: u64,

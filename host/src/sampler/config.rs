@@ -154,6 +154,9 @@ impl SampleConfig {
         if self.ess_check_every == 0 {
             return Err(Error::setting("ess_check_every", "must be at least 1"));
         }
+        if matches!(self.method, Method::Nuts(_)) {
+            self.validate_nuts()?;
+        }
         self.method.validate(self.warmup)?;
         let columns = SAMPLER_COLUMNS.len() + model.parameter_names().len();
         crate::memory::check(
@@ -165,5 +168,31 @@ impl SampleConfig {
             crate::memory::f64s([self.chains, self.draws, columns]),
             self.memory_limit,
         )
+    }
+
+    /// What NUTS cannot do of the settings HMC accepts. nuts-rs adapts its step size and mass
+    /// matrix together in its own windows, and has no switch to keep either fixed; and it finds
+    /// its first step size inside its first transition without reporting it, so only a warmup
+    /// gives the kept draws a step size to report (and the adaptation block its values).
+    fn validate_nuts(&self) -> Result<()> {
+        if let StepSize::Fixed(_) = self.step_size {
+            return Err(Error::setting(
+                "step_size",
+                "does not apply to nuts, which adapts its step size in warmup",
+            ));
+        }
+        if !self.adapt_mass {
+            return Err(Error::invalid(
+                "nuts adapts its diagonal mass matrix in warmup and cannot keep the identity",
+            ));
+        }
+        if self.warmup == 0 {
+            return Err(Error::setting(
+                "warmup",
+                "must be at least 1 for nuts, which adapts its step size and mass matrix in \
+                 warmup",
+            ));
+        }
+        Ok(())
     }
 }

@@ -12,7 +12,7 @@ use shmc_core::schedule::adaptation_probability;
 use shmc_core::{Dyn, Potential, State, Steps};
 
 use super::method::SurrogateSettings;
-use super::proposer::{Precompute, Proposer, SurrogateReport};
+use super::proposer::{ForResume, Precompute, Proposer, SurrogateReport};
 use super::trajectory::{AUTO_CAP_FACTOR, SurrogateSteps, choose_steps, lengthen};
 use crate::surrogates::states::TrainingSet;
 use crate::surrogates::{Fallback, Fitter, Shared, Surrogate, kinds};
@@ -239,6 +239,14 @@ impl Proposer for FittedPhase<'_> {
 
     fn surrogate(&self) -> Option<&dyn Surrogate> {
         self.proposal.as_ref().map(|p| p.surrogate.as_ref())
+    }
+
+    fn for_resume(&self) -> ForResume<'_> {
+        let precomputed = self.report.precompute.is_some_and(|p| p.before_sampling);
+        match self.surrogate() {
+            Some(surrogate) if !precomputed => ForResume::Save(surrogate),
+            _ => ForResume::Rebuilt,
+        }
     }
 
     fn into_surrogate(self: Box<Self>) -> Option<Box<dyn Surrogate>> {

@@ -1,5 +1,6 @@
-//! Which sampler a chain runs: exact HMC, or one of the surrogate-accelerated methods that learn
-//! a cheap potential from the chain's own history and use it only to propose.
+//! Which sampler a chain runs: exact HMC, NUTS (what Stan users compare against), or one of the
+//! surrogate-accelerated methods that learn a cheap potential from the chain's own history and
+//! use it only to propose.
 //!
 //! Every method here except VHMC's approximate acceptance keeps the exact `U` in the
 //! Metropolis–Hastings step, so the chain targets the exact posterior. The surrogate adapts only
@@ -22,6 +23,10 @@ use crate::{Error, Result};
 pub enum Method {
     /// Exact HMC: the exact gradient drives every leapfrog step.
     Hmc,
+    /// The No-U-Turn Sampler (Hoffman & Gelman 2014), Stan's default, from nuts-rs (the crate
+    /// nutpie wraps): trajectories doubled until they turn back, a diagonal mass matrix and the
+    /// step size adapted in warmup (the sampler's `nuts` module).
+    Nuts(NutsSettings),
     /// RNS-HMC (journal Alg. 3): exact HMC through warmup collecting the accepted states
     /// (from `train_after` on), a network trained on them at the end of warmup, then surrogate
     /// proposals with the exact MH step.
@@ -42,6 +47,22 @@ pub enum Method {
     /// transitions whose dynamics are the network's potential and its SoftAbs'd Hessian (the
     /// whole, or its diagonal), judged by the exact `U`.
     RnsRmhmc(SurrogateSettings, RmhmcSettings),
+}
+
+/// The settings of NUTS that Stan names; the rest are nuts-rs's defaults (see the sampler's
+/// `nuts` module).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NutsSettings {
+    /// The most doublings of a trajectory: at most `2^max_depth − 1` leapfrog steps per
+    /// transition (Stan: 10). A transition that reaches it has not turned back yet, so many of
+    /// them mean the step size is small for the posterior's scale.
+    pub max_depth: u64,
+}
+
+impl Default for NutsSettings {
+    fn default() -> Self {
+        Self { max_depth: 10 }
+    }
 }
 
 /// The settings of RMHMC's transitions (exact or on the surrogate). There is no Euclidean
@@ -253,6 +274,7 @@ impl Method {
     pub fn name(&self) -> &'static str {
         match self {
             Method::Hmc => "hmc",
+            Method::Nuts(_) => "nuts",
             Method::RnsHmc(s) => match (&s.grid, s.approximate_acceptance) {
                 (None, _) => "rns-hmc",
                 (Some(g), false) if matches!(g.kind, GridKind::Force { .. }) => "grid-hmc",
@@ -276,14 +298,14 @@ impl Method {
             Method::RnsHmc(s) | Method::ArnsHmc(s) | Method::RnsRmhmc(s, _) => {
                 s.approximate_acceptance
             }
-            Method::Hmc | Method::Rmhmc(_) => false,
+            Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) => false,
         }
     }
 
     /// The surrogate settings, for RNS-HMC, ARNS-HMC and RNS-RMHMC.
     pub fn surrogate(&self) -> Option<&SurrogateSettings> {
         match self {
-            Method::Hmc | Method::Vhmc(_) | Method::Rmhmc(_) => None,
+            Method::Hmc | Method::Nuts(_) | Method::Vhmc(_) | Method::Rmhmc(_) => None,
             Method::RnsHmc(s) | Method::ArnsHmc(s) | Method::RnsRmhmc(s, _) => Some(s),
         }
     }
@@ -299,6 +321,9 @@ impl Method {
     /// Checks the settings against the run's warmup length.
     pub fn validate(&self, warmup: usize) -> Result<()> {
         match self {
+            Method::Nuts(n) if n.max_depth == 0 => {
+                return Err(Error::setting("max_depth", "must be at least 1"));
+            }
             Method::Vhmc(v) => return v.validate(warmup),
             Method::Rmhmc(r) => return r.validate(warmup),
             Method::RnsRmhmc(s, r) => {

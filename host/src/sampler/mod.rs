@@ -14,22 +14,26 @@
 
 mod chain;
 mod checked;
+pub mod checkpoint;
 mod config;
 mod fitted;
 pub mod lockstep;
 mod method;
+mod nuts;
 mod proposer;
 mod target_ess;
 pub mod trajectory;
 mod variational;
 pub mod warmup;
 
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, RiemannianReport};
+pub use checkpoint::{Checkpoint, Resumed};
 pub use config::{Init, SampleConfig, StepSize};
-pub use method::{Method, RmhmcSettings, SurrogateSettings, VhmcSettings};
+pub use method::{Method, NutsSettings, RmhmcSettings, SurrogateSettings, VhmcSettings};
 pub use proposer::{LearningPoint, Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
@@ -76,6 +80,17 @@ pub trait DrawSink: Send {
     fn failed(&mut self, _message: &str) -> Result<()> {
         Ok(())
     }
+    /// The chain's state after warmup, to resume from (see [`checkpoint`]): once when warmup
+    /// ends, with the fitted surrogate to save if the chain has one of its own, then from time
+    /// to time while sampling, without. Every row drawn before it was given to [`Self::draw`]
+    /// first. A sink that keeps no files has nothing to resume and ignores it.
+    fn checkpoint(
+        &mut self,
+        _checkpoint: &checkpoint::Checkpoint,
+        _surrogate: Option<&dyn Surrogate>,
+    ) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A sink that keeps nothing (the driver keeps the draws in memory anyway).
@@ -95,7 +110,7 @@ impl DrawSink for NullSink {
 }
 
 /// Potential evaluations of one phase of a chain.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evaluations {
     /// Transitions made.
     pub iterations: u64,
@@ -142,7 +157,7 @@ impl Evaluations {
 }
 
 /// The phases of a chain, in the order it lives them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Phase {
     /// Exact HMC adapting step size and metric, collecting states for the surrogate.
     ExactWarmup,
@@ -167,7 +182,7 @@ impl Phase {
 }
 
 /// What one phase of a chain took.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PhaseReport {
     /// The phase.
     pub phase: Phase,
@@ -365,9 +380,11 @@ fn run_caught<M: Model + ?Sized>(
     precomputed: Option<&fitted::Precomputed>,
     chain: usize,
     outlets: chain::Outlets<'_>,
+    resumed: Option<&Resumed>,
 ) -> Result<ChainResult> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        chain::run_chain(model, config, precomputed, chain, outlets)
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &config.method {
+        Method::Nuts(settings) => nuts::run_chain(model, config, settings, chain, outlets),
+        _ => chain::run_chain(model, config, precomputed, chain, outlets, resumed),
     }))
     .unwrap_or_else(|payload| {
         Err(Error::invalid(format!(
@@ -425,8 +442,8 @@ where
     })
 }
 
-/// Runs `config.chains` chains of `config.method` on `model` at once, one thread and one sink
-/// per chain: in lockstep over the data (see [`lockstep`]) if `config.lockstep`, there are two
+/// Runs `config.chains` chains of `config.method` (NUTS included) on `model` at once, one
+/// thread and one sink per chain: in lockstep over the data (see [`lockstep`]) if `config.lockstep`, there are two
 /// chains or more and the model is a [`RowSum`](crate::row_sum::RowSum).
 ///
 /// `progress(chain, iterations_done)` is called after every iteration; setting `interrupt`
@@ -440,6 +457,40 @@ pub fn sample<M: Model + ?Sized>(
     progress: &(dyn Fn(usize, usize) + Sync),
     interrupt: Option<&AtomicBool>,
 ) -> Result<Run> {
+    run_chains(model, config, &[], sinks, progress, interrupt)
+}
+
+/// Goes on with a run that stopped, as [`sample`] would have gone on: each chain `k` from
+/// `resumed[k − 1]`'s checkpoint if it has one (its sink already holds the rows before it and
+/// takes the rest), else from its first iteration (a chain stopped in warmup, which makes the
+/// same draws again). The run's draws are those of an uninterrupted run, bit for bit.
+pub fn resume<M: Model + ?Sized>(
+    model: &M,
+    config: &SampleConfig,
+    resumed: &[Option<Resumed>],
+    sinks: Vec<Box<dyn DrawSink>>,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    interrupt: Option<&AtomicBool>,
+) -> Result<Run> {
+    if resumed.len() != config.chains {
+        return Err(Error::invalid(format!(
+            "{} chains to resume for a run of {}",
+            resumed.len(),
+            config.chains
+        )));
+    }
+    run_chains(model, config, resumed, sinks, progress, interrupt)
+}
+
+/// [`sample`], each chain from its checkpoint in `resumed` if there is one.
+fn run_chains<M: Model + ?Sized>(
+    model: &M,
+    config: &SampleConfig,
+    resumed: &[Option<Resumed>],
+    sinks: Vec<Box<dyn DrawSink>>,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    interrupt: Option<&AtomicBool>,
+) -> Result<Run> {
     config.validate(model)?;
     if sinks.len() != config.chains {
         return Err(Error::invalid(format!(
@@ -448,6 +499,7 @@ pub fn sample<M: Model + ?Sized>(
             config.chains
         )));
     }
+    let resumed_chain = |chain: usize| resumed.get(chain - 1).and_then(Option::as_ref);
     let never = AtomicBool::new(false);
     let interrupt = interrupt.unwrap_or(&never);
     // The chains stop on `stop`: set by the caller's interrupt or a failure the model records
@@ -493,7 +545,14 @@ pub fn sample<M: Model + ?Sized>(
                 interrupt: &stop,
                 monitor: monitor_ref,
             };
-            let result = run_caught(member, config, precomputed_ref, chain, outlets);
+            let result = run_caught(
+                member,
+                config,
+                precomputed_ref,
+                chain,
+                outlets,
+                resumed_chain(chain),
+            );
             stop_on_failure(result, sink, &stop)
         }),
         None => on_own_threads(sinks, |chain, sink| {
@@ -503,7 +562,14 @@ pub fn sample<M: Model + ?Sized>(
                 interrupt: &stop,
                 monitor: monitor_ref,
             };
-            let result = run_caught(&model, config, precomputed_ref, chain, outlets);
+            let result = run_caught(
+                &model,
+                config,
+                precomputed_ref,
+                chain,
+                outlets,
+                resumed_chain(chain),
+            );
             stop_on_failure(result, sink, &stop)
         }),
     };

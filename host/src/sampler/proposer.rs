@@ -7,11 +7,12 @@
 use std::cell::RefCell;
 
 use rand_pcg::Pcg64;
+use serde::{Deserialize, Serialize};
 use shmc_core::{Dyn, Potential, State, Steps};
 
 use super::trajectory::TrajectoryChoice;
 use crate::Result;
-use crate::surrogates::Surrogate;
+use crate::surrogates::{Surrogate, exact_floats};
 
 /// What a chain needs from a surrogate method: the proposal potential (once there is one), how
 /// the Metropolis–Hastings step judges it, and a look at every warmup transition.
@@ -62,6 +63,13 @@ pub trait Proposer {
         None
     }
 
+    /// What a resumed chain needs to propose after warmup exactly as this one does. The
+    /// default, [`ForResume::Impossible`], is the safe answer for a proposal that no saved
+    /// surrogate rebuilds.
+    fn for_resume(&self) -> ForResume<'_> {
+        ForResume::Impossible
+    }
+
     /// The cost and fit so far.
     fn report(&self) -> &SurrogateReport;
 
@@ -76,6 +84,19 @@ pub trait Proposer {
     fn into_surrogate(self: Box<Self>) -> Option<Box<dyn Surrogate>>;
 }
 
+/// What a chain saves of its proposal after warmup so that a resumed chain proposes as it does.
+#[derive(Clone, Copy, Debug)]
+pub enum ForResume<'a> {
+    /// This fitted surrogate, saved in its file format (which rebuilds it bit for bit).
+    Save(&'a dyn Surrogate),
+    /// Nothing: no surrogate was fitted, or it was precomputed before sampling and the resumed
+    /// run precomputes it again, identically.
+    Rebuilt,
+    /// The proposal is not a surrogate a file rebuilds (VHMC's blend with its Laplace
+    /// approximation): the chain starts again from its first iteration.
+    Impossible,
+}
+
 /// The exact gradient at the latest exact end point, and where it was taken.
 #[derive(Clone, Debug, Default)]
 pub struct EndGradient {
@@ -86,15 +107,17 @@ pub struct EndGradient {
 }
 
 /// What the surrogate cost and how well it fits, for the output.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SurrogateReport {
     /// States the batch fit used.
     pub training_states: usize,
     /// Seconds spent fitting (batch fit, scale selection, online updates).
     pub training_seconds: f64,
     /// The chosen input scale factor (the network's `c`; NaN for a kind without one).
+    #[serde(with = "exact_floats")]
     pub scale: f64,
     /// Relative RMS error of the surrogate's gradient on held-out states.
+    #[serde(with = "exact_floats")]
     pub holdout_gradient_error: f64,
     /// States learned online (ARNS-HMC's replay of its batch states included).
     pub online_updates: u64,
@@ -121,12 +144,13 @@ pub struct SurrogateReport {
     /// The learning curve: the acceptance of the surrogate's proposals in windows of warmup
     /// iterations as it learns, then one point for all of sampling's (the surrogate fixed).
     /// Whether a longer warmup or more training states would still pay shows only here.
+    #[serde(default)]
     pub learning: Vec<LearningPoint>,
 }
 
 /// One point of the learning curve: the acceptance of consecutive surrogate proposals and what
 /// the surrogate had learned from when it made them.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LearningPoint {
     /// The chain's iteration (1-based, warmup included) of the last of the proposals.
     pub iteration: usize,
@@ -137,11 +161,12 @@ pub struct LearningPoint {
     pub proposals: usize,
     /// Their mean Metropolis–Hastings acceptance probability (under the exact `U`, except with
     /// an approximate acceptance rule, which the output labels).
+    #[serde(with = "exact_floats")]
     pub acceptance: f64,
 }
 
 /// What precomputing a surrogate from the exact potential cost.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Precompute {
     /// Exact evaluations (value and gradient) made.
     pub evaluations: u64,
@@ -153,7 +178,7 @@ pub struct Precompute {
 }
 
 /// When and how the surrogate's acceptance collapsed.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Collapse {
     /// The warmup iteration (0-based) after which the chain went back to exact HMC.
     pub iteration: usize,

@@ -19,6 +19,7 @@
 //! Everything is computed from the fitted surrogate, so the choice is reproducible.
 
 use nalgebra::{DMatrix, SymmetricEigen};
+use serde::{Deserialize, Serialize};
 use shmc_core::Steps;
 
 use crate::surrogates::Curvature;
@@ -56,9 +57,10 @@ pub fn lengthen(steps: Steps, factor: u32) -> Steps {
 }
 
 /// The chosen range and the ESS per draw it is predicted to give in its worst direction.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrajectoryChoice {
     /// The trajectory lengths.
+    #[serde(with = "super::checkpoint::StepsRecord")]
     pub steps: Steps,
     /// The smallest predicted ESS per draw over directions, moments and frequency errors.
     pub predicted_ess_per_draw: f64,

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use nalgebra::DVector;
 use rand::Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use shmc_core::{DualAveraging, Dyn, Potential, State, Transition};
 
 use crate::riemannian::{
@@ -28,7 +28,7 @@ use crate::{Error, Result};
 const INITIAL_STEP_SIZE: f64 = 1.0;
 
 /// What RMHMC's transitions did and cost in one part of a chain (warmup or sampling).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelWork {
     /// Transitions made with the generalized leapfrog.
     pub transitions: u64,
@@ -43,7 +43,7 @@ pub struct KernelWork {
 }
 
 /// RMHMC's side of a chain's result.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RiemannianReport {
     /// The step size the kept draws used.
     pub step_size: f64,
@@ -191,5 +191,10 @@ impl Riemannian {
     /// What the kernel did and cost.
     pub fn report(&self) -> RiemannianReport {
         self.report
+    }
+
+    /// Goes on from a resumed chain's `report`: its adapted step size and its work so far.
+    pub fn restore(&mut self, report: RiemannianReport) {
+        self.report = report;
     }
 }

@@ -17,14 +17,20 @@
 //! surrogate proposes).
 //!
 //! Each row goes to the chain's sink as soon as it is made, so an interrupted run keeps every
-//! finished draw.
+//! finished draw. After warmup the chain saves a checkpoint through its sink from time to time
+//! ([`super::checkpoint`]); a chain resumed from one skips to sampling and goes on exactly as it
+//! would have.
+//!
+//! NUTS is not one of these phases: nuts-rs adapts and transitions in its own loop (the
+//! sampler's `nuts` module), which shares only the start ([`start`]) and the outlets. It saves
+//! no checkpoint: a resumed NUTS chain starts again, with the same draws.
 
 mod adaptation;
 mod dynamics;
 mod guard;
 mod kernel;
 mod learning;
-mod start;
+pub(super) mod start;
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -42,10 +48,11 @@ use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
 use self::guard::Guard;
 use self::kernel::Riemannian;
 use self::learning::Recorder;
+use super::checkpoint::{self, Checkpoint, Resumed};
 use super::config::{Init, SampleConfig, StepSize};
 use super::fitted::Precomputed;
 use super::method::Method;
-use super::proposer::Proposer;
+use super::proposer::{ForResume, Proposer, SurrogateReport};
 use super::target_ess::{EssMonitor, Verdict};
 use super::warmup::initial_step_size;
 use super::{ChainResult, DrawSink, Phase, SAMPLER_COLUMNS};
@@ -66,16 +73,27 @@ pub struct Outlets<'b> {
 }
 
 /// Runs chain `chain` (1-based) to completion or until it is interrupted, proposing with
-/// `precomputed` if a surrogate was fitted before sampling.
+/// `precomputed` if a surrogate was fitted before sampling; from `resumed`'s checkpoint if
+/// given.
 pub fn run_chain<M: Model + ?Sized>(
     model: &M,
     config: &SampleConfig,
     precomputed: Option<&Precomputed>,
     chain: usize,
     outlets: Outlets<'_>,
+    resumed: Option<&Resumed>,
 ) -> Result<ChainResult> {
     let exact: &(dyn Potential + Sync) = &model;
-    let mut c = Chain::start(model, exact, config, precomputed, chain, outlets)?;
+    // A resumed chain proposes with the surrogate it saved, as with one fitted before sampling.
+    let saved = resumed
+        .and_then(|r| r.surrogate.as_ref())
+        .map(|surrogate| Precomputed {
+            surrogate: Arc::clone(surrogate),
+            evaluations: 0,
+            seconds: 0.0,
+        });
+    let precomputed = saved.as_ref().or(precomputed);
+    let mut c = Chain::start(model, exact, config, precomputed, chain, outlets, resumed)?;
     c.exact_warmup()?;
     c.surrogate_warmup()?;
     c.end_warmup()?;
@@ -83,8 +101,8 @@ pub fn run_chain<M: Model + ?Sized>(
     c.finish()
 }
 
-/// Leaves the target-ESS check when dropped.
-struct Leave<'b>(Option<&'b EssMonitor>, usize);
+/// Leaves the target-ESS check when dropped (chain `.1` of the run's monitor `.0`).
+pub(super) struct Leave<'b>(pub(super) Option<&'b EssMonitor>, pub(super) usize);
 
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
@@ -133,6 +151,22 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
     done: usize,
     /// Seconds spent fitting and learning, which the phase clocks leave out.
     training_seconds: f64,
+    /// Where the chain started.
+    start: Vec<f64>,
+    /// When the latest checkpoint was saved.
+    saved_at: Instant,
+    /// Whether the chain was resumed from a checkpoint (its warmup is behind it).
+    resumed: bool,
+    /// Whether sampling is over (all draws made, or the target ESS reached).
+    finished: bool,
+    /// When and where sampling began, while it runs (a checkpoint counts it so far).
+    sampling_clock: Option<(usize, Instant, f64)>,
+    /// Whether the chain's fitted surrogate was saved with a checkpoint (by this run or the
+    /// one it resumes).
+    saved_surrogate: bool,
+    /// The surrogate's report saved with a resumed chain's checkpoint: the proposer rebuilt
+    /// from the saved surrogate knows nothing of how it was fitted.
+    saved_report: Option<SurrogateReport>,
 }
 
 impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
@@ -145,18 +179,23 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         precomputed: Option<&Precomputed>,
         number: usize,
         outlets: Outlets<'o>,
+        resumed: Option<&Resumed>,
     ) -> Result<Self> {
         let dim = model.dim();
         let mut rng = chain_rng(config.seed, number);
         let metric = DiagonalMetric::new(nalgebra::DVector::from_element(dim, 1.0))?;
-        let mut state = start::initial_state(exact, &config.init, number, &mut rng)?;
+        let mut state = match resumed {
+            Some(r) => start::restored_state(&r.checkpoint, dim)?,
+            None => start::initial_state(exact, &config.init, number, &mut rng)?,
+        };
         let proposer = start::proposer(
             &config.method,
             exact,
             state.position.as_slice(),
             precomputed,
         )?;
-        if let (Init::Random { .. }, Some(phase)) = (&config.init, proposer.as_deref())
+        if let (Init::Random { .. }, Some(phase), None) =
+            (&config.init, proposer.as_deref(), resumed)
             && let Some(q) = phase.initial_position(&mut rng)
         {
             let moved = State::new(nalgebra::DVector::from_vec(q), &Exact(exact))?;
@@ -164,18 +203,18 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
                 state = moved;
             }
         }
+        let start = match resumed {
+            Some(r) => r.checkpoint.start.clone(),
+            None => state.position.as_slice().to_vec(),
+        };
         let model_metric = match &config.method {
-            Method::Rmhmc(_) => Some(
-                model
-                    .riemannian_metric(state.position.as_slice())
-                    .ok_or_else(|| {
-                        Error::setting(
-                            "method",
-                            "rmhmc needs the model's Riemannian metric, and this model offers \
+            Method::Rmhmc(_) => Some(model.riemannian_metric(&start).ok_or_else(|| {
+                Error::setting(
+                    "method",
+                    "rmhmc needs the model's Riemannian metric, and this model offers \
                              none at the chain's start",
-                        )
-                    })?,
-            ),
+                )
+            })?),
             _ => None,
         };
         let riemannian = match config.method.rmhmc() {
@@ -217,7 +256,18 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             outlets,
             done: 0,
             training_seconds: 0.0,
+            start,
+            saved_at: Instant::now(),
+            resumed: false,
+            finished: false,
+            sampling_clock: None,
+            saved_surrogate: resumed.is_some_and(|r| r.checkpoint.saved_surrogate),
+            saved_report: None,
         };
+        if let Some(resumed) = resumed {
+            chain.restore(resumed)?;
+            return Ok(chain);
+        }
         if chain.proposing() {
             chain.refresh();
         }
@@ -273,6 +323,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
     /// Fixes what sampling uses: the final step size (set by the last adaptation), the
     /// trajectory lengths for it, and tells the sink.
     fn end_warmup(&mut self) -> Result<()> {
+        if self.resumed {
+            return Ok(()); // its file already holds the adaptation
+        }
         if self.proposing() {
             self.hmc.config.steps = self.surrogate_steps();
         }
@@ -283,28 +336,40 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         }
         self.outlets
             .sink
-            .adaptation(self.step_size(), self.metric.inv_mass())
+            .adaptation(self.step_size(), self.metric.inv_mass())?;
+        self.checkpoint(true)
     }
 
     /// The kept draws, until they are done, the run's target ESS is reached, or the run is
     /// interrupted.
     fn sampling(&mut self) -> Result<()> {
         let clock = self.clock();
+        self.sampling_clock = Some(clock);
         let end = self.config.warmup + self.config.draws;
-        while self.done < end {
+        self.finished |= self.done >= end;
+        while !self.finished {
             if self.iterate()?.is_none() {
                 break;
             }
+            self.finished = self.done >= end;
             if let Some(monitor) = self.outlets.monitor
                 && self.result.kept().is_multiple_of(monitor.every())
                 && monitor.block_done(self.number, &self.result, self.outlets.interrupt)
                     == Verdict::Stop
             {
-                break;
+                self.finished = true;
+            }
+            if !self.finished && self.saved_at.elapsed() >= checkpoint::EVERY {
+                self.checkpoint(false)?;
             }
         }
+        self.sampling_clock = None;
         self.lap(Phase::Sampling, clock);
-        self.result.sampling_seconds = self.result.phases.last().map_or(0.0, |p| p.seconds);
+        self.result.sampling_seconds = self.result.phase(Phase::Sampling).seconds;
+        // Interrupted during warmup, a chain has nothing to resume from: it starts again.
+        if self.done >= self.config.warmup {
+            self.checkpoint(false)?;
+        }
         Ok(())
     }
 
@@ -319,7 +384,10 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         self.result.inv_mass = self.metric.inv_mass().to_vec();
         self.result.riemannian = self.riemannian.as_ref().map(Riemannian::report);
         if let Some(phase) = self.proposer.take() {
-            let mut report = phase.report().clone();
+            let mut report = self
+                .saved_report
+                .take()
+                .unwrap_or_else(|| phase.report().clone());
             report.collapse = self.collapse;
             report.learning = self.learning.take_points();
             self.result.surrogate = Some(report);
@@ -327,6 +395,114 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         }
         self.outlets.sink.finish(&self.result)?;
         Ok(self.result)
+    }
+
+    /// Puts the chain where `resumed`'s checkpoint left it (the state was restored by
+    /// [`Self::start`]): past warmup, with its adapted kernel, its random stream and the kept
+    /// rows made before.
+    fn restore(&mut self, resumed: &Resumed) -> Result<()> {
+        let c = &resumed.checkpoint;
+        let warmup = self.config.warmup;
+        if c.chain != self.number
+            || c.done != warmup + c.kept
+            || c.kept != resumed.rows.len()
+            || c.kept > self.config.draws
+            || c.inv_mass.len() != self.model.dim()
+        {
+            return Err(Error::invalid(format!(
+                "chain {}: its checkpoint (chain {}, {} iterations, {} kept draws, {} rows read \
+                 back) does not fit this run ({warmup} warmup iterations, {} draws)",
+                self.number,
+                c.chain,
+                c.done,
+                c.kept,
+                resumed.rows.len(),
+                self.config.draws
+            )));
+        }
+        self.rng = c.rng.clone();
+        self.metric = DiagonalMetric::new(nalgebra::DVector::from_column_slice(&c.inv_mass))?;
+        self.hmc.config.step_size = c.step_size;
+        self.hmc.config.steps = c.steps;
+        self.mode = if c.exact_for_good {
+            Mode::Exact
+        } else {
+            Mode::Surrogate
+        };
+        self.proposal_value = c.proposal_value;
+        self.collapse = c.collapse;
+        if let (Some(kernel), Some(report)) = (self.riemannian.as_mut(), c.riemannian) {
+            kernel.restore(report);
+        }
+        self.saved_report = c.surrogate.clone();
+        self.adaptation = None;
+        let result = &mut self.result;
+        result.warmup_evaluations = c.warmup_evaluations;
+        result.sampling_evaluations = c.sampling_evaluations;
+        result.warmup_divergences = c.warmup_divergences;
+        result.warmup_seconds = c.warmup_seconds;
+        result.phases = c.phases.clone();
+        for row in &resumed.rows {
+            result.record(row);
+        }
+        self.training_seconds = c.training_seconds;
+        self.done = c.done;
+        self.finished = c.finished;
+        self.resumed = true;
+        (self.outlets.progress)(self.number, self.done);
+        Ok(())
+    }
+
+    /// Saves the chain's checkpoint through its sink, with its fitted surrogate when
+    /// `with_surrogate` (once, when warmup ends: it is fixed from then on). A method whose
+    /// proposal no saved surrogate rebuilds saves none: its chain would start again.
+    fn checkpoint(&mut self, with_surrogate: bool) -> Result<()> {
+        let surrogate = match self.proposer.as_deref().map(|p| p.for_resume()) {
+            Some(ForResume::Impossible) => return Ok(()),
+            Some(ForResume::Save(surrogate)) if with_surrogate => Some(surrogate),
+            _ => None,
+        };
+        let report = self
+            .saved_report
+            .clone()
+            .or_else(|| self.proposer.as_deref().map(|p| p.report().clone()));
+        let checkpoint = Checkpoint {
+            chain: self.number,
+            done: self.done,
+            kept: self.result.kept(),
+            finished: self.finished,
+            position: self.state.position.as_slice().to_vec(),
+            potential: self.state.potential,
+            gradient: self.state.gradient.as_slice().to_vec(),
+            proposal_value: self.proposal_value,
+            start: self.start.clone(),
+            rng: self.rng.clone(),
+            step_size: self.hmc.config.step_size,
+            inv_mass: self.metric.inv_mass().to_vec(),
+            steps: self.hmc.config.steps,
+            saved_surrogate: surrogate.is_some() || self.saved_surrogate,
+            exact_for_good: self.mode == Mode::Exact,
+            collapse: self.collapse,
+            surrogate: report,
+            riemannian: self.riemannian.as_ref().map(Riemannian::report),
+            warmup_evaluations: self.result.warmup_evaluations,
+            sampling_evaluations: self.result.sampling_evaluations,
+            warmup_divergences: self.result.warmup_divergences,
+            phases: {
+                let mut phases = self.result.phases.clone();
+                phases.extend(
+                    self.sampling_clock
+                        .map(|clock| self.phase_so_far(Phase::Sampling, clock)),
+                );
+                phases
+            },
+            training_seconds: self.training_seconds,
+            warmup_seconds: self.result.warmup_seconds,
+        };
+        self.outlets.sink.checkpoint(&checkpoint, surrogate)?;
+        self.saved_surrogate = checkpoint.saved_surrogate;
+        self.saved_at = Instant::now();
+        Ok(())
     }
 
     /// Whether the surrogate proposes now.
@@ -620,13 +796,26 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         (self.done, Instant::now(), self.training_seconds)
     }
 
-    /// Records the phase that began at `clock`, without the training it contained.
-    fn lap(&mut self, phase: Phase, (done, start, training): (usize, Instant, f64)) {
+    /// Records the phase that began at `clock`, without the training it contained (a resumed
+    /// chain's warmup phases, which it skips, are in its checkpoint).
+    fn lap(&mut self, phase: Phase, clock: (usize, Instant, f64)) {
+        if !(self.resumed && self.done == clock.0) {
+            let report = self.phase_so_far(phase, clock);
+            self.result.phases.push(report);
+        }
+    }
+
+    /// The phase that began at `clock`, up to now.
+    fn phase_so_far(
+        &self,
+        phase: Phase,
+        (done, start, training): (usize, Instant, f64),
+    ) -> super::PhaseReport {
         let seconds = start.elapsed().as_secs_f64() - (self.training_seconds - training);
-        self.result.phases.push(super::PhaseReport {
+        super::PhaseReport {
             phase,
             iterations: self.done - done,
             seconds: seconds.max(0.0),
-        });
+        }
     }
 }

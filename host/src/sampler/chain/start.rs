@@ -4,6 +4,7 @@ use nalgebra::DVector;
 use rand::Rng;
 use shmc_core::{Dyn, Exact, Potential, State, random::uniform};
 
+use crate::sampler::checkpoint::Checkpoint;
 use crate::sampler::config::Init;
 use crate::sampler::fitted::{FittedPhase, Precomputed};
 use crate::sampler::method::Method;
@@ -51,6 +52,25 @@ pub fn initial_state<R: Rng + ?Sized>(
     }
 }
 
+/// The state a checkpoint saved, with the `U` and gradient cached there.
+pub fn restored_state(checkpoint: &Checkpoint, dim: usize) -> Result<State<Dyn>> {
+    let (position, gradient) = (&checkpoint.position, &checkpoint.gradient);
+    if position.len() != dim || gradient.len() != dim {
+        return Err(Error::invalid(format!(
+            "chain {}: its checkpoint holds {} coordinates and {} gradient entries for a model \
+             of {dim} parameters",
+            checkpoint.chain,
+            position.len(),
+            gradient.len()
+        )));
+    }
+    Ok(State {
+        position: DVector::from_column_slice(position),
+        potential: checkpoint.potential,
+        gradient: DVector::from_column_slice(gradient),
+    })
+}
+
 /// The surrogate machinery of `method` for a chain on `model` that starts at `start`, or `None`
 /// for exact HMC. A saved surrogate is loaded here; VHMC finds its Laplace approximation here;
 /// `precomputed` is the surrogate fitted before sampling, if there is one.
@@ -61,7 +81,8 @@ pub fn proposer<'m>(
     precomputed: Option<&Precomputed>,
 ) -> Result<Option<Box<dyn Proposer + 'm>>> {
     Ok(match method {
-        Method::Hmc | Method::Rmhmc(_) => None,
+        // NUTS runs its own chain (the sampler's `nuts` module) and only shares the start.
+        Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) => None,
         Method::RnsHmc(settings) | Method::RnsRmhmc(settings, _) => Some(Box::new(
             FittedPhase::new(false, settings, model, precomputed)?,
         )),

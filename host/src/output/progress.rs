@@ -1,5 +1,6 @@
-//! Per-chain progress bars on stderr, shown only on a terminal, without --quiet, and only once
-//! a run has lasted a second (short runs stay silent).
+//! Per-chain progress bars on stderr, shown only on a terminal, unless quiet, and only once a
+//! run has lasted a second (short runs stay silent). `shmc sample` and the library's
+//! [`Sampler`](crate::Sampler) share them.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};

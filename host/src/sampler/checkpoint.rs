@@ -1,0 +1,137 @@
+//! What a chain saves so that a killed or interrupted run can go on where it stopped, and the
+//! draws it goes on to make are the ones an uninterrupted run makes, bit for bit.
+//!
+//! A chain that has finished warmup saves a [`Checkpoint`] through its sink: once when warmup
+//! ends, then about every [`EVERY`] of sampling, when it is interrupted and when it finishes.
+//! It holds everything the next iteration depends on: the position with the `U`, gradient and
+//! surrogate value cached there (saved, not computed again: a fused and a value-only evaluation
+//! may differ in the last bit), the random stream's state, the adapted step size, metric
+//! and trajectory lengths, whether the surrogate proposes, and the counts and times so far. The
+//! fitted surrogate is saved beside it once, in its own file format, which rebuilds it bit for
+//! bit. A surrogate precomputed before sampling is not saved: the run precomputes it again,
+//! identically.
+//!
+//! A chain killed during warmup has no checkpoint: it starts again from its first iteration,
+//! and being seeded, makes the same draws.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand_pcg::Pcg64;
+use serde::{Deserialize, Serialize};
+use shmc_core::Steps;
+
+use super::chain::RiemannianReport;
+use super::proposer::{Collapse, SurrogateReport};
+use super::{Evaluations, PhaseReport};
+use crate::surrogates::{Surrogate, exact_floats};
+
+/// How often a sampling chain saves its checkpoint: a killed run makes again at most this much
+/// of its work when resumed.
+pub const EVERY: Duration = Duration::from_secs(1);
+
+/// A chain's state between two iterations after warmup.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The chain's number, from 1.
+    pub chain: usize,
+    /// Iterations done, warmup included.
+    pub done: usize,
+    /// Kept draws made (and written before this checkpoint).
+    pub kept: usize,
+    /// Whether the chain had finished sampling (all its draws, or the run's target ESS).
+    pub finished: bool,
+    /// Where the chain is.
+    #[serde(with = "exact_floats::vec")]
+    pub position: Vec<f64>,
+    /// `U` there.
+    #[serde(with = "exact_floats")]
+    pub potential: f64,
+    /// The proposal's gradient there (NaN where RMHMC left it unknown).
+    #[serde(with = "exact_floats::vec")]
+    pub gradient: Vec<f64>,
+    /// The surrogate's `Ũ` there, while it proposes (its own acceptance is measured from it).
+    #[serde(with = "exact_floats")]
+    pub proposal_value: f64,
+    /// Where the chain started (a metric frozen at the start is computed there again).
+    #[serde(with = "exact_floats::vec")]
+    pub start: Vec<f64>,
+    /// The random stream, as the next iteration finds it.
+    pub rng: Pcg64,
+    /// HMC's adapted step size.
+    #[serde(with = "exact_floats")]
+    pub step_size: f64,
+    /// The adapted diagonal of the inverse mass matrix.
+    #[serde(with = "exact_floats::vec")]
+    pub inv_mass: Vec<f64>,
+    /// The trajectory lengths sampling uses.
+    #[serde(with = "StepsRecord")]
+    pub steps: Steps,
+    /// Whether the chain's fitted surrogate was saved beside the checkpoint (it proposes with
+    /// it).
+    pub saved_surrogate: bool,
+    /// Whether the guard sent the chain back to exact HMC for good.
+    pub exact_for_good: bool,
+    /// Why it did.
+    pub collapse: Option<Collapse>,
+    /// The surrogate's cost and fit.
+    pub surrogate: Option<SurrogateReport>,
+    /// RMHMC's step size and work.
+    pub riemannian: Option<RiemannianReport>,
+    /// Evaluations during warmup.
+    pub warmup_evaluations: Evaluations,
+    /// Evaluations while making kept draws.
+    pub sampling_evaluations: Evaluations,
+    /// Divergent transitions during warmup.
+    pub warmup_divergences: usize,
+    /// Each phase's iterations and time so far.
+    pub phases: Vec<PhaseReport>,
+    /// Seconds spent fitting and learning.
+    #[serde(with = "exact_floats")]
+    pub training_seconds: f64,
+    /// Seconds spent in warmup.
+    #[serde(with = "exact_floats")]
+    pub warmup_seconds: f64,
+}
+
+/// A chain to resume: its checkpoint, the kept rows written up to it (sampler columns then
+/// parameters, as [`super::DrawSink::draw`] received them), and its saved surrogate.
+#[derive(Clone, Debug)]
+pub struct Resumed {
+    /// The chain's state.
+    pub checkpoint: Checkpoint,
+    /// The kept rows before the checkpoint.
+    pub rows: Vec<Vec<f64>>,
+    /// The fitted surrogate the chain proposed with, if it saved one.
+    pub surrogate: Option<Arc<dyn Surrogate>>,
+}
+
+/// `Steps` as the checkpoint writes it (the core has no serde).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Steps")]
+pub(crate) enum StepsRecord {
+    Fixed(u32),
+    Jittered(u32),
+    Between(u32, u32),
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::Rng;
+
+    use crate::random::chain_rng;
+
+    /// The random stream reads back as it was written, whatever its 128-bit state.
+    #[test]
+    fn the_random_stream_round_trips_through_json() {
+        for (seed, stream) in [(1, 1), (4, 1), (4, 2), (u64::MAX, 7)] {
+            let mut rng = chain_rng(seed, stream);
+            for _ in 0..1000 {
+                rng.next_u64();
+                let text = serde_json::to_string(&rng).unwrap();
+                let mut back: rand_pcg::Pcg64 = serde_json::from_str(&text).unwrap();
+                assert_eq!(back.next_u64(), rng.clone().next_u64(), "{text}");
+            }
+        }
+    }
+}

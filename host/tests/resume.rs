@@ -1,0 +1,221 @@
+//! `shmc sample --resume DIR`: a run killed (SIGKILL) or interrupted (SIGINT) and resumed writes
+//! the same rows as a run never stopped, bit for bit, whatever moment it was stopped at.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("shmc-resume-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn shmc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A logistic regression small enough for a few seconds of sampling: 2 chains, 20 000 draws
+/// after `warmup` iterations.
+fn run_args<'a>(method: &'a str, warmup: &'a str, dir: &'a Path) -> Vec<&'a str> {
+    let mut args = vec![
+        "sample", "--model", "logistic", "--n", "2000", "--d", "5", "--chains", "2", "--warmup",
+        warmup, "--draws", "20000", "--seed", "7", "--quiet", "--method", method,
+    ];
+    if method != "hmc" {
+        args.extend(["--hidden", "60"]);
+    }
+    args.extend(["--output", dir.to_str().unwrap()]);
+    args
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Each chain's file in `dir`, every line but those that hold the folder or a time: the
+/// settings, the header, the adaptation, the rows and the evaluation counts must all match.
+fn rows(dir: &Path) -> Vec<Vec<String>> {
+    (1..=2)
+        .map(|k| {
+            let file = std::fs::read_to_string(dir.join(format!("logistic-{k}.csv"))).unwrap();
+            file.lines()
+                .filter(|l| {
+                    !(l.contains("file = ") || l.contains(" seconds") || l.contains("surrogate:"))
+                })
+                .map(String::from)
+                .collect()
+        })
+        .collect()
+}
+
+/// Waits until `ready()` or a minute has passed.
+fn wait_until(mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The kept draws every chain's checkpoint counts (0 for a chain without one).
+fn checkpointed(dir: &Path) -> Vec<usize> {
+    (1..=2)
+        .map(|k| {
+            let path = dir.join(format!("logistic-{k}.checkpoint.json"));
+            std::fs::read_to_string(path).ok().map_or(0, |t| {
+                let at = t.find("\"kept\":").map_or(0, |i| i + 7);
+                t[at..]
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0)
+            })
+        })
+        .collect()
+}
+
+/// Runs `method` to the end in one folder; in another, stops it with `signal` once `stop_when`
+/// holds for its folder, resumes it, and compares the two folders' files.
+fn resumed_equals_uninterrupted(
+    method: &str,
+    warmup: &str,
+    signal: &str,
+    stop_when: impl Fn(&Path) -> bool,
+) -> String {
+    let (whole, stopped) = (
+        temp_dir(&format!("{method}-{warmup}-{signal}-whole")),
+        temp_dir(&format!("{method}-{warmup}-{signal}-stopped")),
+    );
+    let out = shmc(&run_args(method, warmup, &whole));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let child = spawn(&run_args(method, warmup, &stopped));
+    wait_until(|| stop_when(&stopped));
+    let before = checkpointed(&stopped);
+    assert!(
+        Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        !out.status.success(),
+        "{method} finished before the {signal} ({before:?} checkpointed): make the run longer"
+    );
+    let resumed = shmc(&["sample", "--resume", stopped.to_str().unwrap()]);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    let (a, b) = (rows(&whole), rows(&stopped));
+    for (chain, (a, b)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(a.len(), b.len(), "chain {}: rows", chain + 1);
+        if let Some(i) = (0..a.len()).find(|&i| a[i] != b[i]) {
+            panic!(
+                "{method}, {signal}: chain {} differs at line {i}: {} vs {}",
+                chain + 1,
+                a[i],
+                b[i]
+            );
+        }
+    }
+    let file = std::fs::read_to_string(stopped.join("logistic-1.csv")).unwrap();
+    assert!(
+        file.contains("Elapsed Time"),
+        "the resumed file ends as a finished one"
+    );
+    assert!(!file.contains("interrupted"), "{file}");
+    let _ = std::fs::remove_dir_all(&whole);
+    let _ = std::fs::remove_dir_all(&stopped);
+    text(&resumed.stdout)
+}
+
+/// SIGKILL mid-sampling, after at least one checkpoint of each chain: the rows after the
+/// checkpoint are dropped and made again, identically.
+#[test]
+fn a_killed_run_resumes_to_the_rows_of_an_uninterrupted_one() {
+    for method in ["hmc", "rns-hmc"] {
+        let stdout = resumed_equals_uninterrupted(method, "300", "-KILL", |dir| {
+            checkpointed(dir).iter().all(|&k| k > 0)
+        });
+        assert!(stdout.contains("chain 1: resumed after draw"), "{stdout}");
+    }
+}
+
+/// SIGINT (Ctrl-C): the chains save a checkpoint as they stop, so the resumed run makes no
+/// draw twice.
+#[test]
+fn an_interrupted_run_resumes_to_the_rows_of_an_uninterrupted_one() {
+    resumed_equals_uninterrupted("arns-hmc", "300", "-INT", |dir| {
+        checkpointed(dir).iter().all(|&k| k > 0)
+    });
+}
+
+/// Killed in warmup, before any checkpoint: the chains start again and, being seeded, make the
+/// same rows.
+#[test]
+fn a_run_killed_in_warmup_starts_again_with_the_same_rows() {
+    // A warmup of 5000 iterations takes about a second: the kill comes in it, once the files
+    // are there.
+    let stdout = resumed_equals_uninterrupted("hmc", "5000", "-KILL", |dir| {
+        dir.join("logistic-2.csv").exists() && checkpointed(dir) == [0, 0]
+    });
+    assert!(stdout.contains("starts again"), "{stdout}");
+}
+
+#[test]
+fn resume_refuses_other_options_a_folder_without_a_run_and_changed_files() {
+    let dir = temp_dir("refusals");
+    let out = shmc(&["sample", "--resume", dir.to_str().unwrap(), "--draws", "5"]);
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("give it alone"),
+        "{err}"
+    );
+    let out = shmc(&["sample", "--resume", dir.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no shmc-run.json"),
+        "{err}"
+    );
+    // A finished run whose header was edited: other settings, refused before any file changes.
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "banana",
+        "--chains",
+        "2",
+        "--warmup",
+        "50",
+        "--draws",
+        "50",
+        "--quiet",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let path = dir.join("banana-1.csv");
+    let edited = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("num_samples = 50", "num_samples = 60");
+    std::fs::write(&path, &edited).unwrap();
+    let out = shmc(&["sample", "--resume", dir.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("cannot be resumed"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), edited);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
