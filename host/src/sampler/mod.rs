@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, RiemannianReport};
+pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, Recorder, RiemannianReport};
 pub use checkpoint::{Checkpoint, Resumed};
 pub use config::{Init, SampleConfig, StepSize};
 pub use method::{Method, NutsSettings, RmhmcSettings, SurrogateSettings, VhmcSettings};

@@ -6,7 +6,10 @@
 //! A window's point is the mean acceptance probability of its proposals, not their accepted
 //! share: the probability is the less noisy estimate of the same rate.
 
+use serde::{Deserialize, Serialize};
+
 use crate::sampler::proposer::LearningPoint;
+use crate::surrogates::exact_floats;
 
 /// Warmup windows per chain at most: enough for a curve, few enough for one line of a file.
 const POINTS: usize = 40;
@@ -15,15 +18,17 @@ const POINTS: usize = 40;
 const MIN_WINDOW: usize = 10;
 
 /// The proposals of the window being filled.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Window {
+    #[serde(with = "exact_floats")]
     sum: f64,
     point: LearningPoint,
     sampling: bool,
 }
 
-/// Collects a chain's learning curve as its surrogate proposes.
-#[derive(Clone, Debug)]
+/// Collects a chain's learning curve as its surrogate proposes (saved with a checkpoint, so that
+/// a resumed chain's curve is an uninterrupted one's).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Recorder {
     warmup: usize,
     window: usize,

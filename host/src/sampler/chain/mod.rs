@@ -42,12 +42,12 @@ use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, HmcConfig, Potential, State, Tr
 
 pub use guard::{Collapse, WINDOW as COLLAPSE_WINDOW};
 pub use kernel::{KernelWork, RiemannianReport};
+pub use learning::Recorder;
 
 use self::adaptation::Adaptation;
 use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
 use self::guard::Guard;
 use self::kernel::Riemannian;
-use self::learning::Recorder;
 use super::checkpoint::{self, Checkpoint, Resumed};
 use super::config::{Init, SampleConfig, StepSize};
 use super::fitted::Precomputed;
@@ -167,6 +167,9 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
     /// The surrogate's report saved with a resumed chain's checkpoint: the proposer rebuilt
     /// from the saved surrogate knows nothing of how it was fitted.
     saved_report: Option<SurrogateReport>,
+    /// The states the surrogate had learned from, saved with a resumed chain's checkpoint (the
+    /// rebuilt proposer cannot tell either).
+    saved_learned: Option<usize>,
 }
 
 impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
@@ -263,6 +266,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             sampling_clock: None,
             saved_surrogate: resumed.is_some_and(|r| r.checkpoint.saved_surrogate),
             saved_report: None,
+            saved_learned: None,
         };
         if let Some(resumed) = resumed {
             chain.restore(resumed)?;
@@ -435,6 +439,10 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             kernel.restore(report);
         }
         self.saved_report = c.surrogate.clone();
+        self.saved_learned = c.learned;
+        if let Some(learning) = &c.learning {
+            self.learning = learning.clone();
+        }
         self.adaptation = None;
         let result = &mut self.result;
         result.warmup_evaluations = c.warmup_evaluations;
@@ -498,11 +506,19 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             },
             training_seconds: self.training_seconds,
             warmup_seconds: self.result.warmup_seconds,
+            learning: Some(self.learning.clone()),
+            learned: self.learned(),
         };
         self.outlets.sink.checkpoint(&checkpoint, surrogate)?;
         self.saved_surrogate = checkpoint.saved_surrogate;
         self.saved_at = Instant::now();
         Ok(())
+    }
+
+    /// The states the surrogate has learned from ([`Proposer::learned`]), if there is one.
+    fn learned(&self) -> Option<usize> {
+        self.saved_learned
+            .or_else(|| self.proposer.as_deref().map(|p| p.learned()))
     }
 
     /// Whether the surrogate proposes now.
@@ -598,9 +614,8 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             )
         };
         self.ran_generalized = generalized;
-        if proposed && let Some(phase) = self.proposer.as_deref() {
-            self.learning
-                .observe(self.done + 1, phase.learned(), t.accept_prob);
+        if proposed && let Some(states) = self.learned() {
+            self.learning.observe(self.done + 1, states, t.accept_prob);
         }
         let approximate = self.approximate();
         // RMHMC's step size adapts on its exact acceptance: its dynamics record no end point.
