@@ -1,11 +1,12 @@
-//! The CmdStan CSV reader behind `shmc summary` on any bytes (it reads line by line, so
-//! invalid UTF-8 is input too): an error is fine, a panic is a bug.
+//! The CmdStan CSV reader behind `shmc summary` and `shmc report` on any bytes (it reads line
+//! by line, so invalid UTF-8 is input too), and the reader of its `# shmc` footer lines: an
+//! error is fine, a panic is a bug.
 #![no_main]
 
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use shmc::output::parse_stan_csv;
+use shmc::output::{ChainFooter, parse_stan_csv};
 
 fuzz_target!(|bytes: &[u8]| {
     if let Ok(csv) = parse_stan_csv(bytes, Path::new("fuzz.csv")) {
@@ -15,5 +16,7 @@ fuzz_target!(|bytes: &[u8]| {
             csv.columns.iter().all(|c| c.len() == rows),
             "ragged columns"
         );
+        let footer = ChainFooter::parse(&csv.shmc);
+        assert!(footer.other.len() + footer.unreadable.len() <= csv.shmc.len());
     }
 });

@@ -7,9 +7,11 @@
 //! The layers import one way, each only from those before it: [`models`] (with [`data`],
 //! [`optimize`] and [`row_sum`], the capability to share a pass over the data) →
 //! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
-//! drive any surrogate) → [`output`], [`mod@bench`] and [`sbc`] (simulation-based calibration
-//! of any sampler) → [`api`] (the short way in: [`Sampler`]) → [`cli`]. Below them all: [`random`] (the seeded streams), [`diagnostics`],
-//! [`error`], [`memory`] (allocations sized before they are made). [`umbridge`] straddles the models: its protocol and client sit below them (a
+//! drive any surrogate) → [`output`] → [`mod@bench`], [`sbc`] (simulation-based calibration
+//! of any sampler) and [`report`] (a run's files as one HTML page) → [`api`] (the short way in:
+//! [`Sampler`]) → [`cli`]. Below them all: [`random`] (the seeded streams), [`diagnostics`],
+//! [`error`], [`memory`] (allocations sized before they are made), [`plot`] (the look of every
+//! SVG plot). [`umbridge`] straddles the models: its protocol and client sit below them (a
 //! served model is a model), its server above (it serves them).
 //!
 //! # Your own model
@@ -30,7 +32,9 @@ pub mod models;
 pub mod optimize;
 pub mod output;
 pub mod pde;
+pub mod plot;
 pub mod random;
+pub mod report;
 pub mod riemannian;
 pub mod row_sum;
 pub mod sampler;

@@ -4,6 +4,7 @@
 mod bench;
 mod method_args;
 pub mod options;
+mod report;
 mod resume;
 mod rmhmc_args;
 mod sample;
@@ -40,6 +41,9 @@ enum Command {
     Sample(Box<sample::SampleArgs>),
     /// Print the summary table of existing CmdStan CSV files (one per chain).
     Summary(summary::SummaryArgs),
+    /// Write a run folder's CSVs as one self-contained HTML page: summary table, traces,
+    /// histograms, pairs, acceptance, divergences, evaluations and the surrogate's training.
+    Report(report::ReportArgs),
     /// List the built-in models and their parameters.
     Models,
     /// Explore with exact HMC, train a surrogate on the visited states, and save it.
@@ -240,6 +244,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     let result = match cli.command {
         Command::Sample(args) => sample::run(&args),
         Command::Summary(args) => summary::run(&args),
+        Command::Report(args) => report::run(&args),
         Command::Train(args) => train::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Sbc(args) => sbc::run(&args),

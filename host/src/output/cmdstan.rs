@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use shmc_core::Steps;
 
+use super::footer::{evaluations_line, learning_line};
 use super::resume;
 use crate::sampler::{
     ChainResult, Checkpoint, DrawSink, Method, Resumed, SAMPLER_COLUMNS, SampleConfig, StepSize,
@@ -347,10 +348,7 @@ impl DrawSink for CsvSink {
             ("warmup", &chain.warmup_evaluations),
             ("sampling", &chain.sampling_evaluations),
         ] {
-            text.push_str(&format!(
-                "# shmc {phase}: {} iterations, {} exact gradients, {} exact values, {} surrogate gradients\n",
-                e.iterations, e.exact_gradients, e.exact_values, e.surrogate_gradients
-            ));
+            text.push_str(&format!("# {}\n", evaluations_line(phase, e)));
         }
         if let Some(s) = &chain.surrogate {
             text.push_str(&format!(
@@ -366,6 +364,9 @@ impl DrawSink for CsvSink {
             ));
             if let Some(t) = &s.trajectory {
                 text.push_str(&format!("# shmc surrogate trajectories: {t}\n"));
+            }
+            if !s.learning.is_empty() {
+                text.push_str(&format!("# {}\n", learning_line(&s.learning)));
             }
             if let Some(p) = &s.precompute {
                 text.push_str(&format!(
@@ -425,9 +426,23 @@ pub struct StanCsv {
     /// The file's `inference = …` comment when the run was approximate (VHMC with its
     /// published acceptance rule), else `None`.
     pub approximate: Option<String>,
+    /// The `key = value` comment lines before the column header (the run's configuration:
+    /// `model`, `num_warmup`, `seed`, shmc's `shmc_method` …), in file order.
+    pub settings: Vec<(String, String)>,
+    /// The `# shmc …` lines after the draws, without `# shmc ` (what the chain's phases cost,
+    /// and a surrogate's training): [`ChainFooter::parse`](super::ChainFooter::parse) reads them.
+    pub shmc: Vec<String>,
 }
 
 impl StanCsv {
+    /// The value of the header's setting `key`, if present (the first, if it repeats).
+    pub fn setting(&self, key: &str) -> Option<&str> {
+        self.settings
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The values of the named column, if present.
     pub fn column(&self, name: &str) -> Option<&[f64]> {
         self.names
@@ -464,6 +479,8 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
     let mut interrupted = false;
     let mut complete = false;
     let mut approximate = None;
+    let mut settings = Vec::new();
+    let mut shmc = Vec::new();
     let mut rows = 0usize;
     for (index, line) in input.lines().enumerate() {
         let number = index + 1;
@@ -480,6 +497,9 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
                 if let Some(n) = parse_config_number(text, "save_warmup") {
                     save_warmup = n != 0;
                 }
+                if let Some((key, value)) = text.trim_start_matches('#').split_once(" = ") {
+                    settings.push((key.trim().to_string(), value.trim().to_string()));
+                }
             }
             interrupted |= text.contains("Sampling interrupted");
             complete |= text.contains("Elapsed Time");
@@ -489,6 +509,11 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
                 .strip_prefix("inference = ")
             {
                 approximate = Some(label.to_string());
+            }
+            if names.is_some()
+                && let Some(line) = text.strip_prefix("# shmc ")
+            {
+                shmc.push(line.to_string());
             }
             continue;
         }
@@ -536,6 +561,8 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
         interrupted,
         complete,
         approximate,
+        settings,
+        shmc,
     })
 }
 
@@ -572,6 +599,16 @@ mod tests {
         let mut chain = ChainResult::new(1, 0, 0);
         chain.warmup_seconds = 0.1;
         chain.sampling_seconds = 0.2;
+        let point = crate::sampler::LearningPoint {
+            iteration: 3,
+            states: 20,
+            proposals: 2,
+            acceptance: 0.5,
+        };
+        chain.surrogate = Some(crate::sampler::SurrogateReport {
+            learning: vec![point],
+            ..Default::default()
+        });
         sink.finish(&chain).unwrap();
         drop(sink);
         let csv = read_stan_csv(&path).unwrap();
@@ -580,6 +617,13 @@ mod tests {
         assert_eq!(csv.column("b.1").unwrap(), &[-3e-20, 7.0]);
         assert_eq!(csv.column("n_leapfrog__").unwrap(), &[4.0, 5.0]);
         assert!(!csv.interrupted && csv.complete);
+        assert_eq!(csv.setting("model"), Some("test"));
+        assert_eq!(csv.setting("num_warmup"), Some("1"));
+        // The costs of both phases, the surrogate's training and its learning curve.
+        assert_eq!(csv.shmc.len(), 4, "{:?}", csv.shmc);
+        let footer = super::super::ChainFooter::parse(&csv.shmc);
+        assert_eq!(footer.warmup, Some(Default::default()));
+        assert_eq!(footer.learning, [point]);
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("# Step size = 0.1\n"));
         assert!(text.contains(",4,1,"), "integer columns: {text}");

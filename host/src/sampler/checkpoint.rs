@@ -21,7 +21,7 @@ use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use shmc_core::Steps;
 
-use super::chain::RiemannianReport;
+use super::chain::{Recorder, RiemannianReport};
 use super::proposer::{Collapse, SurrogateReport};
 use super::{Evaluations, PhaseReport};
 use crate::surrogates::{Surrogate, exact_floats};
@@ -92,6 +92,13 @@ pub struct Checkpoint {
     /// Seconds spent in warmup.
     #[serde(with = "exact_floats")]
     pub warmup_seconds: f64,
+    /// The surrogate's learning curve so far (absent from checkpoints written before shmc
+    /// recorded it: a resumed chain's curve then starts at the checkpoint).
+    #[serde(default)]
+    pub learning: Option<Recorder>,
+    /// The states the surrogate had learned from (fixed after warmup), for a surrogate method.
+    #[serde(default)]
+    pub learned: Option<usize>,
 }
 
 /// A chain to resume: its checkpoint, the kept rows written up to it (sampler columns then

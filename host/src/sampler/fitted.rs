@@ -228,6 +228,15 @@ impl Proposer for FittedPhase<'_> {
         &self.report
     }
 
+    /// ARNS-HMC, once learning online: the batch states it replayed and every state learned
+    /// since (its proposal swaps these updates in at random times, so it may lag a little).
+    fn learned(&self) -> usize {
+        match self.online_since {
+            Some(_) => self.report.online_updates as usize,
+            None => self.report.training_states,
+        }
+    }
+
     fn surrogate(&self) -> Option<&dyn Surrogate> {
         self.proposal.as_ref().map(|p| p.surrogate.as_ref())
     }

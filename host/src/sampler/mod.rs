@@ -30,11 +30,11 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, RiemannianReport};
+pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, Recorder, RiemannianReport};
 pub use checkpoint::{Checkpoint, Resumed};
 pub use config::{Init, SampleConfig};
 pub use method::{Method, NutsSettings, RmhmcSettings, StepSize, SurrogateSettings, VhmcSettings};
-pub use proposer::{Precompute, SurrogateReport};
+pub use proposer::{LearningPoint, Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
 pub use variational::PILOT_STATES;

@@ -73,6 +73,13 @@ pub trait Proposer {
     /// The cost and fit so far.
     fn report(&self) -> &SurrogateReport;
 
+    /// The states the surrogate has learned from so far, the x-axis of its learning curve
+    /// ([`SurrogateReport::learning`]): by default those of its batch fit (and, for a method
+    /// that counts them there, those learned online since).
+    fn learned(&self) -> usize {
+        self.report().training_states
+    }
+
     /// The trained surrogate, if any (VHMC: its learned part, without the Laplace blend).
     fn into_surrogate(self: Box<Self>) -> Option<Box<dyn Surrogate>>;
 }
@@ -134,6 +141,28 @@ pub struct SurrogateReport {
     /// If the surrogate's exact acceptance collapsed during warmup: when, and to what (the
     /// chain went on with exact HMC).
     pub collapse: Option<Collapse>,
+    /// The learning curve: the acceptance of the surrogate's proposals in windows of warmup
+    /// iterations as it learns, then one point for all of sampling's (the surrogate fixed).
+    /// Whether a longer warmup or more training states would still pay shows only here.
+    #[serde(default)]
+    pub learning: Vec<LearningPoint>,
+}
+
+/// One point of the learning curve: the acceptance of consecutive surrogate proposals and what
+/// the surrogate had learned from when it made them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LearningPoint {
+    /// The chain's iteration (1-based, warmup included) of the last of the proposals.
+    pub iteration: usize,
+    /// The states the surrogate had learned from by then ([`Proposer::learned`]; 0 for a
+    /// surrogate fitted before sampling or loaded from a file, which learns nothing in the run).
+    pub states: usize,
+    /// The proposals.
+    pub proposals: usize,
+    /// Their mean Metropolis–Hastings acceptance probability (under the exact `U`, except with
+    /// an approximate acceptance rule, which the output labels).
+    #[serde(with = "exact_floats")]
+    pub acceptance: f64,
 }
 
 /// What precomputing a surrogate from the exact potential cost.

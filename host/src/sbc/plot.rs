@@ -9,6 +9,7 @@ use plotters::prelude::*;
 use statrs::distribution::{Binomial, DiscreteCDF};
 
 use super::uniformity::{Bins, Uniformity};
+use crate::plot::{self, BAND as BAND_COLOUR, BAR, Canvas, Drawn};
 use crate::{Error, Result};
 
 /// The band's coverage per bin.
@@ -23,21 +24,26 @@ pub fn rank_histogram(
     bins: Bins,
     replications: usize,
 ) -> Result<()> {
-    draw(path, name, test, bins, replications).map_err(|e| {
+    let cannot = |e: &dyn std::fmt::Display| {
         Error::invalid(format!(
             "{}: cannot draw the histogram: {e}",
             path.display()
         ))
+    };
+    let svg = plot::svg((720, 420), |root| {
+        draw(root, name, test, bins, replications)
     })
+    .map_err(|e| cannot(&e))?;
+    std::fs::write(path, svg).map_err(|e| cannot(&e))
 }
 
 fn draw(
-    path: &Path,
+    root: &Canvas<'_>,
     name: &str,
     test: &Uniformity,
     bins: Bins,
     replications: usize,
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
+) -> Drawn {
     // Bin b spans the rank values from `start(b)` up to `start(b + 1)`.
     let mut start = 0;
     let spans: Vec<(f64, f64)> = (0..bins.count)
@@ -64,20 +70,15 @@ fn draw(
         .fold(1.0, f64::max)
         * 1.1;
 
-    let root = SVGBackend::new(path, (720, 420)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "{name}: rank of the truth among {} draws, χ² p = {:.3}",
-                bins.max_rank, test.p_value
-            ),
-            ("sans-serif", 18),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0.0..(bins.max_rank + 1) as f64, 0.0..top)?;
+    let mut chart = plot::chart(
+        root,
+        &format!(
+            "{name}: rank of the truth among {} draws, χ² p = {:.3}",
+            bins.max_rank, test.p_value
+        ),
+        0.0..(bins.max_rank + 1) as f64,
+        0.0..top,
+    )?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -86,7 +87,7 @@ fn draw(
         .x_desc("rank  (grey: 99 % of a bin's counts if ranks are uniform; line: expected)")
         .y_desc("replications per bin")
         .draw()?;
-    let band = RGBColor(215, 215, 215).filled();
+    let band = BAND_COLOUR.filled();
     chart.draw_series(
         spans
             .iter()
@@ -97,14 +98,13 @@ fn draw(
         let inset = 0.08 * (x1 - x0);
         Rectangle::new(
             [(x0 + inset, 0.0), (x1 - inset, c as f64)],
-            RGBColor(70, 110, 170).mix(0.8).filled(),
+            BAR.mix(0.8).filled(),
         )
     }))?;
     chart.draw_series(spans.iter().enumerate().map(|(b, &(x0, x1))| {
         let expected = replications as f64 * bins.probability(b);
         PathElement::new(vec![(x0, expected), (x1, expected)], BLACK.stroke_width(2))
     }))?;
-    root.present()?;
     Ok(())
 }
 

@@ -29,6 +29,7 @@ mod adaptation;
 mod dynamics;
 mod guard;
 mod kernel;
+mod learning;
 pub(super) mod start;
 
 use std::cell::Cell;
@@ -41,6 +42,7 @@ use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, HmcConfig, Potential, State, Tr
 
 pub use guard::{Collapse, WINDOW as COLLAPSE_WINDOW};
 pub use kernel::{KernelWork, RiemannianReport};
+pub use learning::Recorder;
 
 use self::adaptation::Adaptation;
 use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
@@ -137,6 +139,8 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
     ran_generalized: bool,
     guard: Guard,
     collapse: Option<Collapse>,
+    /// The surrogate's acceptance against the states it had learned from.
+    learning: Recorder,
     result: ChainResult,
     row: Vec<f64>,
     outlets: Outlets<'o>,
@@ -163,6 +167,9 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
     /// The surrogate's report saved with a resumed chain's checkpoint: the proposer rebuilt
     /// from the saved surrogate knows nothing of how it was fitted.
     saved_report: Option<SurrogateReport>,
+    /// The states the surrogate had learned from, saved with a resumed chain's checkpoint (the
+    /// rebuilt proposer cannot tell either).
+    saved_learned: Option<usize>,
 }
 
 impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
@@ -245,6 +252,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             ran_generalized: false,
             guard: Guard::default(),
             collapse: None,
+            learning: Recorder::new(config.warmup),
             result: ChainResult::new(number, names, config.draws),
             row: Vec::with_capacity(SAMPLER_COLUMNS.len() + names),
             _leave: Leave(outlets.monitor, number),
@@ -258,6 +266,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             sampling_clock: None,
             saved_surrogate: resumed.is_some_and(|r| r.checkpoint.saved_surrogate),
             saved_report: None,
+            saved_learned: None,
         };
         if let Some(resumed) = resumed {
             chain.restore(resumed)?;
@@ -384,6 +393,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
                 .take()
                 .unwrap_or_else(|| phase.report().clone());
             report.collapse = self.collapse;
+            report.learning = self.learning.take_points();
             self.result.surrogate = Some(report);
             self.result.trained = phase.into_surrogate().map(Arc::from);
         }
@@ -429,6 +439,10 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             kernel.restore(report);
         }
         self.saved_report = c.surrogate.clone();
+        self.saved_learned = c.learned;
+        if let Some(learning) = &c.learning {
+            self.learning = learning.clone();
+        }
         self.adaptation = None;
         let result = &mut self.result;
         result.warmup_evaluations = c.warmup_evaluations;
@@ -492,11 +506,19 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             },
             training_seconds: self.training_seconds,
             warmup_seconds: self.result.warmup_seconds,
+            learning: Some(self.learning.clone()),
+            learned: self.learned(),
         };
         self.outlets.sink.checkpoint(&checkpoint, surrogate)?;
         self.saved_surrogate = checkpoint.saved_surrogate;
         self.saved_at = Instant::now();
         Ok(())
+    }
+
+    /// The states the surrogate has learned from ([`Proposer::learned`]), if there is one.
+    fn learned(&self) -> Option<usize> {
+        self.saved_learned
+            .or_else(|| self.proposer.as_deref().map(|p| p.learned()))
     }
 
     /// Whether the surrogate proposes now.
@@ -592,6 +614,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             )
         };
         self.ran_generalized = generalized;
+        if proposed && let Some(states) = self.learned() {
+            self.learning.observe(self.done + 1, states, t.accept_prob);
+        }
         let approximate = self.approximate();
         // RMHMC's step size adapts on its exact acceptance: its dynamics record no end point.
         let stat = if proposed && !approximate && !generalized {
