@@ -182,10 +182,10 @@ impl CsvSink {
         Ok(sink)
     }
 
-    /// The sink of a stopped chain's file `path` and the chain to resume (see
-    /// [`resume::read`]: `warmup_rows` saved warmup rows, `dim` parameters): the file cut back
-    /// to its checkpoint and written on after it, or, if the chain stopped in warmup, written
-    /// anew. An error if its header is not the one `header` makes (other settings).
+    /// The sink of a stopped chain's file `path` and the chain to resume, for a model of `dim`
+    /// parameters: the file cut back to the rows its checkpoint counts (after `warmup_rows`
+    /// saved warmup rows), dropping later rows and any end block, and written on after them;
+    /// or, if the chain stopped in warmup, written anew. An error if its header is not the one `header` makes (other settings).
     pub fn resume(
         path: &Path,
         header: &CsvHeader,
@@ -200,8 +200,28 @@ impl CsvSink {
                 path.display()
             )));
         }
-        let Some(resumed) = resume::read(path, dim, warmup_rows)? else {
+        let Some((checkpoint, surrogate)) = resume::read(path, dim)? else {
             return Ok((Self::create(path, header)?, None));
+        };
+        cut(path, warmup_rows + checkpoint.kept)?;
+        let file = read_stan_csv(path)?;
+        let kept = file.columns.first().map_or(0, Vec::len);
+        if kept != checkpoint.kept || file.columns.len() != SAMPLER_COLUMNS.len() + dim {
+            return Err(Error::invalid(format!(
+                "{}: {kept} draws of {} columns where its checkpoint counts {} draws of {}",
+                path.display(),
+                file.columns.len(),
+                checkpoint.kept,
+                SAMPLER_COLUMNS.len() + dim
+            )));
+        }
+        let rows = (0..kept)
+            .map(|i| file.columns.iter().map(|c| c[i]).collect())
+            .collect();
+        let resumed = Resumed {
+            checkpoint,
+            rows,
+            surrogate,
         };
         let file = std::fs::OpenOptions::new()
             .append(true)
@@ -406,6 +426,47 @@ impl DrawSink for CsvSink {
         ))?;
         self.flush()
     }
+}
+
+/// Cuts `csv` back to its header, its first `rows` rows and the adaptation block among them,
+/// through a temporary file renamed over it. An error if it holds fewer rows.
+fn cut(csv: &Path, rows: usize) -> Result<()> {
+    let text = std::fs::read_to_string(csv).map_err(|e| Error::io(csv, e))?;
+    let mut kept = String::with_capacity(text.len());
+    let (mut header_seen, mut seen, mut adaptation_lines) = (false, 0usize, 0usize);
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let comment = line.starts_with('#');
+        if !header_seen {
+            header_seen = !comment;
+        } else if comment {
+            // The adaptation block is four comment lines; any other comment after the header
+            // starts the end block.
+            if line.starts_with("# Adaptation terminated") {
+                adaptation_lines = 4;
+            }
+            if adaptation_lines == 0 {
+                break;
+            }
+            adaptation_lines -= 1;
+        } else {
+            if seen == rows {
+                break;
+            }
+            seen += 1;
+        }
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    if seen < rows {
+        return Err(Error::invalid(format!(
+            "{}: {seen} rows where its checkpoint counts {rows}: the file was changed after the \
+             run stopped",
+            csv.display()
+        )));
+    }
+    let temporary = csv.with_extension("csv.tmp");
+    std::fs::write(&temporary, kept).map_err(|e| Error::io(&temporary, e))?;
+    std::fs::rename(&temporary, csv).map_err(|e| Error::io(csv, e))
 }
 
 /// The draws of one CmdStan CSV file.

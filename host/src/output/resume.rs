@@ -5,16 +5,14 @@
 //! `NAME-k.surrogate.json` (the surrogate file format). Each is written to a temporary file and
 //! renamed over the old one, so a kill at any moment leaves either the previous version or the
 //! new one, never a mix. Rows are flushed before the checkpoint that counts them, so the CSV
-//! always holds at least the rows a checkpoint counts.
+//! always holds at least the rows a checkpoint counts; the CSV sink cuts it back to them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::sampler::{Checkpoint, Resumed, SAMPLER_COLUMNS};
+use crate::sampler::Checkpoint;
 use crate::surrogates::{Surrogate, SurrogateMeta, kinds};
 use crate::{Error, Result};
-
-use super::cmdstan::read_stan_csv;
 
 /// The checkpoint file of the chain whose rows are in `csv`.
 pub fn checkpoint_path(csv: &Path) -> PathBuf {
@@ -64,11 +62,12 @@ pub fn remove(csv: &Path) {
     }
 }
 
-/// The chain of `csv` to resume, if it saved a checkpoint (`None`: it stopped in warmup and
-/// starts again), for a model of `dim` parameters. The CSV is cut back to the rows the
-/// checkpoint counts (`warmup_rows` saved warmup rows before them), dropping later rows and any
-/// end block, so that the chain's sink appends from there.
-pub fn read(csv: &Path, dim: usize, warmup_rows: usize) -> Result<Option<Resumed>> {
+/// A chain's checkpoint and the surrogate saved beside it, if it saved one.
+pub type Saved = (Checkpoint, Option<Arc<dyn Surrogate>>);
+
+/// What the chain whose rows are in `csv` saved (a model of `dim` parameters), if it saved a
+/// checkpoint (`None`: it stopped in warmup and starts again).
+pub fn read(csv: &Path, dim: usize) -> Result<Option<Saved>> {
     let path = checkpoint_path(csv);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -86,65 +85,5 @@ pub fn read(csv: &Path, dim: usize, warmup_rows: usize) -> Result<Option<Resumed
     } else {
         None
     };
-    cut(csv, warmup_rows + checkpoint.kept)?;
-    let file = read_stan_csv(csv)?;
-    let kept = file.columns.first().map_or(0, Vec::len);
-    if kept != checkpoint.kept || file.columns.len() != SAMPLER_COLUMNS.len() + dim {
-        return Err(Error::invalid(format!(
-            "{}: {kept} draws of {} columns where its checkpoint counts {} draws of {}",
-            csv.display(),
-            file.columns.len(),
-            checkpoint.kept,
-            SAMPLER_COLUMNS.len() + dim
-        )));
-    }
-    let rows = (0..kept)
-        .map(|i| file.columns.iter().map(|c| c[i]).collect())
-        .collect();
-    Ok(Some(Resumed {
-        checkpoint,
-        rows,
-        surrogate,
-    }))
-}
-
-/// Cuts `csv` back to its header, its first `rows` rows and the adaptation block among them,
-/// through a temporary file renamed over it. An error if it holds fewer rows.
-fn cut(csv: &Path, rows: usize) -> Result<()> {
-    let text = std::fs::read_to_string(csv).map_err(|e| Error::io(csv, e))?;
-    let mut kept = String::with_capacity(text.len());
-    let (mut header_seen, mut seen, mut adaptation_lines) = (false, 0usize, 0usize);
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let comment = line.starts_with('#');
-        if !header_seen {
-            header_seen = !comment;
-        } else if comment {
-            // The adaptation block is four comment lines; any other comment after the header
-            // starts the end block.
-            if line.starts_with("# Adaptation terminated") {
-                adaptation_lines = 4;
-            }
-            if adaptation_lines == 0 {
-                break;
-            }
-            adaptation_lines -= 1;
-        } else {
-            if seen == rows {
-                break;
-            }
-            seen += 1;
-        }
-        kept.push_str(line);
-        kept.push('\n');
-    }
-    if seen < rows {
-        return Err(Error::invalid(format!(
-            "{}: {seen} rows where its checkpoint counts {rows}: the file was changed after the \
-             run stopped",
-            csv.display()
-        )));
-    }
-    let temporary = csv.with_extension("csv.tmp");
-    std::fs::write(&temporary, kept).map_err(|e| Error::io(&temporary, e))?;
-    std::fs::rename(&temporary, csv).map_err(|e| Error::io(csv, e))
+    Ok(Some((checkpoint, surrogate)))
 }

@@ -14,7 +14,6 @@
 
 mod chain;
 mod checked;
-pub mod checkpoint;
 mod config;
 mod fitted;
 pub mod lockstep;
@@ -30,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use chain::checkpoint::{self, Checkpoint, Resumed};
 pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, Recorder, RiemannianReport};
-pub use checkpoint::{Checkpoint, Resumed};
 pub use config::{Init, SampleConfig};
 pub use method::{Method, NutsSettings, RmhmcSettings, StepSize, SurrogateSettings, VhmcSettings};
 pub use proposer::{LearningPoint, Precompute, SurrogateReport};

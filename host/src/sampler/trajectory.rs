@@ -60,7 +60,7 @@ pub fn lengthen(steps: Steps, factor: u32) -> Steps {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrajectoryChoice {
     /// The trajectory lengths.
-    #[serde(with = "super::checkpoint::StepsRecord")]
+    #[serde(with = "super::chain::checkpoint::StepsRecord")]
     pub steps: Steps,
     /// The smallest predicted ESS per draw over directions, moments and frequency errors.
     pub predicted_ess_per_draw: f64,

@@ -26,6 +26,7 @@
 //! no checkpoint: a resumed NUTS chain starts again, with the same draws.
 
 mod adaptation;
+pub mod checkpoint;
 mod dynamics;
 mod guard;
 mod kernel;
@@ -45,10 +46,10 @@ pub use kernel::{KernelWork, RiemannianReport};
 pub use learning::Recorder;
 
 use self::adaptation::Adaptation;
+use self::checkpoint::{Checkpoint, Resumed};
 use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
 use self::guard::Guard;
 use self::kernel::Riemannian;
-use super::checkpoint::{self, Checkpoint, Resumed};
 use super::config::{Init, SampleConfig};
 use super::fitted::Precomputed;
 use super::method::{Method, StepSize};

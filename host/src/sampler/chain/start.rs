@@ -4,7 +4,7 @@ use nalgebra::DVector;
 use rand::Rng;
 use shmc_core::{Dyn, Exact, Potential, State, random::uniform};
 
-use crate::sampler::checkpoint::Checkpoint;
+use super::checkpoint::Checkpoint;
 use crate::sampler::config::Init;
 use crate::sampler::fitted::{FittedPhase, Precomputed};
 use crate::sampler::method::Method;

@@ -21,9 +21,10 @@ use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use shmc_core::Steps;
 
-use super::chain::{Recorder, RiemannianReport};
-use super::proposer::{Collapse, SurrogateReport};
-use super::{Evaluations, PhaseReport};
+use super::kernel::RiemannianReport;
+use super::learning::Recorder;
+use crate::sampler::proposer::{Collapse, SurrogateReport};
+use crate::sampler::{Evaluations, PhaseReport};
 use crate::surrogates::{Surrogate, exact_floats};
 
 /// How often a sampling chain saves its checkpoint: a killed run makes again at most this much
@@ -102,7 +103,7 @@ pub struct Checkpoint {
 }
 
 /// A chain to resume: its checkpoint, the kept rows written up to it (sampler columns then
-/// parameters, as [`super::DrawSink::draw`] received them), and its saved surrogate.
+/// parameters, as [`crate::sampler::DrawSink::draw`] received them), and its saved surrogate.
 #[derive(Clone, Debug)]
 pub struct Resumed {
     /// The chain's state.
