@@ -67,6 +67,14 @@ pub trait Model: Potential + Send + Sync {
     fn riemannian_metric(&self, _start: &[f64]) -> Option<Box<dyn RiemannianMetric + '_>> {
         None
     }
+
+    /// The memory one more chain evaluating at the same time adds to the model's own: the
+    /// scratch an evaluation works in (the elliptic PDE: a factorization workspace and its
+    /// vectors), so that a run's chains are sized against the memory limit before they start.
+    /// 0, the default: evaluations need nothing the model does not already hold.
+    fn bytes_per_chain(&self) -> u128 {
+        0
+    }
 }
 
 /// A model that can play its own data-generating process: draw parameters from its prior, then

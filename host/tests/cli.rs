@@ -1085,6 +1085,21 @@ fn sizes_above_the_memory_limit_name_the_option_to_change() {
             "a 500×500 finite-element mesh with 20 Karhunen–Loève modes would need",
         ),
         (
+            // The mesh fits; 40 chains' factorization workspaces (one each) do not.
+            vec![
+                "--model",
+                "elliptic-pde",
+                "--mesh",
+                "60",
+                "--chains",
+                "40",
+                "--memory-limit",
+                "100000000",
+            ],
+            "40 chains evaluating at once, with 2870880 bytes of the model's scratch each would \
+             need 114835200 bytes",
+        ),
+        (
             vec![
                 "--model",
                 "banana",
@@ -1098,6 +1113,7 @@ fn sizes_above_the_memory_limit_name_the_option_to_change() {
         ),
     ] {
         let driver = match args[1] {
+            _ if args.contains(&"--chains") => "--chains",
             "banana" => "--draws",
             "elliptic-pde" => "--mesh",
             _ if args[2] == "--data" => "--data",

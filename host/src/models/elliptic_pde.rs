@@ -611,6 +611,14 @@ impl Model for EllipticPde {
         Some(self)
     }
 
+    /// One [`Scratch`]: each chain evaluating at once takes its own from the pool.
+    fn bytes_per_chain(&self) -> u128 {
+        let vectors = 2 * self.mesh.quadrature_len()
+            + 2 * self.mesh.nodes()
+            + self.mesh.unknowns() * self.modes();
+        self.mesh.workspace_bytes(self.modes()) + 8 * vectors as u128
+    }
+
     fn parameter_names(&self) -> Vec<String> {
         indexed_names("theta", self.modes())
     }

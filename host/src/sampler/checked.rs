@@ -134,6 +134,10 @@ impl<M: Model + ?Sized> Model for Checked<'_, M> {
         self.model.riemannian_metric(start)
     }
 
+    fn bytes_per_chain(&self) -> u128 {
+        self.model.bytes_per_chain()
+    }
+
     fn work(&self) -> Vec<(&'static str, u64)> {
         self.model.work()
     }

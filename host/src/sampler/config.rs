@@ -155,6 +155,16 @@ impl SampleConfig {
             "draws",
             crate::memory::f64s([self.chains, self.draws, columns]),
             self.memory_limit,
+        )?;
+        let scratch = model.bytes_per_chain();
+        crate::memory::check(
+            &format!(
+                "{} chains evaluating at once, with {scratch} bytes of the model's scratch each",
+                self.chains
+            ),
+            "chains",
+            scratch.checked_mul(self.chains as u128),
+            self.memory_limit,
         )
     }
 

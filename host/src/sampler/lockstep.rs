@@ -446,4 +446,8 @@ impl<M: Model + ?Sized> Model for Member<'_, '_, M> {
     fn riemannian_metric(&self, start: &[f64]) -> Option<Box<dyn RiemannianMetric + '_>> {
         self.seat.lockstep.model.riemannian_metric(start)
     }
+
+    fn bytes_per_chain(&self) -> u128 {
+        self.seat.lockstep.model.bytes_per_chain()
+    }
 }
