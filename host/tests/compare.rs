@@ -7,9 +7,25 @@ fn compare(baseline: &str) -> String {
     let dir = std::env::temp_dir().join(format!("shmc-compare-{}-{baseline}", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
         .args([
-            "sample", "--model", "banana", "--method", "rns-hmc", "--chains", "2", "--warmup",
-            "300", "--draws", "600", "--hidden", "40", "--quiet", "--compare", baseline,
-            "--compare-draws", "300", "--output",
+            "sample",
+            "--model",
+            "banana",
+            "--method",
+            "rns-hmc",
+            "--chains",
+            "2",
+            "--warmup",
+            "300",
+            "--draws",
+            "600",
+            "--hidden",
+            "40",
+            "--quiet",
+            "--compare",
+            baseline,
+            "--compare-draws",
+            "300",
+            "--output",
         ])
         .arg(&dir)
         .output()
