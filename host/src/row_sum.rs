@@ -63,6 +63,15 @@ pub trait RowSum: Sync {
     /// not need may be left as it is. `index < segments()`.
     fn segment(&self, index: usize, queries: &[Query<'_>], out: &mut [f64]);
 
+    /// The number of rows `N` the row sum adds up (its segments together).
+    fn rows(&self) -> usize;
+
+    /// Writes `Σ_{i ∈ rows} ∇ℓᵢ(point)` into `grad` (overwriting it): the gradient of the
+    /// listed rows' terms alone, without the prior. Any row sum can sum a subset of its rows,
+    /// which is what a minibatch estimate of `∇U` needs (SGLD rescales it by `N/n` before
+    /// [`Self::finish`] adds the prior's gradient). Indices are below [`Self::rows`].
+    fn rows_gradient(&self, point: &[f64], rows: &[usize], grad: &mut [f64]);
+
     /// Adds the part of `U` that is not a sum over rows (the prior) at `point` to the row sum:
     /// to `value` if `need` asks for the value, and its gradient to `grad` if it asks for the
     /// gradient.
@@ -135,4 +144,30 @@ pub fn evaluate<S: RowSum + ?Sized>(sum: &S, point: &[f64], need: Need, grad: &m
         total.add(record);
     }
     total.finish(sum, point)
+}
+
+/// Checks that `sum`'s [`RowSum::rows_gradient`] over all rows plus the prior's gradient is the
+/// full `∇U` at `point`, and that two halves add up to the whole (a model's minibatch gradient
+/// must be the same row terms as its full one).
+#[cfg(test)]
+pub(crate) fn assert_rows_gradient_adds_up<S: RowSum + shmc_core::Potential>(
+    sum: &S,
+    point: &[f64],
+) {
+    let d = point.len();
+    let mut full = vec![0.0; d];
+    sum.gradient(point, &mut full);
+    let all: Vec<usize> = (0..sum.rows()).collect();
+    let (first, second) = all.split_at(all.len() / 2);
+    let (mut a, mut b) = (vec![0.0; d], vec![0.0; d]);
+    sum.rows_gradient(point, first, &mut a);
+    sum.rows_gradient(point, second, &mut b);
+    let mut whole: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    sum.finish(point, Need::Gradient, &mut 0.0, &mut whole);
+    for (j, (w, f)) in whole.iter().zip(&full).enumerate() {
+        assert!(
+            (w - f).abs() <= 1e-9 * (1.0 + f.abs()),
+            "coordinate {j}: rows {w} against the full gradient {f}"
+        );
+    }
 }

@@ -224,6 +224,19 @@ impl RowSum for Rows {
         }
     }
 
+    fn rows(&self) -> usize {
+        self.rows.len() / self.d
+    }
+
+    fn rows_gradient(&self, point: &[f64], rows: &[usize], grad: &mut [f64]) {
+        grad.fill(0.0);
+        for &i in rows {
+            for j in 0..self.d {
+                grad[j] += point[j] - self.rows[i * self.d + j];
+            }
+        }
+    }
+
     fn finish(&self, _: &[f64], _: Need, _: &mut f64, _: &mut [f64]) {
         self.pass_gate();
         let n = self.finishes.fetch_add(1, Ordering::Relaxed);

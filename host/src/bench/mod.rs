@@ -48,6 +48,7 @@ pub mod grid;
 pub mod nuts;
 pub mod ttr;
 pub mod umbridge;
+pub mod vhmc;
 
 /// The experiments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use clap::Args;
 
 use crate::bench::grid::{format_problems, format_sweep, run_problems, run_sweep};
+use crate::bench::vhmc::{format_vhmc_table, plot_errors, run_vhmc};
 use crate::bench::{Experiment, METHOD_KEYS, format_table, run_experiment};
 use crate::models::elliptic_pde::PdeSettings;
 use crate::{Error, Result};
@@ -23,8 +24,12 @@ pub struct BenchArgs {
     /// bulk and tail ESS reach 400, for NUTS, exact HMC and RNS-HMC with surrogate-driven
     /// warmup, on lr-sim, bank, a9a and pde), or UM-Bridge (the protocol's overhead per
     /// evaluation on loopback, 4 chains against a served PDE model with 1 and 2 workers, and
-    /// served calls per effective sample of HMC and RNS-HMC).
-    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge"])]
+    /// served calls per effective sample of HMC and RNS-HMC), or the VHMC paper's comparison
+    /// (exact HMC, VHMC with the exact and the published, APPROXIMATE, acceptance, and SGLD,
+    /// APPROXIMATE: relative error of the posterior mean and variance against a long exact HMC
+    /// reference, as a function of wall seconds, on beta-binomial, probit, a9a and simulated
+    /// ICA).
+    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge", "vhmc"])]
     experiment: String,
     /// A smaller run (under a minute): fewer observations, iterations and hidden units.
     #[arg(long)]
@@ -32,6 +37,9 @@ pub struct BenchArgs {
     /// Also write the rows as a JSON array to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// vhmc: also draw one SVG per problem of error against seconds into DIR.
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
     /// Folder with the real data files (bank-additional-full.csv, a9a).
     #[arg(long, default_value = "../shared/data", value_name = "DIR")]
     data_dir: PathBuf,
@@ -74,6 +82,12 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     }
     if args.experiment == "umbridge" {
         return run_umbridge(args);
+    }
+    if args.experiment == "vhmc" {
+        return run_vhmc_bench(args);
+    }
+    if args.plots.is_some() {
+        return Err(Error::invalid("--plots is for shmc bench vhmc"));
     }
     let experiment = match args.experiment.as_str() {
         "lr-sim" => Experiment::LrSim,
@@ -126,6 +140,26 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     let rows = run_experiment(experiment, &settings, args.quick, &|m| eprintln!("{m}"))?;
     print!("{}", format_table(&rows));
     write_json(args, &rows)?;
+    Ok(0)
+}
+
+/// `shmc bench vhmc`: the table, the verdicts, the JSON rows and the plots.
+fn run_vhmc_bench(args: &BenchArgs) -> Result<i32> {
+    let bench = run_vhmc(args.quick, &args.data_dir, args.seed, &|m| eprintln!("{m}"))?;
+    print!("{}", format_vhmc_table(&bench.rows));
+    println!(
+        "sgld and vhmc-approximate are APPROXIMATE inference (no exact Metropolis-Hastings \
+         correction); errors are against the exact HMC reference"
+    );
+    for line in &bench.verdicts {
+        println!("{line}");
+    }
+    write_json(args, &bench.rows)?;
+    if let Some(dir) = &args.plots {
+        for path in plot_errors(dir, &bench.rows)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
     Ok(0)
 }
 

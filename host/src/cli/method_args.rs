@@ -6,7 +6,7 @@ use clap::Args;
 use super::rmhmc_args::RmhmcArgs;
 use super::surrogate_args::SurrogateArgs;
 use super::trajectory_args::TrajectoryArgs;
-use crate::sampler::{Method, NutsSettings};
+use crate::sampler::{Method, NutsSettings, SgldSettings};
 use crate::{Error, Result};
 
 /// Which sampler runs the chains, and how.
@@ -25,16 +25,32 @@ pub struct MethodArgs {
     /// with the model's own metric (logistic: the Fisher information; elliptic-pde: the
     /// Gauss-Newton diagonal frozen at the start), rns-rmhmc RNS-HMC's network fitted on the
     /// exact warmup, then RMHMC on its potential and SoftAbs'd Hessian (both judged by the
-    /// exact U; the generalized leapfrog's options: --rmhmc-step-size and below).
+    /// exact U; the generalized leapfrog's options: --rmhmc-step-size and below). sgld is
+    /// stochastic-gradient Langevin dynamics (Welling & Teh), the VHMC paper's baseline: one
+    /// Langevin step per iteration on a minibatch gradient, no MH step (APPROXIMATE; logistic
+    /// and probit only; --sgld-batch and below).
     #[arg(long, default_value = "hmc",
           value_parser = ["hmc", "nuts", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc",
-                          "rmhmc", "rns-rmhmc"])]
+                          "rmhmc", "rns-rmhmc", "sgld"])]
     pub method: String,
     /// nuts: the most doublings of a trajectory, at most 2^DEPTH - 1 leapfrog steps (Stan's
     /// max_depth). Transitions that reach it (treedepth__ = DEPTH) mean the step size is small
     /// for the posterior's scale.
     #[arg(long, default_value_t = NutsSettings::default().max_depth, value_name = "DEPTH")]
     pub max_depth: u64,
+    /// sgld: rows per minibatch (the VHMC paper's 500).
+    #[arg(long, default_value_t = SgldSettings::default().batch, value_name = "ROWS")]
+    pub sgld_batch: usize,
+    /// sgld: the scale a of the step size a (b + t)^-gamma at iteration t (warmup included).
+    /// It must suit the posterior's scale (a step well below its smallest variance).
+    #[arg(long, default_value_t = SgldSettings::default().a)]
+    pub sgld_a: f64,
+    /// sgld: the offset b of the step size a (b + t)^-gamma.
+    #[arg(long, default_value_t = SgldSettings::default().b)]
+    pub sgld_b: f64,
+    /// sgld: the decay gamma of the step size a (b + t)^-gamma (Welling & Teh's 0.55).
+    #[arg(long, default_value_t = SgldSettings::default().gamma)]
+    pub sgld_gamma: f64,
     #[command(flatten)]
     pub trajectory: TrajectoryArgs,
     #[command(flatten)]
@@ -65,6 +81,12 @@ impl MethodArgs {
             }
             "nuts" => Method::Nuts(NutsSettings {
                 max_depth: self.max_depth,
+            }),
+            "sgld" => Method::Sgld(SgldSettings {
+                batch: self.sgld_batch,
+                a: self.sgld_a,
+                b: self.sgld_b,
+                gamma: self.sgld_gamma,
             }),
             "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(warmup, seed)?),
             "vhmc" => Method::Vhmc(self.surrogate.vhmc(seed)?),

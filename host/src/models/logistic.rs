@@ -338,6 +338,20 @@ impl RowSum for LogisticRegression {
         }
     }
 
+    fn rows(&self) -> usize {
+        self.data.n
+    }
+
+    fn rows_gradient(&self, beta: &[f64], rows: &[usize], grad: &mut [f64]) {
+        let d = self.data.p;
+        grad.fill(0.0);
+        for &i in rows {
+            let row = &self.data.x[i * d..(i + 1) * d];
+            let (_, sigmoid) = softplus_sigmoid(dot(row, beta));
+            axpy(sigmoid - self.data.y[i], row, grad);
+        }
+    }
+
     fn finish(&self, beta: &[f64], need: Need, value: &mut f64, grad: &mut [f64]) {
         let precision = 1.0 / self.prior_variance;
         if need.gradient() {
@@ -406,6 +420,12 @@ impl Generative for LogisticRegression {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_gradient_is_the_full_gradient_in_parts() {
+        let model = LogisticRegression::simulate(3000, 5, 4).unwrap();
+        crate::row_sum::assert_rows_gradient_adds_up(&model, &[0.3, -0.2, 0.5, 0.1, -0.4]);
+    }
     use shmc_core::fastmath::exp;
 
     /// A random data set with `N(0, scale²)` features and fair-coin responses.

@@ -8,6 +8,7 @@ pub mod elliptic_pde;
 mod fd_check;
 pub mod gaussian;
 pub mod gp_hyper;
+pub mod ica;
 pub mod logistic;
 pub mod probit;
 pub mod umbridge;

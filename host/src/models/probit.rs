@@ -188,6 +188,21 @@ impl RowSum for ProbitRegression {
         }
     }
 
+    fn rows(&self) -> usize {
+        self.data.n
+    }
+
+    fn rows_gradient(&self, theta: &[f64], rows: &[usize], grad: &mut [f64]) {
+        let d = self.data.p;
+        grad.fill(0.0);
+        for &i in rows {
+            let row = &self.data.x[i * d..(i + 1) * d];
+            let sign = self.signs[i];
+            let (_, mills) = log_cdf_and_mills::<true>(sign * dot(row, theta));
+            axpy(-sign * mills, row, grad);
+        }
+    }
+
     fn finish(&self, theta: &[f64], need: Need, value: &mut f64, grad: &mut [f64]) {
         let precision = 1.0 / self.prior_variance;
         if need.gradient() {
@@ -360,6 +375,12 @@ fn erfcx(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_gradient_is_the_full_gradient_in_parts() {
+        let model = ProbitRegression::simulate(3000, 5, 4).unwrap();
+        crate::row_sum::assert_rows_gradient_adds_up(&model, &[0.3, -0.2, 0.5, 0.1, -0.4]);
+    }
 
     fn rel(a: f64, b: f64) -> f64 {
         (a - b).abs() / b.abs()

@@ -82,10 +82,16 @@ pub fn format_number(x: f64) -> String {
     }
 }
 
-/// The label of approximate inference, in the output and the CSV files: VHMC's published
-/// acceptance rule, or a grid's complete variant (`method` `grid-hmc-complete` or
+/// The label of approximate inference, in the output and the CSV files: SGLD, VHMC's
+/// published acceptance rule, or a grid's complete variant (`method` `grid-hmc-complete` or
 /// `sg-hmc-complete`) with its estimated bound `2‖U − Ũ‖∞` on `KL(P‖Q)` once the grid is built.
 pub fn approximate_label(method: &str, kl_bound: Option<f64>) -> String {
+    if method == "sgld" {
+        return "APPROXIMATE inference: sgld takes Langevin steps on minibatch gradients with no \
+                Metropolis-Hastings correction, so the draws are biased by the step size and the \
+                gradient noise (lp__ and energy__ are not computed: NaN)"
+            .into();
+    }
     if method.starts_with("vhmc") {
         return "APPROXIMATE inference: vhmc with the published acceptance rule accepts with the \
                 surrogate V, so the draws target exp(-V), not the exact posterior (lp__ holds -V)"
@@ -124,6 +130,14 @@ impl CsvHeader {
             Method::Nuts(nuts) => Engine::Nuts {
                 max_depth: nuts.max_depth,
             },
+            Method::Sgld(sgld) => {
+                extra.push(("sgld_batch".into(), sgld.batch.to_string()));
+                extra.push((
+                    "sgld_step_size".into(),
+                    format!("{} * ({} + t)^-{}", sgld.a, sgld.b, sgld.gamma),
+                ));
+                Engine::Static
+            }
             _ => {
                 extra.push(("trajectory_steps".into(), config.steps.max().to_string()));
                 let jittered = matches!(config.steps, Steps::Jittered(_));

@@ -145,6 +145,9 @@ impl SampleConfig {
         if matches!(self.method, Method::Nuts(_)) {
             self.validate_nuts()?;
         }
+        if matches!(self.method, Method::Sgld(_)) && model.row_sum().is_none() {
+            return Err(super::sgld::not_row_sum());
+        }
         self.method.validate(self.warmup)?;
         let columns = SAMPLER_COLUMNS.len() + model.parameter_names().len();
         crate::memory::check(

@@ -20,6 +20,7 @@ pub mod lockstep;
 mod method;
 mod nuts;
 mod proposer;
+mod sgld;
 mod target_ess;
 pub mod trajectory;
 mod variational;
@@ -32,7 +33,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use chain::checkpoint::{self, Checkpoint, Resumed};
 pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, Recorder, RiemannianReport};
 pub use config::{Init, SampleConfig};
-pub use method::{Method, NutsSettings, RmhmcSettings, StepSize, SurrogateSettings, VhmcSettings};
+pub use method::{
+    Method, NutsSettings, RmhmcSettings, SgldSettings, StepSize, SurrogateSettings, VhmcSettings,
+};
 pub use proposer::{LearningPoint, Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
@@ -383,6 +386,7 @@ fn run_caught<M: Model + ?Sized>(
 ) -> Result<ChainResult> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &config.method {
         Method::Nuts(settings) => nuts::run_chain(model, config, settings, chain, outlets),
+        Method::Sgld(settings) => sgld::run_chain(model, config, settings, chain, outlets),
         _ => chain::run_chain(model, config, precomputed, chain, outlets, resumed),
     }))
     .unwrap_or_else(|payload| {
@@ -531,7 +535,9 @@ fn run_chains<M: Model + ?Sized>(
         )
     });
     let (precomputed_ref, monitor_ref) = (precomputed.as_ref(), monitor.as_ref());
-    let lockstep = if config.lockstep && config.chains >= 2 {
+    // SGLD never evaluates the whole row sum: there is no pass over the data to share.
+    let shares_passes = !matches!(config.method, Method::Sgld(_));
+    let lockstep = if config.lockstep && config.chains >= 2 && shares_passes {
         lockstep::Lockstep::new(&model, config.chains)
     } else {
         None

@@ -81,8 +81,9 @@ pub fn proposer<'m>(
     precomputed: Option<&Precomputed>,
 ) -> Result<Option<Box<dyn Proposer + 'm>>> {
     Ok(match method {
-        // NUTS runs its own chain (the sampler's `nuts` module) and only shares the start.
-        Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) => None,
+        // NUTS and SGLD run their own chains (the sampler's `nuts` and `sgld` modules) and
+        // only share the start.
+        Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) | Method::Sgld(_) => None,
         Method::RnsHmc(settings) | Method::RnsRmhmc(settings, _) => Some(Box::new(
             FittedPhase::new(false, settings, model, precomputed)?,
         )),
