@@ -62,6 +62,14 @@ pub struct BenchArgs {
     /// Default: the issue's 43.8, measured on a 2-core AMD EPYC.
     #[arg(long, value_name = "RATE")]
     nutpie: Option<f64>,
+    /// lr-sim, bank, a9a: also draw the random-bases journal's figures from this run as SVG
+    /// files in DIR (created if needed): Fig. 6 (HMC vs RNS-HMC marginals, needs the hmc and rns
+    /// rows), Fig. 8 (relative error of the mean vs elapsed seconds, HMC, RNS-HMC, ARNS-HMC and
+    /// NUTS), and Figs. 5 and 4 (RNS-HMC acceptance vs training states and vs hidden units,
+    /// networks fitted on the hmc row's burn-in, extra runs timed in the log). The journal's
+    /// acceptance vs dimension panel is left out.
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
 }
 
 /// Runs `shmc bench`.
@@ -112,6 +120,12 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         }
         settings.steps = steps;
     }
+    if args.plots.is_some() && experiment == Experiment::Pde {
+        return Err(Error::invalid(
+            "--plots draws the journal's figures for lr-sim, bank and a9a",
+        ));
+    }
+    settings.plots = args.plots.clone();
     eprintln!(
         "{}: step size {}, steps 1..={}, burn-in {} (training after {}), {} draws, {} hidden units, {} cores",
         args.experiment,
@@ -145,10 +159,12 @@ fn run_ttr(args: &BenchArgs) -> Result<i32> {
         || args.step_size.is_some()
         || args.steps.is_some()
         || args.nutpie.is_some()
+        || args.plots.is_some()
     {
         return Err(Error::invalid(
             "bench ttr runs NUTS, exact HMC and its surrogate configuration with adapted step \
-             sizes: --methods, --step-size, --steps and --nutpie are for the other experiments",
+             sizes: --methods, --step-size, --steps, --nutpie and --plots are for the other \
+             experiments",
         ));
     }
     let log = |m: &str| eprintln!("{m}");
@@ -178,11 +194,12 @@ fn run_grid(args: &BenchArgs) -> Result<i32> {
         || args.steps.is_some()
         || args.hidden.is_some()
         || args.nutpie.is_some()
+        || args.plots.is_some()
     {
         return Err(Error::invalid(
             "bench grid runs HMC, RNS-HMC and the grid method with a pilot's step size and \
-             each problem's network: --methods, --step-size, --steps, --hidden and --nutpie are \
-             for the other experiments",
+             each problem's network: --methods, --step-size, --steps, --hidden, --nutpie and \
+             --plots are for the other experiments",
         ));
     }
     let log = |m: &str| eprintln!("{m}");
@@ -204,6 +221,7 @@ fn run_umbridge(args: &BenchArgs) -> Result<i32> {
         || args.hidden.is_some()
         || args.nutpie.is_some()
         || args.json.is_some()
+        || args.plots.is_some()
     {
         return Err(Error::invalid(
             "bench umbridge takes only --quick and --seed",
