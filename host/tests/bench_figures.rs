@@ -129,18 +129,34 @@ fn fig8_without_nuts_measures_each_row_against_the_others() {
     ];
     let (curves, note) = rem_curves(&all).unwrap().unwrap();
     assert!(note.contains("other rows"), "{note}");
+    assert_eq!(curves.len(), 2);
     // |1 − 2| / |2| and |2 − 1| / |1|: neither is 0, which its own draws would give.
     assert!((curves[0].points.last().unwrap().1 - 0.5).abs() < 1e-12);
     assert!((curves[1].points.last().unwrap().1 - 1.0).abs() < 1e-12);
     // One row alone has nothing to be measured against.
     assert!(rem_curves(&all[..1]).unwrap().is_none());
+    // A row that made the very same draws as another is no reference for it.
+    let copies = [
+        traces("rns", "RNS-HMC", vec![chain(2, 10, |_, _| 2.0)]),
+        traces("arns", "ARNS-HMC", vec![chain(2, 10, |_, _| 2.0)]),
+    ];
+    assert!(rem_curves(&copies).unwrap().is_none());
+    let three = [all[0].clone(), copies[0].clone(), copies[1].clone()];
+    let (curves, _) = rem_curves(&three).unwrap().unwrap();
+    // HMC against the two copies pooled (|1 − 2| / 2); each copy against HMC alone (1).
+    let ends: Vec<f64> = curves.iter().map(|c| c.points.last().unwrap().1).collect();
+    assert_eq!(ends, [0.5, 1.0, 1.0]);
 }
 
 #[test]
 fn fig8_thins_long_runs_to_a_few_hundred_points() {
     let all = [
         traces("hmc", "HMC", vec![chain(2, 5000, wiggle)]),
-        traces("arns", "ARNS-HMC", vec![chain(2, 5000, wiggle)]),
+        traces(
+            "arns",
+            "ARNS-HMC",
+            vec![chain(2, 5000, |p, i| wiggle(p, i) + 3.0)],
+        ),
     ];
     let (curves, _) = rem_curves(&all).unwrap().unwrap();
     let points = &curves[0].points;

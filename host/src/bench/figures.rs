@@ -244,7 +244,8 @@ fn pooled_mean(chains: &[&ChainTrace]) -> Vec<f64> {
 
 /// Fig. 8's curves and the sentence saying what their reference mean is. With NUTS: its
 /// chains 2.. pooled are the reference and its chain 1 is plotted. Without: each row against
-/// the pooled draws of the other rows (never its own). `None` with fewer than two traces.
+/// the pooled draws of the other rows whose draws differ from its own (a row with no such
+/// other is not plotted). `None` when no row can be.
 pub fn rem_curves(traces: &[Traces]) -> Result<Option<(Vec<RemCurve>, String)>> {
     let papers: Vec<&Traces> = traces
         .iter()
@@ -267,25 +268,27 @@ pub fn rem_curves(traces: &[Traces]) -> Result<Option<(Vec<RemCurve>, String)>> 
         );
         return Ok(Some((curves, note)));
     }
-    if papers.len() < 2 {
-        return Ok(None);
-    }
+    // Rows can make the very same draws (same seed, same start, same fit: on the quick lr-sim
+    // run RNS-HMC's and ARNS-HMC's rows agree to every ESS digit): such a copy is the row's own
+    // draws, not a reference.
     let curves = papers
         .iter()
-        .enumerate()
-        .map(|(i, t)| {
+        .filter_map(|t| {
             let others: Vec<&ChainTrace> = papers
                 .iter()
-                .enumerate()
-                .filter(|&(j, _)| j != i)
-                .map(|(_, o)| &o.chains[0])
+                .map(|o| &o.chains[0])
+                .filter(|o| o.draws != t.chains[0].draws)
                 .collect();
-            rem_curve(&t.method, &t.chains[0], &pooled_mean(&others))
+            (!others.is_empty()).then(|| rem_curve(&t.method, &t.chains[0], &pooled_mean(&others)))
         })
         .collect::<Result<Vec<_>>>()?;
+    if curves.is_empty() {
+        return Ok(None);
+    }
     Ok(Some((
         curves,
-        "reference mean: the other rows' kept draws pooled (no NUTS row ran)".into(),
+        "reference mean: the other rows' draws pooled, copies of its own left out (no NUTS row)"
+            .into(),
     )))
 }
 
