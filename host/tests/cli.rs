@@ -1168,3 +1168,40 @@ fn corrupt_surrogate_and_draw_files_name_the_file_and_line() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_plots_folder_that_cannot_be_made_is_one_line_naming_it() {
+    let dir = temp_dir("plots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let target = file.join("figs");
+    let out = shmc(&[
+        "bench",
+        "lr-sim",
+        "--quick",
+        "--plots",
+        target.to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stderr = stderr(&out);
+    assert!(!out.status.success());
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains(&*target.to_string_lossy()), "{stderr}");
+    // It failed before any sampling.
+    assert!(!stderr.contains("running HMC"), "{stderr}");
+}
+
+#[test]
+fn bench_plots_are_for_the_regressions() {
+    let dir = temp_dir("plots-pde");
+    let out = shmc(&["bench", "pde", "--quick", "--plots", dir.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--plots draws the journal's figures for lr-sim, bank and a9a"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "nothing is made for a run that is refused");
+}

@@ -44,6 +44,7 @@ use crate::surrogates::FitMethod;
 use crate::surrogates::network::TrainOptions;
 use crate::{Error, Model, Result};
 
+pub mod figures;
 pub mod grid;
 pub mod nuts;
 pub mod ttr;
@@ -95,6 +96,9 @@ pub struct BenchSettings {
     /// nutpie's min ESS_bulk per second on the LR simulation, on the machine the bench runs on
     /// (`host/benches/nutpie_lr_sim.py` measures it); the all-in row is compared with it.
     pub nutpie_rate: f64,
+    /// The folder to draw the journal's figures in ([`figures`]), created if needed; `None`:
+    /// no figures, and no runs for them.
+    pub plots: Option<PathBuf>,
 }
 
 /// The keys of the rows a bench can run, in the order they run: HMC, RNS-HMC (potential and
@@ -163,6 +167,7 @@ impl Experiment {
                 .map(|k| k.to_string())
                 .collect(),
             nutpie_rate: NUTPIE_LR_SIM_MIN_ESS_PER_SECOND,
+            plots: None,
         };
         if quick {
             // Bank's 45 steps make an exact iteration ~8x the others': fewer iterations keep
@@ -527,13 +532,23 @@ fn all_in_row(
     Ok(all_in)
 }
 
-/// Runs the rows `settings.methods` names on the experiment, in the order of [`METHOD_KEYS`].
+/// Runs the rows `settings.methods` names on the experiment, in the order of [`METHOD_KEYS`],
+/// then, with [`BenchSettings::plots`], draws the figures (and makes their own runs).
 pub fn run_experiment(
     experiment: Experiment,
     settings: &BenchSettings,
     quick: bool,
     log: &dyn Fn(&str),
 ) -> Result<Vec<BenchRow>> {
+    if let Some(dir) = &settings.plots {
+        // Before the runs, so that a folder that cannot be made costs no minutes of sampling.
+        if experiment == Experiment::Pde {
+            return Err(Error::invalid(
+                "the journal's figures are drawn for the regressions (lr-sim, bank, a9a)",
+            ));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
     let (model, description) = experiment.model(settings, quick)?;
     let model = model.as_ref();
     log(&description);
@@ -587,6 +602,9 @@ pub fn run_experiment(
         map.evaluations, map.termination
     ));
     let mut rows: Vec<BenchRow> = Vec::new();
+    let mut traces: Vec<figures::Traces> = Vec::new();
+    // HMC's burn-in, which Figs. 5 and 4 fit their networks on.
+    let mut hmc_warmup: Vec<Vec<f64>> = Vec::new();
     for (key, label, method) in all {
         if !settings.methods.iter().any(|m| m == key) {
             continue;
@@ -605,17 +623,33 @@ pub fn run_experiment(
             steps: Steps::Jittered(settings.steps),
             adapt_mass: false,
             init: Init::Values(map.position.clone()),
-            save_warmup: false,
+            // The sink alone sees saved warmup rows: the row's figures are the same.
+            save_warmup: settings.plots.is_some() && key == "hmc",
             max_energy_error: 1000.0,
             lockstep: true,
             method,
             ..SampleConfig::default()
         };
-        let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink)];
+        let saved = if config.save_warmup { burn_in } else { 0 };
+        let (recorder, recorded) = figures::Recorder::new(Instant::now(), saved);
+        let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(recorder)];
         let work_before = model.work();
         let run = sample(model, &config, sinks, &|_, _| {}, None)?;
         let work = work_since(&work_before, &model.work());
         let chain = &run.chains[0];
+        let recorded = figures::take(&recorded);
+        if config.save_warmup {
+            hmc_warmup = recorded.warmup;
+        }
+        traces.push(figures::Traces {
+            key: key.to_string(),
+            method: label.to_string(),
+            chains: vec![figures::ChainTrace::new(
+                chain,
+                model.dim(),
+                recorded.finished,
+            )],
+        });
         let last: Vec<f64> = (0..model.dim())
             .map(|p| *chain.parameter(p).last().unwrap_or(&0.0))
             .collect();
@@ -649,7 +683,9 @@ pub fn run_experiment(
         )?);
     }
     if settings.methods.iter().any(|m| m == "nuts") {
-        rows.push(nuts_row(model, settings, quick, log)?);
+        let (row, trace) = nuts_row(model, settings, quick, log)?;
+        rows.push(row);
+        traces.push(trace);
     }
     for r in &mut rows {
         r.problem = experiment.name().to_string();
@@ -660,7 +696,84 @@ pub fn run_experiment(
             r.versus_nuts = r.min_ess_per_second_with_training / rate;
         }
     }
+    if let Some(dir) = &settings.plots {
+        let figures = Figures {
+            dir,
+            model,
+            settings,
+            traces: &traces,
+            burn_in: &hmc_warmup,
+            map: &map.position,
+        };
+        figures.draw(&surrogate, quick, log)?;
+    }
     Ok(rows)
+}
+
+/// What [`run_experiment`] hands its figures: the rows' traces, HMC's burn-in and the MAP.
+struct Figures<'a> {
+    dir: &'a std::path::Path,
+    model: &'a dyn Model,
+    settings: &'a BenchSettings,
+    traces: &'a [figures::Traces],
+    burn_in: &'a [Vec<f64>],
+    map: &'a [f64],
+}
+
+impl Figures<'_> {
+    /// Draws every figure the rows that ran allow, logging what each needed and took (Figs. 5
+    /// and 4 fit networks and run chains of their own: `surrogate` is the RNS row's).
+    fn draw(&self, surrogate: &SurrogateSettings, quick: bool, log: &dyn Fn(&str)) -> Result<()> {
+        let start = Instant::now();
+        let dir = self.dir.display();
+        let find = |key: &str| self.traces.iter().find(|t| t.key == key);
+        let names = self.model.parameter_names();
+        match (find("hmc"), find("rns")) {
+            (Some(hmc), Some(rns)) => figures::marginals(self.dir, &names, hmc, rns)?,
+            _ => log("Fig. 6 (marginals) needs the hmc and rns rows: not drawn"),
+        }
+        // Fig. 8 shows the rows the journal's does, and NUTS.
+        let shown: Vec<figures::Traces> = self
+            .traces
+            .iter()
+            .filter(|t| ["hmc", "rns", "arns", "nuts"].contains(&t.key.as_str()))
+            .cloned()
+            .collect();
+        match figures::rem_curves(&shown)? {
+            Some((curves, note)) => figures::relative_error_of_mean(self.dir, &curves, &note)?,
+            None => {
+                log("Fig. 8 (REM vs time) needs two of the hmc, rns, arns and nuts rows: not drawn")
+            }
+        }
+        if self.burn_in.is_empty() {
+            log("Figs. 5 and 4 (acceptance) fit on the hmc row's burn-in: not drawn without it");
+        } else {
+            log(
+                "Figs. 5 and 4: fitting networks on HMC's burn-in and running short RNS-HMC chains ...",
+            );
+            let states = figures::burn_in_states(
+                self.model,
+                self.burn_in,
+                self.map,
+                self.settings.train_after,
+            );
+            figures::acceptance_figures(
+                self.dir,
+                self.model,
+                self.settings,
+                surrogate,
+                &states,
+                self.map,
+                quick,
+                log,
+            )?;
+        }
+        log(&format!(
+            "figures drawn in {dir} in {:.1} s (their own runs included)",
+            start.elapsed().as_secs_f64()
+        ));
+        Ok(())
+    }
 }
 
 /// The general-purpose baseline: nutpie's NUTS ([`nuts::run_nuts`]) on the same posterior and
@@ -671,7 +784,7 @@ fn nuts_row(
     settings: &BenchSettings,
     quick: bool,
     log: &dyn Fn(&str),
-) -> Result<BenchRow> {
+) -> Result<(BenchRow, figures::Traces)> {
     let (chains, warmup) = (4, if quick { 300 } else { 1000 });
     log(&format!(
         "running NUTS (nuts-rs, nutpie's sampler): {chains} chains x ({warmup} + {}) ...",
@@ -690,10 +803,22 @@ fn nuts_row(
         run.gradients_per_draw(),
         run.run.divergences()
     ));
-    Ok(BenchRow {
+    let method = format!("NUTS (nuts-rs, {chains} chains)");
+    let trace = figures::Traces {
+        key: "nuts".into(),
+        method: method.clone(),
+        chains: run
+            .run
+            .chains
+            .iter()
+            .zip(&run.finished)
+            .map(|(c, t)| figures::ChainTrace::new(c, parameters, t.clone()))
+            .collect(),
+    };
+    let row = BenchRow {
         problem: String::new(),
         key: "nuts".into(),
-        method: format!("NUTS (nuts-rs, {chains} chains)"),
+        method,
         acceptance: f64::NAN,
         ess_min: e.min,
         ess_median: e.median,
@@ -720,7 +845,8 @@ fn nuts_row(
         versus_nuts: f64::NAN,
         work_per_iteration: per_iteration(&work, (chains * (warmup + settings.draws)) as f64),
         rmhmc: None,
-    })
+    };
+    Ok((row, trace))
 }
 
 /// The rows as the journal's Table 1.

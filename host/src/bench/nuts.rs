@@ -10,10 +10,10 @@
 //! machine in the same process, its ratio to the all-in row does not depend on which machine the
 //! bench runs on.
 
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use crate::sampler::{ChainResult, DrawSink, Method, NutsSettings, Run, SampleConfig, sample};
+use super::figures::{Recorder, take};
+use crate::sampler::{DrawSink, Method, NutsSettings, Run, SampleConfig, sample};
 use crate::{Model, Result};
 
 /// What a NUTS run left: the run itself, and when each kept draw was made.
@@ -45,30 +45,6 @@ impl NutsRun {
     }
 }
 
-/// A sink that notes when each kept draw was made (the bench saves no warmup draws, so every
-/// row is a kept one).
-struct Clock {
-    start: Instant,
-    finished: Arc<Mutex<Vec<f64>>>,
-}
-
-impl DrawSink for Clock {
-    fn adaptation(&mut self, _: f64, _: &[f64]) -> Result<()> {
-        Ok(())
-    }
-    fn draw(&mut self, _: &[f64]) -> Result<()> {
-        let at = self.start.elapsed().as_secs_f64();
-        self.finished
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(at);
-        Ok(())
-    }
-    fn finish(&mut self, _: &ChainResult) -> Result<()> {
-        Ok(())
-    }
-}
-
 /// Runs `chains` NUTS chains of `warmup + draws` iterations on `model`, all at once, each from a
 /// uniform draw on `(−2, 2)` per coordinate as Stan starts.
 pub fn run_nuts(
@@ -87,22 +63,13 @@ pub fn run_nuts(
         ..SampleConfig::default()
     };
     let start = Instant::now();
-    let times: Vec<Arc<Mutex<Vec<f64>>>> = (0..chains)
-        .map(|_| Arc::new(Mutex::new(Vec::with_capacity(draws))))
-        .collect();
-    let sinks = times
-        .iter()
-        .map(|finished| {
-            Box::new(Clock {
-                start,
-                finished: Arc::clone(finished),
-            }) as Box<dyn DrawSink>
+    let (sinks, handles): (Vec<Box<dyn DrawSink>>, Vec<_>) = (0..chains)
+        .map(|_| {
+            let (recorder, handle) = Recorder::new(start, 0);
+            (Box::new(recorder) as Box<dyn DrawSink>, handle)
         })
-        .collect();
+        .unzip();
     let run = sample(model, &config, sinks, &|_, _| {}, None)?;
-    let finished = times
-        .iter()
-        .map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(PoisonError::into_inner)))
-        .collect();
+    let finished = handles.iter().map(|h| take(h).finished).collect();
     Ok(NutsRun { run, finished })
 }

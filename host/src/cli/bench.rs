@@ -37,9 +37,6 @@ pub struct BenchArgs {
     /// Also write the rows as a JSON array to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// vhmc: also draw one SVG per problem of error against seconds into DIR.
-    #[arg(long, value_name = "DIR")]
-    plots: Option<PathBuf>,
     /// Folder with the real data files (bank-additional-full.csv, a9a).
     #[arg(long, default_value = "../shared/data", value_name = "DIR")]
     data_dir: PathBuf,
@@ -70,6 +67,15 @@ pub struct BenchArgs {
     /// Default: the issue's 43.8, measured on a 2-core AMD EPYC.
     #[arg(long, value_name = "RATE")]
     nutpie: Option<f64>,
+    /// Also draw figures as SVG files in DIR (created if needed). vhmc: one per problem of
+    /// error against seconds. lr-sim, bank, a9a: the random-bases journal's figures from this
+    /// run: Fig. 6 (HMC vs RNS-HMC marginals, needs the hmc and rns
+    /// rows), Fig. 8 (relative error of the mean vs elapsed seconds, HMC, RNS-HMC, ARNS-HMC and
+    /// NUTS), and Figs. 5 and 4 (RNS-HMC acceptance vs training states and vs hidden units,
+    /// networks fitted on the hmc row's burn-in, extra runs timed in the log). The journal's
+    /// acceptance vs dimension panel is left out.
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
 }
 
 /// Runs `shmc bench`.
@@ -85,9 +91,6 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     }
     if args.experiment == "vhmc" {
         return run_vhmc_bench(args);
-    }
-    if args.plots.is_some() {
-        return Err(Error::invalid("--plots is for shmc bench vhmc"));
     }
     let experiment = match args.experiment.as_str() {
         "lr-sim" => Experiment::LrSim,
@@ -126,6 +129,12 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         }
         settings.steps = steps;
     }
+    if args.plots.is_some() && experiment == Experiment::Pde {
+        return Err(Error::invalid(
+            "--plots draws the journal's figures for lr-sim, bank and a9a",
+        ));
+    }
+    settings.plots = args.plots.clone();
     eprintln!(
         "{}: step size {}, steps 1..={}, burn-in {} (training after {}), {} draws, {} hidden units, {} cores",
         args.experiment,
@@ -179,10 +188,12 @@ fn run_ttr(args: &BenchArgs) -> Result<i32> {
         || args.step_size.is_some()
         || args.steps.is_some()
         || args.nutpie.is_some()
+        || args.plots.is_some()
     {
         return Err(Error::invalid(
             "bench ttr runs NUTS, exact HMC and its surrogate configuration with adapted step \
-             sizes: --methods, --step-size, --steps and --nutpie are for the other experiments",
+             sizes: --methods, --step-size, --steps, --nutpie and --plots are for the other \
+             experiments",
         ));
     }
     let log = |m: &str| eprintln!("{m}");
@@ -212,11 +223,12 @@ fn run_grid(args: &BenchArgs) -> Result<i32> {
         || args.steps.is_some()
         || args.hidden.is_some()
         || args.nutpie.is_some()
+        || args.plots.is_some()
     {
         return Err(Error::invalid(
             "bench grid runs HMC, RNS-HMC and the grid method with a pilot's step size and \
-             each problem's network: --methods, --step-size, --steps, --hidden and --nutpie are \
-             for the other experiments",
+             each problem's network: --methods, --step-size, --steps, --hidden, --nutpie and \
+             --plots are for the other experiments",
         ));
     }
     let log = |m: &str| eprintln!("{m}");
@@ -238,6 +250,7 @@ fn run_umbridge(args: &BenchArgs) -> Result<i32> {
         || args.hidden.is_some()
         || args.nutpie.is_some()
         || args.json.is_some()
+        || args.plots.is_some()
     {
         return Err(Error::invalid(
             "bench umbridge takes only --quick and --seed",

@@ -51,7 +51,7 @@ fn figure(what: &str, size: (u32, u32), draw: impl FnOnce(&Canvas<'_>) -> Drawn)
 
 /// The range of the finite values of `series`, widened when they are all equal (or absent) so
 /// that the axis has a length.
-fn span<'a>(series: impl IntoIterator<Item = &'a [f64]>) -> Range<f64> {
+pub(crate) fn span<'a>(series: impl IntoIterator<Item = &'a [f64]>) -> Range<f64> {
     let (lo, hi) = series
         .into_iter()
         .flatten()
@@ -97,7 +97,10 @@ fn thinned_points(series: &[f64], stride: usize) -> Vec<(f64, f64)> {
 }
 
 /// A line through `points` (plotters' `PathElement`: its line series is a feature left out).
-fn line<S: Into<ShapeStyle>>(points: Vec<(f64, f64)>, style: S) -> Option<PathElement<(f64, f64)>> {
+pub(crate) fn line<S: Into<ShapeStyle>>(
+    points: Vec<(f64, f64)>,
+    style: S,
+) -> Option<PathElement<(f64, f64)>> {
     (!points.is_empty()).then(|| PathElement::new(points, style))
 }
 
