@@ -3,7 +3,7 @@
 use shmc_core::Steps;
 
 use super::SAMPLER_COLUMNS;
-use super::method::{Method, StepSize};
+use super::method::{Method, SgldSettings, StepSize};
 
 use crate::{Error, Model, Result};
 
@@ -146,7 +146,7 @@ impl SampleConfig {
             self.validate_nuts()?;
         }
         if matches!(self.method, Method::Sgld(_)) && model.row_sum().is_none() {
-            return Err(super::sgld::not_row_sum());
+            return Err(SgldSettings::refusal_without_rows());
         }
         self.method.validate(self.warmup)?;
         let columns = SAMPLER_COLUMNS.len() + model.parameter_names().len();

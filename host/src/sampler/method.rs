@@ -97,6 +97,14 @@ impl Default for SgldSettings {
 }
 
 impl SgldSettings {
+    /// The refusal for a model whose `U` is not a sum over data rows.
+    pub(super) fn refusal_without_rows() -> Error {
+        Error::invalid(
+            "sgld needs minibatches of the data, so a model whose U is a sum over data rows \
+             (logistic, probit); this model's is not",
+        )
+    }
+
     /// The step size `a (b + t)^(−γ)` of iteration `t` (from 0).
     pub fn step_size(&self, t: usize) -> f64 {
         self.a * (self.b + t as f64).powf(-self.gamma)

@@ -46,7 +46,9 @@ pub(super) fn run_chain<M: Model + ?Sized>(
     number: usize,
     outlets: Outlets<'_>,
 ) -> Result<ChainResult> {
-    let sum = model.row_sum().ok_or_else(not_row_sum)?;
+    let sum = model
+        .row_sum()
+        .ok_or_else(SgldSettings::refusal_without_rows)?;
     let potential: &(dyn Potential + Sync) = &model;
     let mut rng = chain_rng(config.seed, number);
     let start = initial_state(potential, &config.init, number, &mut rng)?;
@@ -136,14 +138,6 @@ pub(super) fn run_chain<M: Model + ?Sized>(
     result.inv_mass = vec![1.0; d];
     outlets.sink.finish(&result)?;
     Ok(result)
-}
-
-/// The refusal for a model whose `U` is not a sum over data rows.
-pub(super) fn not_row_sum() -> Error {
-    Error::invalid(
-        "sgld needs minibatches of the data, so a model whose U is a sum over data rows \
-         (logistic, probit); this model's is not",
-    )
 }
 
 /// Records a phase of `iterations` that began at `clock`, restarts the clock, and returns the
