@@ -374,7 +374,7 @@ fn bad_input_gives_one_clear_line() {
             "sample", "--model", "banana", "--method", "rns-hmc", "--hidden", "300000", "--output",
             o,
         ],
-        "a network of 300000 hidden units would need 2162400000000 bytes",
+        "a network of 300000 hidden units would need 2164800000000 bytes",
     );
     assert_one_line_error(
         &[

@@ -97,12 +97,12 @@ impl Default for TrainOptions {
 impl TrainOptions {
     /// Refuses, before anything is allocated, a network whose training on up to `states`
     /// states would pass [`TrainOptions::memory_limit`]: the fits hold an `s × s` normal matrix,
-    /// the online updates (Greville's, score matching's) up to two more, and the design one row
-    /// of `s` per state. `s` is what the user sets, and `s²` grows fastest: 300 000 units
+    /// the online updates (Greville's, score matching's) up to two more, and the design two rows
+    /// of `s` per state (the score fit: the features and their projected gradients). `s` is what the user sets, and `s²` grows fastest: 300 000 units
     /// would need 2 TB.
     pub fn check_memory(&self, states: usize) -> Result<()> {
         let s = self.hidden as u128;
-        let bytes = (3 * s * s + states as u128 * s).checked_mul(8);
+        let bytes = (3 * s * s + 2 * states as u128 * s).checked_mul(8);
         crate::memory::check(
             &format!("a network of {} hidden units", self.hidden),
             "hidden",
