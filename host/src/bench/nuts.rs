@@ -34,14 +34,8 @@ impl NutsRun {
 
     /// Gradient evaluations per iteration, warmup included.
     pub fn gradients_per_draw(&self) -> f64 {
-        let (gradients, iterations) = self.run.chains.iter().fold((0, 0), |(g, i), c| {
-            let (w, s) = (&c.warmup_evaluations, &c.sampling_evaluations);
-            (
-                g + w.exact_gradients + s.exact_gradients,
-                i + w.iterations + s.iterations,
-            )
-        });
-        gradients as f64 / iterations as f64
+        let e = self.run.evaluations();
+        e.exact_gradients as f64 / e.iterations as f64
     }
 }
 

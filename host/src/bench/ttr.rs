@@ -284,13 +284,8 @@ fn sampler_row(
         tail: (f64::NAN, 0),
         reached: false,
     });
-    let evaluations = run.chains.iter().fold((0, 0), |(g, v), c| {
-        let (w, s) = (&c.warmup_evaluations, &c.sampling_evaluations);
-        (
-            g + w.exact_gradients + s.exact_gradients,
-            v + w.exact_values + s.exact_values,
-        )
-    });
+    let e = run.evaluations();
+    let evaluations = (e.exact_gradients, e.exact_values);
     row_from_check(
         experiment,
         method,

@@ -179,7 +179,7 @@ fn problems(
             "a9a: {} rows{}, standardized, randomly projected to 50 features",
             data.n,
             if quick {
-                " (the first 8000, --quick)"
+                " (the first 8000, in a quick run)"
             } else {
                 ""
             }
@@ -197,7 +197,7 @@ fn problems(
         });
     } else {
         notes.push(format!(
-            "a9a: skipped, {} not found (--data-dir)",
+            "a9a: skipped, {} not found (the data folder)",
             a9a.display()
         ));
     }

@@ -168,13 +168,7 @@ pub struct Cost {
 impl Cost {
     /// The cost of `run` under `label`.
     pub fn of(label: String, run: &Run) -> Self {
-        let (exact_gradients, exact_values) = run.chains.iter().fold((0, 0), |(g, v), c| {
-            let (w, s) = (&c.warmup_evaluations, &c.sampling_evaluations);
-            (
-                g + w.exact_gradients + s.exact_gradients,
-                v + w.exact_values + s.exact_values,
-            )
-        });
+        let evaluations = run.evaluations();
         let min_ess_bulk = run
             .summary()
             .iter()
@@ -183,8 +177,8 @@ impl Cost {
         Self {
             label,
             draws: run.summarized().1,
-            exact_gradients,
-            exact_values,
+            exact_gradients: evaluations.exact_gradients,
+            exact_values: evaluations.exact_values,
             min_ess_bulk,
             seconds: run.wall_seconds,
         }

@@ -359,6 +359,20 @@ impl Run {
         sum / n as f64
     }
 
+    /// Every chain's evaluations, warmup and sampling together.
+    pub fn evaluations(&self) -> Evaluations {
+        let mut total = Evaluations::default();
+        for c in &self.chains {
+            for e in [&c.warmup_evaluations, &c.sampling_evaluations] {
+                total.iterations += e.iterations;
+                total.exact_gradients += e.exact_gradients;
+                total.exact_values += e.exact_values;
+                total.surrogate_gradients += e.surrogate_gradients;
+            }
+        }
+        total
+    }
+
     /// Divergent kept draws over all chains.
     pub fn divergences(&self) -> usize {
         self.chains.iter().map(ChainResult::divergences).sum()
