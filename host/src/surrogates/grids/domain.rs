@@ -154,7 +154,7 @@ impl Domain {
     /// ([`Domain::from_laplace`]) with the estimate, whose [`MapEstimate::evaluations`] belong
     /// in the grid's precomputation cost.
     pub fn laplace(
-        potential: &dyn Potential,
+        potential: &(dyn Potential + Sync),
         start: &[f64],
         probability: f64,
     ) -> Result<(Self, MapEstimate)> {

@@ -57,7 +57,11 @@ pub struct GridFitter {
 
 impl GridFitter {
     /// The box for `model`, and the exact evaluations spent finding it (the MAP search).
-    fn domain(&self, model: &dyn Potential, states: &TrainingSet) -> Result<(Domain, u64)> {
+    fn domain(
+        &self,
+        model: &(dyn Potential + Sync),
+        states: &TrainingSet,
+    ) -> Result<(Domain, u64)> {
         let d = model.dim();
         let domain = match &self.domain {
             DomainChoice::Laplace { probability } => {
