@@ -28,7 +28,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::diagnostics::ParameterSummary;
 use crate::output::{CsvHeader, CsvSink, Progress, RunTotals, chain_path, format_summary};
-use crate::sampler::{self, ChainResult, DrawSink, Method, Run, SampleConfig};
+use crate::sampler::{
+    self, ChainResult, DrawSink, InverseMetric, MassMatrix, Method, Run, SampleConfig,
+};
 use crate::{Error, Model, Result};
 
 /// A sampling run to be made: the model and its settings. Each setter returns the sampler, so a
@@ -79,6 +81,13 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
     /// The seed every chain's stream comes from (default 1): the same seed, the same draws.
     pub fn seed(mut self, seed: u64) -> Self {
         self.config.seed = seed;
+        self
+    }
+
+    /// The mass matrix (default: diagonal, adapted in warmup); [`MassMatrix::Laplace`] takes
+    /// the Hessian at the MAP, for correlated or badly scaled posteriors.
+    pub fn metric(mut self, metric: MassMatrix) -> Self {
+        self.config.metric = metric;
         self
     }
 
@@ -158,7 +167,7 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
 #[derive(Debug, Default)]
 struct Replay {
     warmup: Vec<Vec<f64>>,
-    adaptation: Option<(f64, Vec<f64>)>,
+    adaptation: Option<(f64, InverseMetric)>,
 }
 
 /// Records a chain's [`Replay`]. Its kept rows are in the run already: a row before the
@@ -172,8 +181,8 @@ impl Recorder {
 }
 
 impl DrawSink for Recorder {
-    fn adaptation(&mut self, step_size: f64, inv_mass: &[f64]) -> Result<()> {
-        self.replay().adaptation = Some((step_size, inv_mass.to_vec()));
+    fn adaptation(&mut self, step_size: f64, inverse_metric: &InverseMetric) -> Result<()> {
+        self.replay().adaptation = Some((step_size, inverse_metric.clone()));
         Ok(())
     }
     fn draw(&mut self, row: &[f64]) -> Result<()> {
@@ -249,8 +258,8 @@ impl Fit {
                 for warmup in &replay.warmup {
                     sink.draw(warmup)?;
                 }
-                if let Some((step_size, inv_mass)) = &replay.adaptation {
-                    sink.adaptation(*step_size, inv_mass)?;
+                if let Some((step_size, inverse_metric)) = &replay.adaptation {
+                    sink.adaptation(*step_size, inverse_metric)?;
                 }
                 for i in 0..chain.kept() {
                     row.clear();

@@ -5,7 +5,8 @@
 //! CSV output and the `shmc` command line.
 //!
 //! The layers import one way, each only from those before it: [`models`] (with [`data`],
-//! [`optimize`] and [`row_sum`], the capability to share a pass over the data) →
+//! [`optimize`], [`whitening`] (the Laplace approximation as a change of variables) and
+//! [`row_sum`], the capability to share a pass over the data) →
 //! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
 //! drive any surrogate) → [`output`] → [`mod@bench`], [`sbc`] (simulation-based calibration
 //! of any sampler) and [`report`] (a run's files as one HTML page) → [`api`] (the short way in:
@@ -41,6 +42,7 @@ pub mod sampler;
 pub mod sbc;
 pub mod surrogates;
 pub mod umbridge;
+pub mod whitening;
 
 pub use api::{Fit, Sampler};
 pub use error::{Error, Result};

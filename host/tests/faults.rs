@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use shmc::core::Potential;
 use shmc::sampler::{
-    ChainResult, DrawSink, Init, Method, NullSink, NutsSettings, SampleConfig, StepSize, sample,
+    ChainResult, DrawSink, Init, InverseMetric, Method, NullSink, NutsSettings, SampleConfig,
+    StepSize, sample,
 };
 use shmc::{Error, Model, Result};
 
@@ -191,7 +192,7 @@ struct Ending {
 struct Heard(Arc<Mutex<Ending>>);
 
 impl DrawSink for Heard {
-    fn adaptation(&mut self, _: f64, _: &[f64]) -> Result<()> {
+    fn adaptation(&mut self, _: f64, _: &InverseMetric) -> Result<()> {
         Ok(())
     }
     fn draw(&mut self, _: &[f64]) -> Result<()> {

@@ -17,7 +17,8 @@ use shmc::models::probit::ProbitRegression;
 use shmc::row_sum::{self, Need, Query, RowSum};
 use shmc::sampler::lockstep::Lockstep;
 use shmc::sampler::{
-    ChainResult, DrawSink, Method, NullSink, SampleConfig, SurrogateSettings, VhmcSettings, sample,
+    ChainResult, DrawSink, InverseMetric, Method, NullSink, SampleConfig, SurrogateSettings,
+    VhmcSettings, sample,
 };
 use shmc::surrogates::FitMethod;
 use shmc::surrogates::network::TrainOptions;
@@ -277,7 +278,7 @@ struct FailingSink {
 }
 
 impl DrawSink for FailingSink {
-    fn adaptation(&mut self, _: f64, _: &[f64]) -> Result<()> {
+    fn adaptation(&mut self, _: f64, _: &InverseMetric) -> Result<()> {
         Ok(())
     }
     fn draw(&mut self, _: &[f64]) -> Result<()> {

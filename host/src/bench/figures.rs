@@ -23,8 +23,8 @@ use crate::diagnostics::relative_error_mean;
 use crate::plot::{self, Canvas, Drawn};
 use crate::report::figures::{chain_colour, line, span};
 use crate::sampler::{
-    ChainResult, DrawSink, Init, Method, NullSink, SAMPLER_COLUMNS, SampleConfig, StepSize,
-    SurrogateSettings, sample,
+    ChainResult, DrawSink, Init, InverseMetric, Method, NullSink, SAMPLER_COLUMNS, SampleConfig,
+    StepSize, SurrogateSettings, sample,
 };
 use crate::surrogates::SurrogateMeta;
 use crate::surrogates::states::TrainingSet;
@@ -74,7 +74,7 @@ pub fn take(handle: &Mutex<Recorded>) -> Recorded {
 }
 
 impl DrawSink for Recorder {
-    fn adaptation(&mut self, _: f64, _: &[f64]) -> Result<()> {
+    fn adaptation(&mut self, _: f64, _: &InverseMetric) -> Result<()> {
         Ok(())
     }
     fn draw(&mut self, row: &[f64]) -> Result<()> {

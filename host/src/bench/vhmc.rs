@@ -39,8 +39,8 @@ use crate::models::logistic::LogisticRegression;
 use crate::models::probit::ProbitRegression;
 use crate::optimize::{MapOptions, find_map};
 use crate::sampler::{
-    ChainResult, DrawSink, Init, Method, NullSink, Run, SampleConfig, SgldSettings, StepSize,
-    VhmcSettings, sample,
+    ChainResult, DrawSink, Init, InverseMetric, Method, NullSink, Run, SampleConfig, SgldSettings,
+    StepSize, VhmcSettings, sample,
 };
 use crate::surrogates::network::TrainOptions;
 use crate::{Error, Model, Result};
@@ -239,7 +239,7 @@ struct Stopwatch {
 }
 
 impl DrawSink for Stopwatch {
-    fn adaptation(&mut self, _: f64, _: &[f64]) -> Result<()> {
+    fn adaptation(&mut self, _: f64, _: &InverseMetric) -> Result<()> {
         Ok(())
     }
     fn draw(&mut self, _: &[f64]) -> Result<()> {

@@ -17,7 +17,8 @@ use shmc_core::Steps;
 use super::footer::{evaluations_line, learning_line};
 use super::resume;
 use crate::sampler::{
-    ChainResult, Checkpoint, DrawSink, Method, Resumed, SAMPLER_COLUMNS, SampleConfig, StepSize,
+    ChainResult, Checkpoint, DrawSink, InverseMetric, MassMatrix, Method, Resumed, SAMPLER_COLUMNS,
+    SampleConfig, StepSize,
 };
 use crate::surrogates::Surrogate;
 use crate::{Error, Result};
@@ -58,6 +59,9 @@ pub struct CsvHeader {
     pub seed: u64,
     /// How trajectories end.
     pub engine: Engine,
+    /// Whether the mass matrix is dense (the Laplace approximation's: `dense_e`), not
+    /// diagonal (`diag_e`).
+    pub dense_metric: bool,
     /// The data file, if any.
     pub data_file: Option<String>,
     /// Further `key = value` lines (method settings), written under `shmc`.
@@ -159,6 +163,7 @@ impl CsvHeader {
             stepsize,
             seed: config.seed,
             engine,
+            dense_metric: config.metric == MassMatrix::Laplace,
             data_file: None,
             extra,
             parameters,
@@ -306,7 +311,11 @@ fn header_text(h: &CsvHeader, path: &Path) -> String {
             line(format!("            max_depth = {max_depth}"));
         }
     }
-    line("        metric = diag_e (Default)".into());
+    if h.dense_metric {
+        line("        metric = dense_e".into());
+    } else {
+        line("        metric = diag_e (Default)".into());
+    }
     line(format!("        stepsize = {}", h.stepsize));
     line("    num_chains = 1 (Default)".into());
     line(format!("id = {}", h.chain));
@@ -335,12 +344,27 @@ fn header_text(h: &CsvHeader, path: &Path) -> String {
 }
 
 impl DrawSink for CsvSink {
-    fn adaptation(&mut self, step_size: f64, inv_mass: &[f64]) -> Result<()> {
-        let diag: Vec<String> = inv_mass.iter().map(|&m| format_number(m)).collect();
+    fn adaptation(&mut self, step_size: f64, inverse_metric: &InverseMetric) -> Result<()> {
+        let row = |values: &mut dyn Iterator<Item = f64>| {
+            let cells: Vec<String> = values.map(format_number).collect();
+            format!("# {}\n", cells.join(", "))
+        };
+        let matrix = match inverse_metric {
+            InverseMetric::Diagonal(diagonal) => format!(
+                "# Diagonal elements of inverse mass matrix:\n{}",
+                row(&mut diagonal.iter().copied())
+            ),
+            InverseMetric::Dense(matrix) => {
+                let rows: String = matrix
+                    .row_iter()
+                    .map(|r| row(&mut r.iter().copied()))
+                    .collect();
+                format!("# Elements of inverse mass matrix:\n{rows}")
+            }
+        };
         let text = format!(
-            "# Adaptation terminated\n# Step size = {}\n# Diagonal elements of inverse mass matrix:\n# {}\n",
-            format_number(step_size),
-            diag.join(", ")
+            "# Adaptation terminated\n# Step size = {}\n{matrix}",
+            format_number(step_size)
         );
         self.write(&text)?;
         self.flush()
@@ -666,7 +690,8 @@ mod tests {
         let mut sink = CsvSink::create(&path, &header).unwrap();
         sink.draw(&[-1.0, 0.5, 0.1, 0.0, 3.0, 0.0, 2.0, 9.0, 9.0])
             .unwrap();
-        sink.adaptation(0.1, &[1.0, 2.0]).unwrap();
+        sink.adaptation(0.1, &InverseMetric::Diagonal(vec![1.0, 2.0]))
+            .unwrap();
         sink.draw(&[-1.5, 0.9, 0.1, 0.0, 4.0, 1.0, 2.5, 1.25, -3e-20])
             .unwrap();
         sink.draw(&[-2.5, 1.0, 0.1, 0.0, 5.0, 0.0, 3.5, 2.5, 7.0])

@@ -20,6 +20,20 @@ pub enum Init {
     Values(Vec<f64>),
 }
 
+/// The mass matrix of HMC's kinetic energy (Stan's `metric`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MassMatrix {
+    /// Diagonal, adapted in warmup from the draws' variances (Stan's `diag_e`).
+    #[default]
+    Diagonal,
+    /// Dense: the Hessian of `U` at the MAP, the precision of the Laplace approximation
+    /// ([`crate::whitening`]), found before the chains start; the chains run in its standard
+    /// coordinates, where warmup still adapts a diagonal on top (Stan's `dense_e`, set from the
+    /// curvature at the mode instead of from warmup draws). Random initial values are then
+    /// drawn around the mode, `radius` Laplace standard deviations along each principal axis.
+    Laplace,
+}
+
 /// The settings of a sampling run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SampleConfig {
@@ -38,6 +52,8 @@ pub struct SampleConfig {
     pub steps: Steps,
     /// Whether warmup adapts a diagonal mass matrix (Stan's windows).
     pub adapt_mass: bool,
+    /// The mass matrix: adapted diagonal, or the Laplace approximation's dense one.
+    pub metric: MassMatrix,
     /// Starting points.
     pub init: Init,
     /// Whether warmup draws are written to the output too.
@@ -73,6 +89,7 @@ impl Default for SampleConfig {
             step_size: StepSize::Adapt { target: 0.8 },
             steps: Steps::Jittered(20),
             adapt_mass: true,
+            metric: MassMatrix::Diagonal,
             init: Init::Random { radius: 2.0 },
             save_warmup: false,
             max_energy_error: 1000.0,
@@ -149,6 +166,9 @@ impl SampleConfig {
             return Err(SgldSettings::refusal_without_rows());
         }
         self.method.validate(self.warmup)?;
+        if self.metric == MassMatrix::Laplace {
+            self.validate_laplace()?;
+        }
         let columns = SAMPLER_COLUMNS.len() + model.parameter_names().len();
         crate::memory::check(
             &format!(
@@ -169,6 +189,33 @@ impl SampleConfig {
             scratch.checked_mul(self.chains as u128),
             self.memory_limit,
         )
+    }
+
+    /// The methods a Laplace mass matrix does not apply to: RMHMC integrates under its own
+    /// position-dependent metric, SGLD has no momentum, and a saved surrogate was fitted in the
+    /// coordinates of the run that trained it, not in these.
+    fn validate_laplace(&self) -> Result<()> {
+        let refusal = match &self.method {
+            Method::Rmhmc(_) | Method::RnsRmhmc(..) => {
+                Some("rmhmc and rns-rmhmc integrate under their own position-dependent metric")
+            }
+            Method::Sgld(_) => Some("sgld takes Langevin steps without a mass matrix"),
+            method
+                if method
+                    .surrogate()
+                    .is_some_and(|s| s.surrogate_file.is_some()) =>
+            {
+                Some("a saved surrogate was fitted in the coordinates of the run that trained it")
+            }
+            _ => None,
+        };
+        match refusal {
+            Some(why) => Err(Error::setting(
+                "metric",
+                format!("laplace does not apply here: {why}"),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// What NUTS cannot do of the settings HMC accepts. nuts-rs adapts its step size and mass

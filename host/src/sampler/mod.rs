@@ -25,6 +25,7 @@ mod target_ess;
 pub mod trajectory;
 mod variational;
 pub mod warmup;
+mod whitened;
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -32,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use chain::checkpoint::{self, Checkpoint, Resumed};
 pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, Recorder, RiemannianReport};
-pub use config::{Init, SampleConfig};
+pub use config::{Init, MassMatrix, SampleConfig};
 pub use method::{
     Method, NutsSettings, RmhmcSettings, SgldSettings, StepSize, SurrogateSettings, VhmcSettings,
 };
@@ -43,6 +44,7 @@ pub use variational::PILOT_STATES;
 
 use crate::diagnostics::{ParameterSummary, summarize};
 use crate::surrogates::Surrogate;
+use crate::whitening::Laplace;
 use crate::{Error, Model, Result};
 use target_ess::EssMonitor;
 
@@ -69,10 +71,20 @@ pub const SAMPLER_COLUMNS: [&str; 7] = [
     "energy__",
 ];
 
+/// The inverse mass matrix a chain's warmup ends with, as its file reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InverseMetric {
+    /// Its diagonal (Stan's `diag_e`).
+    Diagonal(Vec<f64>),
+    /// The whole matrix (Stan's `dense_e`): a diagonal one in the standard coordinates of the
+    /// Laplace approximation, seen on the model's parameters ([`MassMatrix::Laplace`]).
+    Dense(nalgebra::DMatrix<f64>),
+}
+
 /// Where a chain's rows go as they are made (a CSV file, or nowhere).
 pub trait DrawSink: Send {
     /// The adaptation's result, once warmup ends.
-    fn adaptation(&mut self, step_size: f64, inv_mass: &[f64]) -> Result<()>;
+    fn adaptation(&mut self, step_size: f64, inverse_metric: &InverseMetric) -> Result<()>;
     /// One row: the sampler columns then the parameters.
     fn draw(&mut self, row: &[f64]) -> Result<()>;
     /// The end of the chain: its timing, costs, and whether it was interrupted.
@@ -100,7 +112,7 @@ pub trait DrawSink: Send {
 pub struct NullSink;
 
 impl DrawSink for NullSink {
-    fn adaptation(&mut self, _: f64, _: &[f64]) -> Result<()> {
+    fn adaptation(&mut self, _: f64, _: &InverseMetric) -> Result<()> {
         Ok(())
     }
     fn draw(&mut self, _: &[f64]) -> Result<()> {
@@ -310,6 +322,9 @@ pub struct Run {
     pub precompute: Option<Precompute>,
     /// With a target ESS: the last check of it (whether it was reached, after how many draws).
     pub target_ess: Option<EssCheck>,
+    /// What finding the Laplace approximation cost (the MAP search and its Hessian), for a run
+    /// with the Laplace mass matrix ([`MassMatrix::Laplace`]); reported apart from sampling.
+    pub laplace: Option<Precompute>,
 }
 
 impl Run {
@@ -359,9 +374,15 @@ impl Run {
         sum / n as f64
     }
 
-    /// Every chain's evaluations, warmup and sampling together.
+    /// Every exact and surrogate evaluation of the run: every chain's, warmup and sampling
+    /// together, and those made before the chains started (the Laplace approximation's MAP
+    /// search and Hessian, a surrogate precomputed for all chains), counted as exact gradients
+    /// (they are fused value-and-gradient calls).
     pub fn evaluations(&self) -> Evaluations {
         let mut total = Evaluations::default();
+        for before in [&self.laplace, &self.precompute].into_iter().flatten() {
+            total.exact_gradients += before.evaluations;
+        }
         for c in &self.chains {
             for e in [&c.warmup_evaluations, &c.sampling_evaluations] {
                 total.iterations += e.iterations;
@@ -530,10 +551,40 @@ fn run_chains<M: Model + ?Sized>(
             stop.store(true, Ordering::Relaxed);
         }
     };
-    let model = checked::Checked::new(model);
+    let checked = checked::Checked::new(model);
     let start = std::time::Instant::now();
+    let laplace = match config.metric {
+        MassMatrix::Laplace => match find_laplace(&checked, config) {
+            Ok(laplace) => Some(Arc::new(laplace)),
+            // A served model's lost connection is the failure to report, not its effect.
+            Err(e) => return Err(checked.failure().map_or(e, Error::ModelFailed)),
+        },
+        MassMatrix::Diagonal => None,
+    };
+    let whitened = laplace
+        .as_deref()
+        .map(|laplace| whitened::Whitened::new(&checked, laplace));
+    let model: &dyn Model = match &whitened {
+        Some(whitened) => whitened,
+        None => &checked,
+    };
+    let in_z;
+    let (config, sinks) = match &laplace {
+        Some(laplace) => {
+            in_z = in_standard_coordinates(config, laplace);
+            let sinks = sinks
+                .into_iter()
+                .map(|sink| {
+                    Box::new(whitened::DenseAdaptation::new(sink, Arc::clone(laplace)))
+                        as Box<dyn DrawSink>
+                })
+                .collect();
+            (&in_z, sinks)
+        }
+        None => (config, sinks),
+    };
     let precomputed = match config.method.surrogate() {
-        Some(settings) => fitted::precompute(settings, &model),
+        Some(settings) => fitted::precompute(settings, model),
         None => Ok(None),
     };
     if let Some(failure) = model.failure() {
@@ -552,7 +603,7 @@ fn run_chains<M: Model + ?Sized>(
     // SGLD never evaluates the whole row sum: there is no pass over the data to share.
     let shares_passes = !matches!(config.method, Method::Sgld(_));
     let lockstep = if config.lockstep && config.chains >= 2 && shares_passes {
-        lockstep::Lockstep::new(&model, config.chains)
+        lockstep::Lockstep::new(model, config.chains)
     } else {
         None
     };
@@ -582,7 +633,7 @@ fn run_chains<M: Model + ?Sized>(
                 monitor: monitor_ref,
             };
             let result = run_caught(
-                &model,
+                model,
                 config,
                 precomputed_ref,
                 chain,
@@ -608,5 +659,80 @@ fn run_chains<M: Model + ?Sized>(
             before_sampling: true,
         }),
         target_ess: monitor.and_then(|m| m.last_check()),
+        laplace: laplace.map(|l| Precompute {
+            evaluations: l.evaluations(),
+            seconds: l.seconds(),
+            before_sampling: true,
+        }),
     })
+}
+
+/// The Laplace approximation for a run with the Laplace mass matrix: the MAP searched from the
+/// given initial values, or from the origin.
+fn find_laplace(model: &dyn Model, config: &SampleConfig) -> Result<Laplace> {
+    let start = match &config.init {
+        Init::Values(values) => values.clone(),
+        Init::Random { .. } => vec![0.0; model.dim()],
+    };
+    Laplace::find(model, &start).map_err(|e| {
+        Error::setting(
+            "metric",
+            format!("laplace needs the Laplace approximation at the MAP, which failed: {e}"),
+        )
+    })
+}
+
+/// `config` with its initial values moved into the standard coordinates of `laplace`, where the
+/// chains run (random ones are drawn there, around the mode).
+fn in_standard_coordinates(config: &SampleConfig, laplace: &Laplace) -> SampleConfig {
+    let mut config = config.clone();
+    if let Init::Values(q) = &config.init {
+        let mut z = vec![0.0; q.len()];
+        laplace.coordinates(q, &mut z);
+        config.init = Init::Values(z);
+    }
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::logistic::LogisticRegression;
+
+    /// Given initial values are moved to the chains' coordinates (the mode is their origin, and
+    /// the chains report them back unchanged); random ones stay as they are, to be drawn there.
+    #[test]
+    fn initial_values_move_into_the_laplace_coordinates() {
+        let model = LogisticRegression::simulate(500, 3, 4).unwrap();
+        let laplace = Laplace::find(&model, &[0.0; 3]).unwrap();
+        let q = vec![0.3, -0.2, 1.1];
+        for (init, expected) in [
+            (
+                Init::Values(laplace.mode().to_vec()),
+                Some(laplace.mode().to_vec()),
+            ),
+            (Init::Values(q.clone()), Some(q)),
+            (Init::Random { radius: 2.0 }, None),
+        ] {
+            let config = SampleConfig {
+                init: init.clone(),
+                ..SampleConfig::default()
+            };
+            let moved = in_standard_coordinates(&config, &laplace);
+            match (moved.init, expected) {
+                (Init::Values(z), Some(q)) => {
+                    let mut back = vec![0.0; 3];
+                    laplace.position(&z, &mut back);
+                    for (b, e) in back.iter().zip(&q) {
+                        assert!((b - e).abs() < 1e-12, "{back:?} vs {q:?}");
+                    }
+                    if q == laplace.mode() {
+                        assert!(z.iter().all(|x| x.abs() < 1e-12), "{z:?}");
+                    }
+                }
+                (moved, None) => assert_eq!(moved, init),
+                (moved, expected) => panic!("{moved:?} for {expected:?}"),
+            }
+        }
+    }
 }

@@ -29,7 +29,7 @@ use super::config::SampleConfig;
 use super::method::NutsSettings;
 use super::method::StepSize;
 use super::target_ess::Verdict;
-use super::{ChainResult, Evaluations, Phase, PhaseReport, SAMPLER_COLUMNS};
+use super::{ChainResult, Evaluations, InverseMetric, Phase, PhaseReport, SAMPLER_COLUMNS};
 use crate::random::chain_rng;
 use crate::{Error, Model, Result};
 
@@ -167,7 +167,10 @@ pub(super) fn run_chain<M: Model + ?Sized>(
     chain.result.warmup_seconds = chain.lap(Phase::ExactWarmup, clock);
     if chain.done == config.warmup {
         let inv_mass = chain.inv_mass();
-        chain.outlets.sink.adaptation(chain.step_size, &inv_mass)?;
+        chain
+            .outlets
+            .sink
+            .adaptation(chain.step_size, &InverseMetric::Diagonal(inv_mass))?;
     }
 
     let clock = (chain.done, Instant::now());

@@ -30,7 +30,7 @@ use super::chain::{Leave, Outlets};
 use super::config::SampleConfig;
 use super::method::SgldSettings;
 use super::target_ess::Verdict;
-use super::{ChainResult, Phase, PhaseReport, SAMPLER_COLUMNS};
+use super::{ChainResult, InverseMetric, Phase, PhaseReport, SAMPLER_COLUMNS};
 use crate::random::chain_rng;
 use crate::row_sum::Need;
 use crate::{Error, Model, Result};
@@ -70,7 +70,9 @@ pub(super) fn run_chain<M: Model + ?Sized>(
     let mut done = 0;
     let mut clock = Instant::now();
     if config.warmup == 0 {
-        outlets.sink.adaptation(sgld.step_size(0), &vec![1.0; d])?;
+        outlets
+            .sink
+            .adaptation(sgld.step_size(0), &InverseMetric::Diagonal(vec![1.0; d]))?;
     }
     while done < total {
         if outlets.interrupt.load(Ordering::Relaxed) {
@@ -118,7 +120,7 @@ pub(super) fn run_chain<M: Model + ?Sized>(
             result.warmup_seconds = lap(&mut result, Phase::ExactWarmup, done, &mut clock);
             outlets
                 .sink
-                .adaptation(sgld.step_size(done), &vec![1.0; d])?;
+                .adaptation(sgld.step_size(done), &InverseMetric::Diagonal(vec![1.0; d]))?;
         }
         if !warmup
             && let Some(monitor) = outlets.monitor

@@ -56,7 +56,7 @@ use super::method::{Method, StepSize};
 use super::proposer::{ForResume, Proposer, SurrogateReport};
 use super::target_ess::{EssMonitor, Verdict};
 use super::warmup::initial_step_size;
-use super::{ChainResult, DrawSink, Phase, SAMPLER_COLUMNS};
+use super::{ChainResult, DrawSink, InverseMetric, Phase, SAMPLER_COLUMNS};
 use crate::random::chain_rng;
 use crate::riemannian::RiemannianMetric;
 use crate::{Error, Model, Result};
@@ -339,9 +339,10 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         if self.done < self.config.warmup {
             return Ok(()); // interrupted: there is no adaptation to report
         }
-        self.outlets
-            .sink
-            .adaptation(self.step_size(), self.metric.inv_mass())?;
+        self.outlets.sink.adaptation(
+            self.step_size(),
+            &InverseMetric::Diagonal(self.metric.inv_mass().to_vec()),
+        )?;
         self.checkpoint(true)
     }
 
