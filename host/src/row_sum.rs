@@ -146,6 +146,47 @@ pub fn evaluate<S: RowSum + ?Sized>(sum: &S, point: &[f64], need: Need, grad: &m
     total.finish(sum, point)
 }
 
+/// `U` and `∇U` at every point of `points`, in one pass over the data: the segments are shared
+/// out between the threads of rayon's pool, each evaluating all the points on its rows, and
+/// every point's partials are added in segment order, so each result is [`evaluate`]'s at that
+/// point, bit for bit, whatever the threads. What fitting a surrogate to many states at once
+/// costs: one read of the data instead of one per state.
+pub fn evaluate_many<S: RowSum + ?Sized>(sum: &S, points: &[Vec<f64>]) -> Vec<(f64, Vec<f64>)> {
+    use rayon::prelude::*;
+    let Some(d) = points.first().map(Vec::len) else {
+        return Vec::new();
+    };
+    let width = 1 + d;
+    let queries: Vec<Query<'_>> = points
+        .iter()
+        .map(|point| Query {
+            point,
+            need: Need::ValueAndGradient,
+        })
+        .collect();
+    let partials: Vec<Vec<f64>> = (0..sum.segments())
+        .into_par_iter()
+        .map(|index| {
+            let mut out = vec![0.0; queries.len() * width];
+            sum.segment(index, &queries, &mut out);
+            out
+        })
+        .collect();
+    points
+        .iter()
+        .enumerate()
+        .map(|(k, point)| {
+            let mut grad = vec![0.0; d];
+            let mut total = Total::new(Need::ValueAndGradient, &mut grad);
+            for out in &partials {
+                total.add(&out[k * width..(k + 1) * width]);
+            }
+            let value = total.finish(sum, point);
+            (value, grad)
+        })
+        .collect()
+}
+
 /// Checks that `sum`'s [`RowSum::rows_gradient`] over all rows plus the prior's gradient is the
 /// full `∇U` at `point`, and that two halves add up to the whole (a model's minibatch gradient
 /// must be the same row terms as its full one).

@@ -146,6 +146,25 @@ fn a_segment_of_several_queries_equals_each_query_alone() {
     }
 }
 
+/// Many points in one pass shared out over rayon's threads (what fitting a surrogate to many
+/// states at once does) get each point's own `U` and `∇U`, bit for bit.
+#[test]
+fn many_points_in_one_pass_equal_each_points_own_evaluation() {
+    let logistic = LogisticRegression::new(random_data(5000, 7, 8), 100.0).unwrap();
+    let probit = ProbitRegression::new(random_data(2100, 7, 9), 100.0).unwrap();
+    let models: [&dyn Model; 2] = [&logistic, &probit];
+    for model in models {
+        let points: Vec<Vec<f64>> = (0..37).map(|k| query(7, 3, k).0).collect();
+        let together = row_sum::evaluate_many(model.row_sum().unwrap(), &points);
+        assert_eq!(together.len(), points.len());
+        for (point, (value, grad)) in points.iter().zip(&together) {
+            let (own_value, own_grad) = evaluate(model, point, Need::ValueAndGradient);
+            assert_eq!(value.to_bits(), own_value.to_bits());
+            assert_eq!(grad, &own_grad);
+        }
+    }
+}
+
 /// `U(q) = Σᵢ ½‖q − rᵢ‖²` over rows `rᵢ`, in segments of three rows, whose segment code panics
 /// once, after `panic_after` segments, and whose prior part panics once, after
 /// `finish_panics_after` calls: a user's model that opts in and fails on some input. Its first
