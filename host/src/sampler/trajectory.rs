@@ -5,16 +5,23 @@
 //! so the trajectory length is free to be the one that mixes best rather than the one the exact
 //! phase could afford. Near a Gaussian, HMC rotates each eigen-direction of the precision (in
 //! the metric's units) at its own frequency `ω`: a leapfrog step of size `ε` turns the phase by
-//! `θ = 2 asin(εω/2)`, and an accepted move of `L` steps leaves lag-1 autocorrelation
-//! `cos(Lθ)` in that coordinate and `cos(2Lθ)` in its square. A rejection keeps the state, so
-//! with acceptance `a` the chain's lag-1 autocorrelation is `ρ = a·E[cos(Lθ)] + (1 − a)`, and an
-//! AR(1) chain's ESS per draw is `(1 − ρ)/(1 + ρ)`: above 1 where moves are antithetic.
+//! `θ = 2 asin(εω/2)`, and an accepted move of `L` steps, `x' = x cos(Lθ) + p sin(Lθ)` with a
+//! fresh standard normal `p`, leaves lag-1 autocorrelation `cos(Lθ)` in that coordinate and
+//! `cos²(Lθ) = (1 + cos(2Lθ))/2` in its square (`Cov(x², x'²) = 2cos²(Lθ)`, `Var(x²) = 2`): a
+//! coordinate can be antithetic, its square never. A rejection keeps the state, so with
+//! acceptance `a` the chain's lag-1 autocorrelation is `ρ = a·E[cos(Lθ)] + (1 − a)` (and the
+//! same with `cos²` for the square), and an AR(1) chain's ESS per draw is `(1 − ρ)/(1 + ρ)`:
+//! above 1 for a coordinate whose moves are antithetic, at most `a/(2 − a)` for its square, at
+//! quarter turns.
 //!
-//! [`choose_steps`] takes the frequencies from the surrogate's Hessian averaged over training
-//! states, and among the ranges `min..=max` (up to a cap) picks the one whose *worst* predicted
-//! ESS per draw, over every direction and both moments, is largest, also under frequencies 15%
-//! off (the surrogate and the Gaussian picture are approximations); the shortest range within
-//! 5% of that best. Both moments matter: a length that only made the coordinates antithetic
+//! [`choose_steps`] takes the frequencies from the surrogate's Hessian at each of a few training
+//! states (a posterior whose curvature changes from place to place, as the banana's does along
+//! its arms, has every one of them to cover, not their average's), and among the ranges
+//! `min..=max` (up to a cap) picks the one whose *worst* predicted
+//! ESS per draw, over every direction and both moments, is largest, also under frequencies up
+//! to 15% off (the surrogate and the Gaussian picture are approximations; the errors are tried
+//! densely, so that a long trajectory cannot pass by landing well at a few of them and badly
+//! between); the shortest range within 5% of that best. Both moments matter: a length that only made the coordinates antithetic
 //! would raise the ESS of means (bulk) and lower that of variances and quantiles (tail).
 //! Everything is computed from the fitted surrogate, so the choice is reproducible.
 
@@ -28,11 +35,15 @@ use crate::surrogates::states::TrainingSet;
 /// How many times the exact phase's longest trajectory the chosen range may reach.
 pub const AUTO_CAP_FACTOR: u32 = 8;
 
-/// Training states whose surrogate Hessians are averaged.
+/// Training states whose surrogate Hessians give the frequencies.
 const CURVATURE_STATES: usize = 16;
 
-/// Relative errors of the frequencies a choice must also hold up under.
-const FREQUENCY_ERRORS: [f64; 3] = [0.85, 1.0, 1.15];
+/// Relative errors of the frequencies a choice must also hold up under: 0.85 to 1.15 in steps
+/// of 0.025. Three of them (0.85, 1, 1.15) let the choice pick 122 steps of a quarter turn each
+/// on a standard normal, whose phases happened to land well at those three frequencies.
+const FREQUENCY_ERRORS: [f64; 13] = [
+    0.85, 0.875, 0.9, 0.925, 0.95, 0.975, 1.0, 1.025, 1.05, 1.075, 1.1, 1.125, 1.15,
+];
 
 /// The acceptance assumed for the surrogate's proposals (what the step size was adapted to).
 const ASSUMED_ACCEPTANCE: f64 = 0.8;
@@ -107,7 +118,7 @@ pub fn choose_steps(
 }
 
 /// For each frequency error and direction, the prefix sums over `L = 0..=cap` of `cos(Lθ)` and
-/// `cos(2Lθ)`: the mean over any range of lengths is then a difference of two entries.
+/// `cos²(Lθ)`: the mean over any range of lengths is then a difference of two entries.
 struct Spectrum {
     sums: Vec<(Vec<f64>, Vec<f64>)>,
 }
@@ -129,7 +140,7 @@ impl Spectrum {
                 for l in 1..=cap {
                     let phase = l as f64 * theta;
                     c1[l] = c1[l - 1] + phase.cos();
-                    c2[l] = c2[l - 1] + (2.0 * phase).cos();
+                    c2[l] = c2[l - 1] + phase.cos().powi(2);
                 }
                 sums.push((c1, c2));
             }
@@ -157,9 +168,15 @@ impl Spectrum {
     }
 }
 
-/// The frequencies `ω` of the surrogate's average Hessian in the metric's units: the square
-/// roots of the eigenvalues of `D^½ H̄ D^½` with `D = diag(inv_mass)`. `None` unless every
-/// eigenvalue is positive and finite.
+/// Frequencies closer than this, relatively, are one for the choice (a near-Gaussian
+/// posterior's are nearly the same at every state).
+const MERGED_FREQUENCIES: f64 = 0.01;
+
+/// The frequencies `ω` of the surrogate's Hessian at [`CURVATURE_STATES`] training states, in
+/// the metric's units: the square roots of the eigenvalues of `D^½ H(q) D^½` with
+/// `D = diag(inv_mass)`, those within [`MERGED_FREQUENCIES`] of each other merged. A state
+/// where the Hessian is not positive definite (a saddle between a banana's arms) has no
+/// oscillation to predict and is left out; `None` when every state is such, or none is given.
 fn frequencies(
     curvature: &dyn Curvature,
     states: &TrainingSet,
@@ -170,22 +187,28 @@ fn frequencies(
         return None;
     }
     let picks = CURVATURE_STATES.min(states.len());
-    let mut average = DMatrix::<f64>::zeros(d, d);
     let mut hessian = vec![0.0; d * d];
+    let mut all = Vec::with_capacity(picks * d);
     for k in 0..picks {
         curvature.hessian(states.position(k * states.len() / picks), &mut hessian);
-        average += DMatrix::from_column_slice(d, d, &hessian);
+        let scaled = DMatrix::from_fn(d, d, |i, j| {
+            let h = 0.5 * (hessian[i + j * d] + hessian[j + i * d]);
+            h * (inv_mass[i] * inv_mass[j]).sqrt()
+        });
+        let eigenvalues = SymmetricEigen::new(scaled).eigenvalues;
+        if eigenvalues.iter().all(|&l| l.is_finite() && l > 0.0) {
+            all.extend(eigenvalues.iter().map(|l| l.sqrt()));
+        }
     }
-    let scaled = DMatrix::from_fn(d, d, |i, j| {
-        let h = 0.5 * (average[(i, j)] + average[(j, i)]) / picks as f64;
-        h * (inv_mass[i] * inv_mass[j]).sqrt()
-    });
-    let eigen = SymmetricEigen::new(scaled);
-    eigen
-        .eigenvalues
-        .iter()
-        .map(|&l| (l.is_finite() && l > 0.0).then(|| l.sqrt()))
-        .collect()
+    all.sort_by(f64::total_cmp);
+    let mut merged: Vec<f64> = Vec::new();
+    for omega in all {
+        match merged.last() {
+            Some(&last) if omega <= last * (1.0 + MERGED_FREQUENCIES) => {}
+            _ => merged.push(omega),
+        }
+    }
+    (!merged.is_empty()).then_some(merged)
 }
 
 #[cfg(test)]
