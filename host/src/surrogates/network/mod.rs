@@ -22,18 +22,23 @@
 //! As a [`Surrogate`](crate::surrogates::Surrogate), [`NetworkSurrogate`]: fitted by
 //! [`NetworkFitter`], learning online after its batch fit (Greville's recursion after a
 //! potential fit, score matching after a gradient fit), with its exact Hessian for the
-//! trajectory chooser, saved as kind [`KIND`].
+//! trajectory chooser, standing for `U` within the [`Reach`] of its training states, saved as
+//! kind [`KIND`].
 
 mod design;
 mod fit;
 mod online;
 mod options;
+mod reach;
 mod record;
 mod surrogate;
 
+pub(crate) use design::is_held_out;
 pub use fit::{ScaleCandidate, TrainedNetwork, fit_potential, fit_score};
 pub use options::{AUTO_SCALE_GRID, DynNetwork, Inputs, Scale, TrainOptions};
+pub use reach::Reach;
 pub use record::KIND;
+pub(crate) use record::NetworkRecord;
 pub use surrogate::{NetworkFitter, NetworkSurrogate};
 
 #[cfg(test)]

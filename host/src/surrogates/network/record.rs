@@ -13,6 +13,7 @@ use shmc_core::linalg::dot;
 use shmc_core::{Activation, InputTransform, Network, Nodes};
 
 use super::options::DynNetwork;
+use super::reach::Reach;
 use crate::surrogates::SurrogateMeta;
 use crate::surrogates::file::{self, SurrogateFile};
 use crate::{Error, Result};
@@ -70,7 +71,7 @@ impl From<NodesRecord> for Nodes {
 
 /// A network as [`Network::from_raw`] takes it, plus its output layer.
 #[derive(Serialize, Deserialize)]
-struct NetworkRecord {
+pub(crate) struct NetworkRecord {
     dim: usize,
     hidden: usize,
     nodes: NodesRecord,
@@ -109,7 +110,7 @@ fn invert(target: f64, start: f64, f: impl Fn(f64) -> f64) -> f64 {
 
 impl NetworkRecord {
     /// The record of `network`, with raw parameters that rebuild it bit for bit.
-    fn from_network(network: &DynNetwork) -> std::result::Result<Self, String> {
+    pub(crate) fn from_network(network: &DynNetwork) -> std::result::Result<Self, String> {
         let (d, s) = (network.dim(), network.hidden());
         let transform = network.transform();
         let (centre, scale) = (transform.centre.as_slice(), transform.scale.as_slice());
@@ -163,7 +164,7 @@ impl NetworkRecord {
     }
 
     /// The network this record describes.
-    fn build(&self) -> std::result::Result<DynNetwork, String> {
+    pub(crate) fn build(&self) -> std::result::Result<DynNetwork, String> {
         let (d, s) = (self.dim, self.hidden);
         if s == 0 {
             return Err("the network has no hidden units".into());
@@ -200,17 +201,38 @@ impl NetworkRecord {
     }
 }
 
-/// Writes `network` and `meta` to the surrogate file `path`, from which [`read`] rebuilds the
-/// network bit for bit.
-pub(super) fn write(network: &DynNetwork, path: &Path, meta: &SurrogateMeta) -> Result<()> {
-    let record = NetworkRecord::from_network(network)
-        .map_err(|m| Error::invalid(format!("{}: {m}", path.display())))?;
+/// A network's file record: the network, and the reach of its training states (absent in
+/// files written before networks had one: everywhere).
+#[derive(Serialize, Deserialize)]
+struct NetworkFileRecord {
+    #[serde(flatten)]
+    network: NetworkRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reach: Option<Reach>,
+}
+
+/// Writes `network`, its `reach` and `meta` to the surrogate file `path`, from which [`read`]
+/// rebuilds them bit for bit.
+pub(super) fn write(
+    network: &DynNetwork,
+    reach: Option<&Reach>,
+    path: &Path,
+    meta: &SurrogateMeta,
+) -> Result<()> {
+    let record = NetworkFileRecord {
+        network: NetworkRecord::from_network(network)
+            .map_err(|m| Error::invalid(format!("{}: {m}", path.display())))?,
+        reach: reach.cloned(),
+    };
     file::write(path, KIND, meta, &record)
 }
 
-/// The network a surrogate file of kind [`KIND`] holds, and the meta of its fit.
-pub(super) fn read(file: &SurrogateFile) -> Result<(DynNetwork, SurrogateMeta)> {
-    let (record, meta): (NetworkRecord, SurrogateMeta) = file.read()?;
-    let network = record.build().map_err(|m| file.invalid(m))?;
-    Ok((network, meta))
+/// The network a surrogate file of kind [`KIND`] holds, its reach, and the meta of its fit.
+pub(super) fn read(file: &SurrogateFile) -> Result<(DynNetwork, Option<Reach>, SurrogateMeta)> {
+    let (record, meta): (NetworkFileRecord, SurrogateMeta) = file.read()?;
+    let network = record.network.build().map_err(|m| file.invalid(m))?;
+    if let Some(reach) = &record.reach {
+        reach.check(network.dim()).map_err(|m| file.invalid(m))?;
+    }
+    Ok((network, record.reach, meta))
 }

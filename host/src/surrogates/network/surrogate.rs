@@ -7,22 +7,26 @@ use shmc_core::Potential;
 use super::fit::{fit_potential, fit_score};
 use super::online::OnlineFit;
 use super::options::{DynNetwork, TrainOptions};
+use super::reach::Reach;
 use super::record;
 use crate::surrogates::file::SurrogateFile;
 use crate::surrogates::states::TrainingSet;
 use crate::surrogates::{Curvature, FitMethod, Fitted, Fitter, Online, Surrogate, SurrogateMeta};
 use crate::{Error, Result};
 
-/// A fitted random network as a surrogate. Its domain is everywhere (its units are defined on
-/// all of `ℝᵈ`, however far from the training states), it knows its curvature exactly, and it
-/// learns online as its batch fit would: by Greville's recursion after a potential fit, by
-/// score matching after a gradient fit.
+/// A fitted random network as a surrogate. Its domain is the [`Reach`] of its training states
+/// (everywhere for a network saved without one), it knows its curvature exactly, and it learns
+/// online as its batch fit would: by Greville's recursion after a potential fit, by score
+/// matching after a gradient fit, each learned state extending its reach.
 #[derive(Clone, Debug)]
 pub struct NetworkSurrogate {
     network: DynNetwork,
     method: FitMethod,
     ridge: f64,
+    reach: Option<Reach>,
     online: Option<OnlineFit>,
+    /// The reach with the states learned online since the last publish.
+    pending_reach: Option<Reach>,
 }
 
 impl NetworkSurrogate {
@@ -33,8 +37,22 @@ impl NetworkSurrogate {
             network,
             method,
             ridge,
+            reach: None,
             online: None,
+            pending_reach: None,
         }
+    }
+
+    /// The surrogate standing for `U` only within `reach` (`None`: everywhere).
+    pub fn with_reach(mut self, reach: Option<Reach>) -> Self {
+        self.pending_reach = reach.clone();
+        self.reach = reach;
+        self
+    }
+
+    /// Where it stands for `U`, if it was fitted to states.
+    pub fn reach(&self) -> Option<&Reach> {
+        self.reach.as_ref()
     }
 
     /// The network.
@@ -45,8 +63,11 @@ impl NetworkSurrogate {
     /// The network a surrogate file of this kind holds (the fit's method and ridge from its
     /// meta), and the meta.
     pub fn read(file: &SurrogateFile) -> Result<(Self, SurrogateMeta)> {
-        let (network, meta) = record::read(file)?;
-        Ok((Self::new(network, meta.method, meta.ridge), meta))
+        let (network, reach, meta) = record::read(file)?;
+        Ok((
+            Self::new(network, meta.method, meta.ridge).with_reach(reach),
+            meta,
+        ))
     }
 }
 
@@ -72,6 +93,10 @@ impl Curvature for DynNetwork {
 }
 
 impl Surrogate for NetworkSurrogate {
+    fn contains(&self, q: &[f64]) -> bool {
+        self.reach.as_ref().is_none_or(|r| r.contains(q))
+    }
+
     fn curvature(&self) -> Option<&dyn Curvature> {
         Some(&self.network)
     }
@@ -85,7 +110,7 @@ impl Surrogate for NetworkSurrogate {
     }
 
     fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()> {
-        record::write(&self.network, path, meta)
+        record::write(&self.network, self.reach.as_ref(), path, meta)
     }
 }
 
@@ -102,12 +127,17 @@ impl Online for NetworkSurrogate {
 
     fn learn(&mut self, q: &[f64], potential: f64, gradient: Option<&[f64]>) -> Result<()> {
         let fit = self.online.as_mut().ok_or_else(not_begun)?;
-        fit.learn(&self.network, q, potential, gradient)
+        fit.learn(&self.network, q, potential, gradient)?;
+        if let Some(reach) = self.pending_reach.as_mut() {
+            reach.extend(q);
+        }
+        Ok(())
     }
 
     fn publish(&mut self) -> Result<()> {
         let (output, bias) = self.online.as_ref().ok_or_else(not_begun)?.output();
         self.network.set_output(output, bias)?;
+        self.reach.clone_from(&self.pending_reach);
         Ok(())
     }
 }
@@ -134,11 +164,10 @@ impl Fitter for NetworkFitter {
             FitMethod::Score => fit_score(states, &self.options)?,
         };
         Ok(Fitted {
-            surrogate: Box::new(NetworkSurrogate::new(
-                trained.network,
-                self.method,
-                self.options.ridge,
-            )),
+            surrogate: Box::new(
+                NetworkSurrogate::new(trained.network, self.method, self.options.ridge)
+                    .with_reach(Reach::of(states)),
+            ),
             scale: trained.scale,
             holdout_gradient_error: trained.holdout_gradient_error,
             seconds: trained.seconds,
