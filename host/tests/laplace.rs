@@ -1,6 +1,9 @@
 //! The Laplace approximation at the MAP as the mass matrix (`--metric laplace`): the chains run
 //! in its standard coordinates and every method's draws stay exact; the files report the dense
-//! matrix on the model's own parameters; lockstep passes still equal each chain's own.
+//! matrix on the model's own parameters; lockstep passes still equal each chain's own. And as
+//! where RNS-HMC's network trains (`--train-from laplace`): fitted once before the chains start,
+//! proposing through the whole warmup, its draws exact however far the posterior is from
+//! Gaussian.
 
 use std::process::Command;
 
@@ -10,7 +13,12 @@ use shmc::models::banana::Banana;
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::models::logistic::LogisticRegression;
 use shmc::output::read_stan_csv;
-use shmc::sampler::{MassMatrix, Method, NutsSettings, SampleConfig};
+use shmc::sampler::{
+    MassMatrix, Method, NutsSettings, Phase, SampleConfig, SurrogateSettings, SurrogateSteps,
+    TrainFrom,
+};
+use shmc::surrogates::FitMethod;
+use shmc::surrogates::network::TrainOptions;
 
 mod common;
 use common::{assert_mean_within_4_mcse, banana_moments, run, series};
@@ -79,8 +87,9 @@ fn the_laplace_metric_whitens_the_32d_gaussian_and_keeps_hmc_and_nuts_exact() {
 }
 
 /// The banana is far from Gaussian (its MAP search from the origin ends on the saddle between
-/// its arms, whose Hessian is lifted to positive definite): the Laplace metric only changes how
-/// fast HMC mixes, and its draws have the moments quadrature gives.
+/// its arms, whose curvatures' magnitudes make the metric): the Laplace metric only changes how
+/// fast HMC mixes (Stan's warmup adapts a diagonal on top), and its draws have the moments
+/// quadrature gives.
 #[test]
 fn the_laplace_metric_keeps_hmc_exact_on_the_banana() {
     let model = Banana::simulate(Banana::PAPER_N, 3).unwrap();
@@ -89,6 +98,7 @@ fn the_laplace_metric_keeps_hmc_exact_on_the_banana() {
         &model,
         &SampleConfig {
             chains: 4,
+            warmup: 1000,
             draws: 4000,
             ..laplace(Method::Hmc)
         },
@@ -221,6 +231,175 @@ fn files_report_the_dense_metric_and_the_cli_refuses_what_it_cannot_take() {
         ]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && stderr.contains(needle), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// RNS-HMC with its network trained on 200 draws of the Laplace approximation.
+fn trained_on_laplace() -> Method {
+    Method::RnsHmc(SurrogateSettings {
+        train: TrainOptions {
+            hidden: 100,
+            seed: 2,
+            ..TrainOptions::default()
+        },
+        fit: FitMethod::Score,
+        train_from: TrainFrom::Laplace { states: 200 },
+        trajectory: SurrogateSteps::Auto,
+        ..SurrogateSettings::default()
+    })
+}
+
+/// The network is fitted once, before the chains, to 200 draws and the mode (201 exact
+/// evaluations, reported apart) and proposes from the first warmup iteration.
+fn assert_fitted_before_the_chains(run: &shmc::sampler::Run) {
+    let precompute = run.precompute.expect("fitted before sampling");
+    assert_eq!(precompute.evaluations, 201);
+    assert!(run.laplace.is_some_and(|l| l.evaluations > 0));
+    for c in &run.chains {
+        assert_eq!(c.phase(Phase::ExactWarmup).iterations, 0);
+        assert_eq!(c.surrogate.as_ref().unwrap().training_states, 200);
+    }
+}
+
+/// As [`assert_fitted_before_the_chains`], and no chain evaluates an exact gradient: one exact
+/// `U` per iteration, warmup included.
+fn assert_trained_before_the_chains(run: &shmc::sampler::Run, warmup: usize) {
+    let precompute = run.precompute.expect("fitted before sampling");
+    assert_eq!(precompute.evaluations, 201);
+    assert!(run.laplace.is_some_and(|l| l.evaluations > 0));
+    for c in &run.chains {
+        assert_eq!(c.phase(Phase::ExactWarmup).iterations, 0);
+        assert_eq!(c.phase(Phase::SurrogateWarmup).iterations, warmup);
+        let report = c.surrogate.as_ref().unwrap();
+        assert_eq!(report.training_states, 200);
+        assert_eq!(report.collapse, None, "chain {}: {report:?}", c.chain);
+        for e in [&c.warmup_evaluations, &c.sampling_evaluations] {
+            assert_eq!(e.exact_gradients, 0, "chain {}", c.chain);
+            assert_eq!(e.exact_values, e.iterations, "chain {}", c.chain);
+        }
+    }
+}
+
+/// On the 32-D Gaussian the approximation is exact, so the anchored network has nothing left
+/// to fit (held-out gradient error below 10⁻³) and the draws have the Gaussian's moments.
+#[test]
+fn a_network_trained_on_the_laplace_approximation_samples_the_32d_gaussian_exactly() {
+    let model = CorrelatedGaussian::journal();
+    let d = model.dim() as f64;
+    let cov = model.covariance();
+    let config = SampleConfig {
+        warmup: 150,
+        draws: 2000,
+        ..laplace(trained_on_laplace())
+    };
+    let run = run(&model, &config);
+    assert_trained_before_the_chains(&run, 150);
+    let error = run.chains[0]
+        .surrogate
+        .as_ref()
+        .unwrap()
+        .holdout_gradient_error;
+    assert!(error < 1e-3, "held-out gradient error {error}");
+    let along = |q: &[f64]| q.iter().sum::<f64>() / d.sqrt();
+    assert_mean_within_4_mcse("mean along", &series(&run, along), 0.0);
+    assert_mean_within_4_mcse("var along", &series(&run, |q| along(q).powi(2)), 1.0);
+    for i in [3, 29] {
+        assert_mean_within_4_mcse(&format!("mean {i}"), &series(&run, |q| q[i]), 0.0);
+        assert_mean_within_4_mcse(
+            &format!("var {i}"),
+            &series(&run, |q| q[i] * q[i]),
+            cov[(i, i)],
+        );
+    }
+}
+
+/// The banana is far from its Laplace approximation (centred on the saddle between its arms):
+/// the anchored network is a poorer proposal there, which costs acceptance (a chain whose
+/// exact acceptance collapses goes back to exact HMC), never exactness.
+#[test]
+fn a_network_trained_on_the_laplace_approximation_keeps_the_banana_exact() {
+    let model = Banana::simulate(Banana::PAPER_N, 1).unwrap();
+    let moments = banana_moments(&model);
+    let config = SampleConfig {
+        chains: 4,
+        warmup: 300,
+        draws: 3000,
+        ..laplace(trained_on_laplace())
+    };
+    let run = run(&model, &config);
+    assert_fitted_before_the_chains(&run);
+    let names = ["E[b1]", "E[b2]", "E[b1^2]", "E[b2^2]"];
+    let fs: [fn(&[f64]) -> f64; 4] = [|q| q[0], |q| q[1], |q| q[0] * q[0], |q| q[1] * q[1]];
+    for ((name, f), expected) in names.iter().zip(fs).zip(moments) {
+        assert_mean_within_4_mcse(name, &series(&run, f), expected);
+    }
+}
+
+/// On a logistic regression the training states are evaluated in one pass over the data, and
+/// chains in lockstep draw as chains alone.
+#[test]
+fn laplace_training_on_a_row_sum_model_draws_the_same_in_lockstep() {
+    let model = LogisticRegression::simulate(4000, 6, 3).unwrap();
+    let config = SampleConfig {
+        warmup: 100,
+        draws: 300,
+        ..laplace(trained_on_laplace())
+    };
+    let together = run(&model, &config);
+    assert_trained_before_the_chains(&together, 100);
+    let alone = run(
+        &model,
+        &SampleConfig {
+            lockstep: false,
+            ..config
+        },
+    );
+    for (a, b) in together.chains.iter().zip(&alone.chains) {
+        assert_eq!(a.columns, b.columns, "chain {}", a.chain);
+    }
+}
+
+/// The settings training from the Laplace approximation cannot take are one line each.
+#[test]
+fn laplace_training_refuses_what_it_cannot_take() {
+    let dir = std::env::temp_dir().join(format!("shmc-laplace-refusals-{}", std::process::id()));
+    for (extra, needle) in [
+        (
+            &["--method", "hmc"][..],
+            "--train-from laplace is for rns-hmc's network; hmc",
+        ),
+        (
+            &["--method", "arns-hmc", "--fit", "potential"][..],
+            "--train-from laplace is for rns-hmc's network",
+        ),
+        (
+            &["--method", "rns-hmc", "--exact-warmup", "50"][..],
+            "--train-from laplace is for rns-hmc's network",
+        ),
+        (
+            &["--method", "rns-hmc", "--train-states", "5"][..],
+            "--train-states (5) must be at least 20",
+        ),
+    ] {
+        let mut args = vec![
+            "sample",
+            "--model",
+            "banana",
+            "--train-from",
+            "laplace",
+            "--quiet",
+            "--output",
+            dir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = shmc(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(needle),
+            "{args:?}: {stderr}"
+        );
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,7 +4,7 @@
 use clap::Args;
 
 use super::rmhmc_args::RmhmcArgs;
-use super::surrogate_args::SurrogateArgs;
+use super::surrogate_args::{SurrogateArgs, TrainFromArg};
 use super::trajectory_args::TrajectoryArgs;
 use crate::sampler::{Method, NutsSettings, SgldSettings};
 use crate::{Error, Result};
@@ -62,6 +62,15 @@ pub struct MethodArgs {
 impl MethodArgs {
     /// The method for a run with `warmup` warmup iterations and seed `seed`.
     pub fn method(&self, warmup: usize, seed: u64) -> Result<Method> {
+        let surrogate_methods = ["rns-hmc", "arns-hmc", "grid-hmc", "sg-hmc", "rns-rmhmc"];
+        if self.surrogate.train_from != TrainFromArg::Warmup
+            && !surrogate_methods.contains(&self.method.as_str())
+        {
+            return Err(Error::invalid(format!(
+                "--train-from laplace is for rns-hmc's network; {} trains none",
+                self.method
+            )));
+        }
         Ok(match self.method.as_str() {
             "rns-hmc" => Method::RnsHmc(self.surrogate.settings(warmup, seed)?),
             "grid-hmc" | "sg-hmc" => {

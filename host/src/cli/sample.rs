@@ -53,7 +53,8 @@ pub struct SampleArgs {
     /// The mass matrix: `diagonal`, adapted in warmup (Stan's diag_e); or `laplace`, the
     /// Hessian at the MAP, found before the chains start (its MAP search and Hessian are
     /// reported): a dense mass matrix (the CSVs say dense_e and give it whole) that takes out
-    /// the posterior's correlations and scales at once, with a diagonal still adapted on top.
+    /// the posterior's correlations and scales at once; a warmup of 500 or more adapts a
+    /// diagonal on top, a shorter one the step size only.
     /// For ill-conditioned posteriors: on Bank Marketing NUTS reached a bulk ESS of 4125 in
     /// 39 s with it, 173 in 222 s without. Random initial values are then drawn around the
     /// mode (--init-radius Laplace standard deviations along each principal axis)
@@ -77,14 +78,18 @@ pub struct SampleArgs {
     #[arg(long)]
     quiet: bool,
     /// After the run, measure what METHOD (exact hmc, or nuts) needs on the same model, in the
-    /// same process: a pilot with the same chains, warmup and seed, of --compare-draws kept
-    /// draws per chain (no files), then both side by side, exact evaluations and seconds per
-    /// effective sample.
+    /// same process: a pilot with the same chains, seed and --metric, of --compare-warmup
+    /// warmup iterations and --compare-draws kept draws per chain (no files), then both side by
+    /// side, exact evaluations and seconds per effective sample, warmup included.
     #[arg(long, value_name = "METHOD", value_parser = ["hmc", "nuts"])]
     compare: Option<String>,
     /// Kept draws per chain of the --compare pilot.
     #[arg(long, default_value_t = 500, value_name = "N")]
     compare_draws: usize,
+    /// Warmup iterations per chain of the --compare pilot: Stan's default, what a user of
+    /// METHOD runs (a surrogate run's own warmup can be much shorter).
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    compare_warmup: usize,
     /// Continue the stopped (killed, interrupted or failed) run whose output folder is DIR,
     /// with the settings it was started with: each chain from its last checkpoint (saved about
     /// every second after warmup, and when stopped), or from its start if it stopped in warmup.
@@ -232,8 +237,8 @@ fn remove_files_without_draws(args: &SampleArgs) {
     }
 }
 
-/// The run beside a pilot of `baseline` (`hmc` or `nuts`) on the same model, chains, warmup and
-/// seed, run now: what each needs per effective sample.
+/// The run beside a pilot of `baseline` (`hmc` or `nuts`) on the same model, chains, seed and
+/// metric, with its own warmup, run now: what each needs per effective sample.
 fn compare(
     args: &SampleArgs,
     config: &SampleConfig,
@@ -251,6 +256,7 @@ fn compare(
         method,
         step_size,
         adapt_mass: true,
+        warmup: args.compare_warmup,
         draws: args.compare_draws,
         save_warmup: false,
         target_ess: None,
@@ -435,12 +441,24 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
             kl_bound = kl_bound.or(s.kl_bound_estimate);
             match s.precompute {
                 Some(p) if p.before_sampling => {
+                    let fit = if s.training_states > 0 {
+                        format!(
+                            " (trained on {} Laplace draws, scale {}, held-out gradient error \
+                             {:.4})",
+                            s.training_states, s.scale, s.holdout_gradient_error
+                        )
+                    } else {
+                        String::new()
+                    };
                     println!(
-                        "chain {}: proposing with the precomputed surrogate; sampling used {} exact values and {} surrogate gradients",
+                        "chain {}: proposing with the precomputed surrogate{fit}; sampling used {} exact values and {} surrogate gradients",
                         c.chain,
                         c.sampling_evaluations.exact_values,
                         c.sampling_evaluations.surrogate_gradients
                     );
+                    if let Some(t) = &s.trajectory {
+                        println!("chain {}: surrogate trajectories of {t}", c.chain);
+                    }
                     continue;
                 }
                 Some(p) => println!(

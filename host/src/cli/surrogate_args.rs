@@ -6,7 +6,7 @@ use clap::Args;
 use shmc_core::{Activation, Nodes};
 
 use super::options;
-use crate::sampler::{SurrogateSettings, VhmcSettings};
+use crate::sampler::{SurrogateSettings, TrainFrom, VhmcSettings};
 use crate::surrogates::FitMethod;
 use crate::surrogates::grids::{AdaptiveOptions, GridFitter, GridKind};
 use crate::surrogates::network::{Inputs, TrainOptions};
@@ -15,9 +15,10 @@ use crate::{Error, Result};
 /// How the surrogate network is built, trained and used.
 #[derive(Debug, Args)]
 pub struct SurrogateArgs {
-    /// Hidden units s of the surrogate network.
-    #[arg(long, default_value_t = 2000, value_name = "S")]
-    pub hidden: usize,
+    /// Hidden units s of the surrogate network [default: 2000, or 300 with --train-from
+    /// laplace, where the network fits only what the Laplace approximation misses].
+    #[arg(long, value_name = "S")]
+    pub hidden: Option<usize>,
     /// Hidden-unit kind.
     #[arg(long, default_value = "softplus", value_parser = ["softplus", "sigmoid", "tanh", "rbf"])]
     pub activation: String,
@@ -29,9 +30,21 @@ pub struct SurrogateArgs {
     pub ridge: f64,
     /// What the batch fit matches: the potential values of the collected states (the papers'
     /// RNS-HMC), or their exact gradients (score matching, d equations per state: a good fit
-    /// from far fewer states).
-    #[arg(long, default_value = "potential", value_parser = ["potential", "score"])]
-    pub fit: String,
+    /// from far fewer states) [default: potential, or score with --train-from laplace].
+    #[arg(long, value_parser = ["potential", "score"])]
+    pub fit: Option<String>,
+    /// rns-hmc: where the network's training states come from: each chain's exact warmup (the
+    /// papers), or `laplace`: --train-states draws of the Laplace approximation at the MAP,
+    /// evaluated exactly before the chains start (in one pass over the data for logistic and
+    /// probit), the network fitted once to what the approximation's quadratic misses, shared by
+    /// every chain and proposing from the first warmup iteration (one exact U per iteration).
+    /// It runs the chains with --metric laplace. The fastest way to a usable posterior when the
+    /// posterior is not far from Gaussian (its acceptance rate and held-out error say how far).
+    #[arg(long, value_enum, default_value_t = TrainFromArg::Warmup)]
+    pub train_from: TrainFromArg,
+    /// rns-hmc with --train-from laplace: the number of Laplace draws to train on.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    pub train_states: usize,
     /// Input scale of the random units, as a multiple of the training states' spread (see
     /// --inputs), or `auto` to pick it by the held-out gradient error (reported).
     #[arg(long, default_value = "auto", value_name = "auto|C")]
@@ -107,6 +120,17 @@ pub struct SurrogateArgs {
     pub memory_limit: Option<u64>,
 }
 
+/// The choices of `--train-from`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrainFromArg {
+    Warmup,
+    Laplace,
+}
+
+/// Hidden units of a network fitted to all of `U` by default, and of one fitted to what the
+/// Laplace approximation misses.
+const DEFAULT_HIDDEN: (usize, usize) = (2000, 300);
+
 /// The default memory limit: half of the machine's memory (4 GiB if it cannot be read).
 pub(super) fn default_memory_limit() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
@@ -156,9 +180,15 @@ impl SurrogateArgs {
             },
         };
         let scale = options::surrogate_scale(&self.surrogate_scale)?;
+        let laplace = self.train_from == TrainFromArg::Laplace;
+        let default_hidden = if laplace {
+            DEFAULT_HIDDEN.1
+        } else {
+            DEFAULT_HIDDEN.0
+        };
         Ok(TrainOptions {
             memory_limit: self.memory_limit(),
-            hidden: self.hidden,
+            hidden: self.hidden.unwrap_or(default_hidden),
             nodes,
             ridge: self.ridge,
             scale,
@@ -197,10 +227,15 @@ impl SurrogateArgs {
     pub fn settings(&self, warmup: usize, seed: u64) -> Result<SurrogateSettings> {
         Ok(SurrogateSettings {
             train: self.network(seed)?,
-            fit: if self.fit == "score" {
-                FitMethod::Score
-            } else {
-                FitMethod::Potential
+            fit: match (self.fit.as_deref(), self.train_from) {
+                (Some("score"), _) | (None, TrainFromArg::Laplace) => FitMethod::Score,
+                _ => FitMethod::Potential,
+            },
+            train_from: match self.train_from {
+                TrainFromArg::Warmup => TrainFrom::Warmup,
+                TrainFromArg::Laplace => TrainFrom::Laplace {
+                    states: self.train_states,
+                },
             },
             train_after: self
                 .train_after

@@ -163,7 +163,7 @@ impl CsvHeader {
             stepsize,
             seed: config.seed,
             engine,
-            dense_metric: config.metric == MassMatrix::Laplace,
+            dense_metric: config.mass_matrix() == MassMatrix::Laplace,
             data_file: None,
             extra,
             parameters,

@@ -28,9 +28,11 @@ pub enum MassMatrix {
     Diagonal,
     /// Dense: the Hessian of `U` at the MAP, the precision of the Laplace approximation
     /// ([`crate::whitening`]), found before the chains start; the chains run in its standard
-    /// coordinates, where warmup still adapts a diagonal on top (Stan's `dense_e`, set from the
-    /// curvature at the mode instead of from warmup draws). Random initial values are then
-    /// drawn around the mode, `radius` Laplace standard deviations along each principal axis.
+    /// coordinates (Stan's `dense_e`, set from the curvature at the mode instead of from warmup
+    /// draws). A warmup of 500 iterations or more adapts a diagonal on top (Stan's windows); a
+    /// shorter one the step size only: a diagonal estimated from a short warmup's draws is
+    /// mostly noise in many dimensions. Random initial values are drawn around the mode,
+    /// `radius` Laplace standard deviations along each principal axis.
     Laplace,
 }
 
@@ -103,6 +105,21 @@ impl Default for SampleConfig {
 }
 
 impl SampleConfig {
+    /// The mass matrix the chains run with: [`Self::metric`], or the Laplace one when the
+    /// surrogate trains on the Laplace approximation's draws (the chains then run in its
+    /// coordinates, where its quadratic is the standard normal's).
+    pub fn mass_matrix(&self) -> MassMatrix {
+        let trains_on_laplace = self
+            .method
+            .surrogate()
+            .is_some_and(|s| s.laplace_states().is_some());
+        if trains_on_laplace {
+            MassMatrix::Laplace
+        } else {
+            self.metric
+        }
+    }
+
     /// Checks every setting against `model`, naming the first bad one.
     pub fn validate<M: Model + ?Sized>(&self, model: &M) -> Result<()> {
         let dim = model.dim();
@@ -166,7 +183,7 @@ impl SampleConfig {
             return Err(SgldSettings::refusal_without_rows());
         }
         self.method.validate(self.warmup)?;
-        if self.metric == MassMatrix::Laplace {
+        if self.mass_matrix() == MassMatrix::Laplace {
             self.validate_laplace()?;
         }
         let columns = SAMPLER_COLUMNS.len() + model.parameter_names().len();

@@ -11,18 +11,19 @@ use shmc_core::random::uniform;
 use shmc_core::schedule::adaptation_probability;
 use shmc_core::{Dyn, Potential, State, Steps};
 
+use super::laplace_training;
 use super::method::SurrogateSettings;
 use super::proposer::{ForResume, Precompute, Proposer, SurrogateReport};
 use super::trajectory::{AUTO_CAP_FACTOR, SurrogateSteps, choose_steps, lengthen};
 use crate::surrogates::states::TrainingSet;
 use crate::surrogates::{Fallback, Fitter, Shared, Surrogate, kinds};
-use crate::{Error, Result};
+use crate::{Error, Model, Result};
 
 /// The fewest collected states a fit accepts.
 const MIN_TRAINING_STATES: usize = 20;
 
-/// A surrogate fitted once before sampling (a grid over a box known in advance), shared by every
-/// chain, with what fitting it cost.
+/// A surrogate fitted once before sampling (a grid over a box known in advance, a network on
+/// the Laplace approximation's draws), shared by every chain, with what fitting it cost.
 #[derive(Clone, Debug)]
 pub struct Precomputed {
     /// The surrogate.
@@ -31,23 +32,33 @@ pub struct Precomputed {
     pub evaluations: u64,
     /// Wall time of the fit, in seconds.
     pub seconds: f64,
+    /// The states it was fitted to, if any (the trajectory lengths are chosen at them).
+    pub training: Option<Arc<TrainingSet>>,
+    /// The fit's input scale (NaN for a kind without one).
+    pub scale: f64,
+    /// The fit's held-out relative gradient error (NaN if unknown).
+    pub holdout_gradient_error: f64,
 }
 
-/// The surrogate of `settings` fitted before sampling when its fitter needs no states
-/// ([`Fitter::before_sampling`]) and no saved one is given; `None` otherwise.
-pub fn precompute(
-    settings: &SurrogateSettings,
-    model: &(dyn Potential + Sync),
-) -> Result<Option<Precomputed>> {
-    let fitter = settings.fitter();
-    if settings.surrogate_file.is_some() || !fitter.before_sampling() {
+/// The surrogate of `settings` fitted before sampling ([`SurrogateSettings::before_sampling`]);
+/// `None` otherwise.
+pub fn precompute(settings: &SurrogateSettings, model: &dyn Model) -> Result<Option<Precomputed>> {
+    if !settings.before_sampling() {
         return Ok(None);
     }
-    let fitted = fitter.fit(model, &TrainingSet::new(model.dim()))?;
+    if let Some(states) = settings.laplace_states() {
+        return laplace_training::fit(settings, model, states).map(Some);
+    }
+    let fitted = settings
+        .fitter()
+        .fit(model, &TrainingSet::new(model.dim()))?;
     Ok(Some(Precomputed {
         surrogate: Arc::from(fitted.surrogate),
         evaluations: fitted.exact_evaluations,
         seconds: fitted.seconds,
+        training: None,
+        scale: fitted.scale,
+        holdout_gradient_error: fitted.holdout_gradient_error,
     }))
 }
 
@@ -91,8 +102,9 @@ impl<'m> FittedPhase<'m> {
             (None, Some(p)) => {
                 report.training_seconds = p.seconds;
                 report.extra_exact_evaluations = p.evaluations;
-                report.scale = f64::NAN;
-                report.holdout_gradient_error = f64::NAN;
+                report.scale = p.scale;
+                report.holdout_gradient_error = p.holdout_gradient_error;
+                report.training_states = p.training.as_ref().map_or(0, |t| t.len());
                 report.started_at = Some(0);
                 report.precompute = Some(Precompute {
                     evaluations: p.evaluations,
@@ -119,7 +131,10 @@ impl<'m> FittedPhase<'m> {
             settings: settings.clone(),
             fitter: settings.fitter(),
             exact,
-            training: TrainingSet::new(exact.dim()),
+            // A network precomputed on states chooses its trajectories at them.
+            training: precomputed
+                .and_then(|p| p.training.as_deref().cloned())
+                .unwrap_or_else(|| TrainingSet::new(exact.dim())),
             proposal,
             online_since: None,
             report,

@@ -279,6 +279,24 @@ impl Default for VhmcSettings {
     }
 }
 
+/// Where RNS-HMC's network gets its training states.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TrainFrom {
+    /// The accepted states of each chain's exact warmup (the papers).
+    #[default]
+    Warmup,
+    /// `states` draws of the Laplace approximation at the MAP, evaluated exactly (in one pass
+    /// over the data for a row-sum model) before the chains start. The network fits only what
+    /// the approximation's quadratic misses ([`crate::surrogates::anchored`]), once for every
+    /// chain, and proposes from the first warmup iteration; the chains run in the
+    /// approximation's coordinates (the Laplace mass matrix). Time to a usable posterior is
+    /// then the MAP search, a few hundred exact gradients and one exact `U` per iteration.
+    Laplace {
+        /// The number of training states.
+        states: usize,
+    },
+}
+
 /// The settings shared by the surrogate methods.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SurrogateSettings {
@@ -288,6 +306,8 @@ pub struct SurrogateSettings {
     /// the exact gradients the exact leapfrog computed at the same states (score matching:
     /// `d` equations per state instead of one, so far fewer states give a good fit).
     pub fit: FitMethod,
+    /// Where the training states come from: each chain's warmup, or the Laplace approximation.
+    pub train_from: TrainFrom,
     /// Warmup iterations before states are collected (the papers: 1000).
     pub train_after: usize,
     /// RNS-HMC: the warmup iterations of exact HMC after which the surrogate is fitted and
@@ -320,6 +340,7 @@ impl Default for SurrogateSettings {
         Self {
             train: TrainOptions::default(),
             fit: FitMethod::Potential,
+            train_from: TrainFrom::Warmup,
             train_after: 1000,
             exact_warmup: None,
             start_after: 300,
@@ -334,6 +355,23 @@ impl Default for SurrogateSettings {
 }
 
 impl SurrogateSettings {
+    /// Whether the surrogate is fitted once before the chains start, shared by all of them: a
+    /// grid over a box known in advance, or a network trained on the Laplace approximation's
+    /// draws (not a saved one, which is loaded).
+    pub fn before_sampling(&self) -> bool {
+        self.surrogate_file.is_none()
+            && (self.fitter().before_sampling()
+                || matches!(self.train_from, TrainFrom::Laplace { .. }))
+    }
+
+    /// Whether the network trains on the Laplace approximation's draws.
+    pub fn laplace_states(&self) -> Option<usize> {
+        match self.train_from {
+            TrainFrom::Laplace { states } => Some(states),
+            TrainFrom::Warmup => None,
+        }
+    }
+
     /// How the surrogate is fitted: the grid of [`Self::grid`] if there is one, else the
     /// network with [`Self::train`], to [`Self::fit`]'s quantity. The one place the settings
     /// choose the surrogate's kind.
@@ -459,7 +497,27 @@ impl Method {
                  values (rns-hmc and vhmc fit scores)",
             ));
         }
-        let needs_states = s.surrogate_file.is_none() && !s.fitter().before_sampling();
+        if let Some(states) = s.laplace_states() {
+            if !matches!(self, Method::RnsHmc(_))
+                || s.grid.is_some()
+                || s.surrogate_file.is_some()
+                || s.exact_warmup.is_some()
+            {
+                return Err(Error::setting(
+                    "train_from",
+                    "laplace is for rns-hmc's network, fitted once before sampling (not with a \
+                     grid, a saved surrogate or an exact warmup)",
+                ));
+            }
+            if states < MIN_LAPLACE_STATES {
+                return Err(Error::setting(
+                    "train_states",
+                    format!("({states}) must be at least {MIN_LAPLACE_STATES}"),
+                ));
+            }
+            s.train.check_memory(states)?;
+        }
+        let needs_states = s.surrogate_file.is_none() && !s.before_sampling();
         if let Some(exact) = s.exact_warmup {
             if !matches!(self, Method::RnsHmc(_) | Method::RnsRmhmc(..)) || !needs_states {
                 return Err(Error::setting(
@@ -518,6 +576,9 @@ impl VhmcSettings {
         Ok(())
     }
 }
+
+/// The fewest Laplace draws a network trains on: a fifth are held out to choose its scale.
+pub const MIN_LAPLACE_STATES: usize = 20;
 
 /// The network options every surrogate method needs: at least one unit, a positive ridge.
 fn check_network(train: &TrainOptions) -> Result<()> {

@@ -16,6 +16,7 @@ mod chain;
 mod checked;
 mod config;
 mod fitted;
+mod laplace_training;
 pub mod lockstep;
 mod method;
 mod nuts;
@@ -35,7 +36,8 @@ pub use chain::checkpoint::{self, Checkpoint, Resumed};
 pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, Recorder, RiemannianReport};
 pub use config::{Init, MassMatrix, SampleConfig};
 pub use method::{
-    Method, NutsSettings, RmhmcSettings, SgldSettings, StepSize, SurrogateSettings, VhmcSettings,
+    MIN_LAPLACE_STATES, Method, NutsSettings, RmhmcSettings, SgldSettings, StepSize,
+    SurrogateSettings, TrainFrom, VhmcSettings,
 };
 pub use proposer::{LearningPoint, Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
@@ -553,7 +555,7 @@ fn run_chains<M: Model + ?Sized>(
     };
     let checked = checked::Checked::new(model);
     let start = std::time::Instant::now();
-    let laplace = match config.metric {
+    let laplace = match config.mass_matrix() {
         MassMatrix::Laplace => match find_laplace(&checked, config) {
             Ok(laplace) => Some(Arc::new(laplace)),
             // A served model's lost connection is the failure to report, not its effect.

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use super::anchored::{self, Anchored};
 use super::file::SurrogateFile;
 use super::grids::{FORCE_GRID_KIND, ForceGrid, SPARSE_GRID_KIND, SparseGrid};
 use super::network::{self, NetworkSurrogate};
@@ -11,7 +12,12 @@ use super::{Surrogate, SurrogateMeta};
 use crate::Result;
 
 /// The kinds this build reads.
-const KINDS: [&str; 3] = [network::KIND, FORCE_GRID_KIND, SPARSE_GRID_KIND];
+const KINDS: [&str; 4] = [
+    network::KIND,
+    FORCE_GRID_KIND,
+    SPARSE_GRID_KIND,
+    anchored::KIND,
+];
 
 /// Reads the surrogate file `path` (written by [`Surrogate::save`]) for a model of dimension
 /// `dim`: the surrogate, of the kind the file names, and the meta of its fit.
@@ -39,6 +45,10 @@ pub fn read(file: SurrogateFile, dim: usize) -> Result<(Box<dyn Surrogate>, Surr
             SPARSE_GRID_KIND => {
                 let (grid, meta) = SparseGrid::read(&file)?;
                 (Box::new(grid), meta)
+            }
+            anchored::KIND => {
+                let (surrogate, meta) = Anchored::read(&file)?;
+                (Box::new(surrogate), meta)
             }
             other => {
                 return Err(file.invalid(format!(

@@ -11,10 +11,12 @@
 //! The samplers drive `dyn Surrogate` and `dyn Fitter` alone, so a new kind is a new module
 //! here and a line in [`kinds`], never a second sampler path.
 //!
-//! Layers: the kinds ([`network`], [`grids`]) build on this module, [`states`], [`exact_floats`] and
+//! Layers: the kinds ([`network`], [`grids`], and [`anchored`], a network on top of the Laplace
+//! approximation's quadratic) build on this module, [`states`], [`exact_floats`] and
 //! [`mod@file`]; [`kinds`] knows every kind; [`laplace`] blends any surrogate with a Laplace
 //! approximation (VHMC). None of them knows a sampler.
 
+pub mod anchored;
 pub mod exact_floats;
 pub mod file;
 pub mod grids;

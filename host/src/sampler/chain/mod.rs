@@ -92,6 +92,9 @@ pub fn run_chain<M: Model + ?Sized>(
             surrogate: Arc::clone(surrogate),
             evaluations: 0,
             seconds: 0.0,
+            training: None,
+            scale: f64::NAN,
+            holdout_gradient_error: f64::NAN,
         });
     let precomputed = saved.as_ref().or(precomputed);
     let mut c = Chain::start(model, exact, config, precomputed, chain, outlets, resumed)?;
@@ -288,7 +291,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         if chain.proposing() {
             chain.hmc.config.steps = chain.surrogate_steps();
         }
-        chain.adaptation = Adaptation::new(config, step_size, dim)?;
+        chain.adaptation = Adaptation::new(config, step_size, dim, chain.proposing())?;
         Ok(chain)
     }
 
@@ -316,7 +319,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
                 break;
             };
             if proposed && let Some(means) = self.guard.observe(t.accept_prob, stat) {
-                self.fall_back(means);
+                self.fall_back(means)?;
             }
             self.adapt(stat)?;
             self.observe(&t)?;
@@ -720,6 +723,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             self.refresh();
             if !was_proposing {
                 self.hmc.config.steps = self.surrogate_steps();
+                if let Some(adaptation) = self.adaptation.as_mut() {
+                    adaptation.propose_with(true, self.hmc.config.step_size)?;
+                }
             }
         }
         Ok(())
@@ -728,7 +734,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
     /// Back to exact HMC for good after the surrogate's exact acceptance collapsed (`means`:
     /// exact and own): the exact gradient, the exact phase's trajectories, and a step size
     /// found for them.
-    fn fall_back(&mut self, (acceptance, own_acceptance): (f64, f64)) {
+    fn fall_back(&mut self, (acceptance, own_acceptance): (f64, f64)) -> Result<()> {
         self.collapse = Some(Collapse {
             iteration: self.done - 1,
             acceptance,
@@ -745,9 +751,10 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
                 self.hmc.config.step_size,
                 &mut self.rng,
             );
-            adaptation.restart(step_size);
+            adaptation.propose_with(false, step_size)?;
             self.hmc.config.step_size = step_size;
         }
+        Ok(())
     }
 
     /// Re-evaluates what the state caches of the dynamics after it changed: the proposal

@@ -41,7 +41,7 @@ const SCORE_BLOCK_ROWS: usize = 4096;
 
 /// Whether state `i` (in push order) is held out: with fraction `f`, the states where
 /// `⌊(i+1)f⌋ > ⌊if⌋`, i.e. every `1/f`-th state (for `f = 0.2`: states 4, 9, 14, …).
-pub(super) fn is_held_out(i: usize, fraction: f64) -> bool {
+pub(crate) fn is_held_out(i: usize, fraction: f64) -> bool {
     ((i + 1) as f64 * fraction).floor() > (i as f64 * fraction).floor()
 }
 
