@@ -8,7 +8,7 @@
 
 use shmc::core::Potential;
 use shmc::models::gaussian::{ConjugateGaussian, CorrelatedGaussian};
-use shmc::sampler::SampleConfig;
+use shmc::sampler::{MassMatrix, SampleConfig};
 
 mod common;
 use common::{assert_mean_within_4_mcse, run, series};
@@ -88,7 +88,7 @@ fn same_seed_gives_identical_draws_and_different_seeds_do_not() {
 fn nuts_recovers_a_gaussian_through_the_adapter() {
     let model = CorrelatedGaussian::new(4, 1.0, 0.1).unwrap();
     let cov = model.covariance();
-    let run = shmc::bench::nuts::run_nuts(&model, 2, 300, 2000, 3).unwrap();
+    let run = shmc::bench::nuts::run_nuts(&model, MassMatrix::Diagonal, 2, (300, 2000), 3).unwrap();
     assert_eq!(run.run.chains.len(), 2);
     for times in &run.finished {
         assert_eq!(times.len(), 2000);

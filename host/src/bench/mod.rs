@@ -37,8 +37,8 @@ use crate::models::logistic::LogisticRegression;
 use crate::optimize::{MapOptions, find_map};
 use crate::output::format_kernel_work;
 use crate::sampler::{
-    DrawSink, Init, KernelWork, Method, NullSink, RmhmcSettings, Run, SampleConfig, StepSize,
-    SurrogateSettings, SurrogateSteps, sample,
+    DrawSink, Init, KernelWork, MassMatrix, Method, NullSink, RmhmcSettings, Run, SampleConfig,
+    StepSize, SurrogateSettings, SurrogateSteps, TrainFrom, sample,
 };
 use crate::surrogates::FitMethod;
 use crate::surrogates::network::TrainOptions;
@@ -446,12 +446,13 @@ fn row(
 }
 
 /// The all-in run: what a user on this machine gets from `shmc sample`, accounted as nutpie's
-/// figure is. RNS-HMC with score matching on 2 chains at once (one per core), each from the
-/// MAP (the search is timed and counted), a short exact warmup that adapts the step size and a
-/// diagonal metric and collects states from iteration 100 on, the network fitted on their exact
-/// gradients, then the kept draws with the trajectory lengths the network's curvature predicts
-/// mix best. ESS is the rank-normalized bulk ESS of the pooled chains (the tail ESS is reported
-/// beside it); time is wall time from the MAP search to the last draw.
+/// figure is. RNS-HMC trained on the Laplace approximation on 2 chains at once (one per core):
+/// the MAP search and its Hessian (the Laplace mass matrix), a residual network of
+/// [`ALL_IN_PLAN`]'s units score-matched at its draws, a warmup adapting the step size on
+/// surrogate trajectories, then the kept draws with the trajectory lengths the surrogate's
+/// curvature predicts mix best. ESS is the rank-normalized bulk ESS of the pooled chains (the
+/// tail ESS is reported beside it); time is wall time from the MAP search to the last draw,
+/// everything before the draws included.
 fn all_in_row(
     experiment: Experiment,
     model: &dyn Model,
@@ -461,21 +462,21 @@ fn all_in_row(
     log: &dyn Fn(&str),
 ) -> Result<BenchRow> {
     let chains = 2;
-    let warmup = 500;
+    let (hidden, states, warmup) = ALL_IN_PLAN;
     log(&format!(
-        "running the all-in run: RNS-HMC (score fit), {chains} chains at once, {warmup} warmup ..."
+        "running the all-in run: RNS-HMC trained on {states} Laplace draws (s = {hidden}), \
+         {chains} chains at once, {warmup} warmup ..."
     ));
     let start = Instant::now();
     let work_before = model.work();
-    let map = find_map(model, &vec![0.0; model.dim()], &MapOptions::default())?;
     let surrogate = SurrogateSettings {
         train: TrainOptions {
-            hidden: settings.hidden,
+            hidden,
             seed: settings.seed,
             ..TrainOptions::default()
         },
         fit: FitMethod::Score,
-        train_after: 100,
+        train_from: TrainFrom::Laplace { states },
         trajectory: SurrogateSteps::Auto,
         ..SurrogateSettings::default()
     };
@@ -486,8 +487,6 @@ fn all_in_row(
         seed: settings.seed,
         step_size: StepSize::Adapt { target: 0.8 },
         steps: Steps::Jittered(settings.steps),
-        adapt_mass: true,
-        init: Init::Values(map.position),
         save_warmup: false,
         max_energy_error: 1000.0,
         lockstep: true,
@@ -495,16 +494,16 @@ fn all_in_row(
         ..SampleConfig::default()
     };
     let sinks: Vec<Box<dyn DrawSink>> = (0..chains).map(|_| Box::new(NullSink) as _).collect();
-    let map_seconds = start.elapsed().as_secs_f64();
     let run = sample(model, &config, sinks, &|_, _| {}, None)?;
     let wall = start.elapsed().as_secs_f64();
+    let map_seconds = run.laplace.map_or(0.0, |l| l.seconds);
+    let training = run.precompute.map_or(0.0, |p| p.seconds);
     for c in &run.chains {
         log(&format!(
-            "  chain {}: MAP {map_seconds:.1} s, warmup {:.1} s (training {:.1} s), draws {:.1} s, \
-             step size {:.4}, trajectories of {}",
+            "  chain {}: MAP and Hessian {map_seconds:.2} s, training {training:.2} s, warmup \
+             {:.2} s, draws {:.2} s, step size {:.4}, trajectories of {}",
             c.chain,
             c.warmup_seconds,
-            c.surrogate.as_ref().map_or(0.0, |r| r.training_seconds),
             c.sampling_seconds,
             c.step_size,
             c.surrogate
@@ -531,6 +530,10 @@ fn all_in_row(
     }
     Ok(all_in)
 }
+
+/// The all-in run's residual network units, Laplace draws and warmup iterations (as `shmc bench
+/// ttr`'s surrogate row).
+const ALL_IN_PLAN: (usize, usize, usize) = (300, 200, 150);
 
 /// Runs the rows `settings.methods` names on the experiment, in the order of [`METHOD_KEYS`],
 /// then, with [`BenchSettings::plots`], draws the figures (and makes their own runs).
@@ -791,7 +794,13 @@ fn nuts_row(
         settings.draws
     ));
     let work_before = model.work();
-    let run = nuts::run_nuts(model, chains, warmup, settings.draws, settings.seed)?;
+    let run = nuts::run_nuts(
+        model,
+        MassMatrix::Diagonal,
+        chains,
+        (warmup, settings.draws),
+        settings.seed,
+    )?;
     let work = work_since(&work_before, &model.work());
     let parameters = run.run.names.len();
     let bulk = per_parameter(parameters, |p| run.series(p), ess_bulk);

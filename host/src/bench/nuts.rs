@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use super::figures::{Recorder, take};
-use crate::sampler::{DrawSink, Method, NutsSettings, Run, SampleConfig, sample};
+use crate::sampler::{DrawSink, MassMatrix, Method, NutsSettings, Run, SampleConfig, sample};
 use crate::{Model, Result};
 
 /// What a NUTS run left: the run itself, and when each kept draw was made.
@@ -39,13 +39,14 @@ impl NutsRun {
     }
 }
 
-/// Runs `chains` NUTS chains of `warmup + draws` iterations on `model`, all at once, each from a
-/// uniform draw on `(−2, 2)` per coordinate as Stan starts.
+/// Runs `chains` NUTS chains of `warmup + draws` iterations on `model` with mass matrix
+/// `metric`, all at once, each from a uniform draw on `(−2, 2)` per coordinate as Stan starts
+/// (in the Laplace approximation's coordinates with its metric).
 pub fn run_nuts(
     model: &dyn Model,
+    metric: MassMatrix,
     chains: usize,
-    warmup: usize,
-    draws: usize,
+    (warmup, draws): (usize, usize),
     seed: u64,
 ) -> Result<NutsRun> {
     let config = SampleConfig {
@@ -53,6 +54,7 @@ pub fn run_nuts(
         warmup,
         draws,
         seed,
+        metric,
         method: Method::Nuts(NutsSettings::default()),
         ..SampleConfig::default()
     };
