@@ -43,6 +43,7 @@
 pub mod dual_averaging;
 pub mod error;
 pub mod fastmath;
+pub mod fastmath32;
 pub mod greville;
 pub mod hmc;
 pub mod leapfrog;
