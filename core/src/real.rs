@@ -37,6 +37,12 @@ pub trait Real: RealField + Copy {
     /// The machine epsilon, as an `f64` (`2⁻⁵²` or `2⁻²³`).
     const EPSILON: f64;
 
+    /// The number of independent partial sums of a dot product ([`dot`](crate::linalg::dot)),
+    /// which fixes its summation order: 4 for `f64` (two SSE2 registers of two lanes; the
+    /// order the host's results are pinned to), 8 for `f32` (two registers of four lanes, so
+    /// that its additions, too, form two independent chains of full vectors). Either 4 or 8.
+    const PARTIAL_SUMS: usize;
+
     /// `x` rounded to this scalar (exact for `f64`).
     fn of(x: f64) -> Self;
     /// The value as an `f64` (exact for both scalars).
@@ -76,6 +82,7 @@ macro_rules! activations {
 
 impl Real for f64 {
     const EPSILON: f64 = f64::EPSILON;
+    const PARTIAL_SUMS: usize = 4;
 
     #[inline(always)]
     fn of(x: f64) -> Self {
@@ -100,6 +107,7 @@ impl Real for f64 {
 
 impl Real for f32 {
     const EPSILON: f64 = f32::EPSILON as f64;
+    const PARTIAL_SUMS: usize = 8;
 
     #[inline(always)]
     fn of(x: f64) -> Self {
