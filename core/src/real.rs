@@ -4,18 +4,20 @@
 //!
 //! The network, the leapfrog, the HMC transition, the metrics and the Greville update are each
 //! written once, generic over [`Real`]; what differs between the two scalars is only the handful
-//! of elementary functions below:
+//! of elementary functions below and the number of partial sums of a dot product
+//! ([`Real::PARTIAL_SUMS`]: two SSE2 registers' worth, four `f64` or eight `f32`):
 //!
 //! - `f64`: the branch-free [`fastmath`](crate::fastmath) functions (a few ulp), so the host's
 //!   results are those of the code before the core became generic, bit for bit.
-//! - `f32`: by default the branch-free single-precision [`fastmath32`](crate::fastmath32)
-//!   functions (`exp` within 1.1 `f32` ulp, the others within 6.5), which vectorize four lanes
-//!   per SSE2 instruction where the `f64` functions run two. With the `micromath` feature,
-//!   [micromath](https://docs.rs/micromath)'s fast single-precision `exp` instead (relative
-//!   error about 10⁻³; softplus's `log(1 + a)` by a short series): no `f64` arithmetic at all
-//!   in the activations, the right
-//!   trade on an FPU without doubles. A less accurate surrogate only lowers the acceptance rate:
-//!   the Metropolis–Hastings step judges with the user's `U`, not the network's.
+//! - `f32`: by default the branch-free single-precision functions of [`crate::fastmath32`]
+//!   (`exp` within 1.05 `f32` ulp, the activations and their first derivatives within 4.5, the
+//!   second derivatives within 6.4), which vectorize four lanes per
+//!   SSE2 instruction where the `f64` functions run two, and use no `f64` arithmetic. With the
+//!   `micromath` feature, [micromath](https://docs.rs/micromath)'s fast single-precision `exp`
+//!   instead (relative error about 10⁻³; softplus's `log(1 + a)` by a short series): no `f64`
+//!   arithmetic either, but it does not vectorize. A less accurate surrogate only lowers the
+//!   acceptance rate: the Metropolis–Hastings step judges with the user's `U`, not the
+//!   network's.
 //!
 //! Things that are not on a hot path (random draws, constructors' square roots, the acceptance
 //! probability `exp(−ΔH)`) are computed in `f64` and converted with [`Real::of`], so they are
@@ -210,7 +212,8 @@ mod tests {
 
     /// The `f32` activations against the `f64` ones. Without `micromath`: the
     /// [`fastmath32`](crate::fastmath32) functions, within 6.5 `f32` ulp (below 8·10⁻⁷
-    /// relative; `fastmath32`'s tests bound each function more tightly). With it: every activation is an O(1) function of `a = e^−|x|` with
+    /// relative; `fastmath32`'s tests bound each function more tightly). With it: every
+    /// activation is an O(1) function of `a = e^−|x|` with
     /// derivative at most about 1 in `log a`, so micromath's `exp` (relative error up to
     /// 1.3·10⁻³) bounds their absolute error by 2·10⁻³ (measured worst: tanh, 1.0·10⁻³), and
     /// `exp` itself above 1 by 2·10⁻³ relative.
