@@ -407,12 +407,13 @@ fn f32_surrogate_acceptance_against_f64() {
 ///
 /// - `f64`, pseudoinverse start, against the batch `f64` least-squares fit: rounding level
 ///   (~10⁻⁷ at 10⁴ updates).
-/// - `f32`, pseudoinverse start, against the same: off by 0.1–0.4 throughout, not settling: the
-///   rows are ill-conditioned (cond(H) ~ 10⁴, 10⁶ for the first 16) beyond what the recursion
-///   can carry in single precision.
+/// - `f32`, pseudoinverse start, against the same: off by 0.08–0.11 throughout (0.09–0.19 with
+///   micromath), not settling: the rows are ill-conditioned (cond(H) ~ 10⁴, 10⁶ for the first
+///   16) beyond what the recursion can carry in single precision.
 /// - `f32`, ridge start λ = 10⁻², against the `f64` recursion from the same start (the same
-///   estimator): the numerical drift of single precision, below 2·10⁻³ throughout (6·10⁻⁵ at
-///   100 updates, 1.9·10⁻³ at 5000, 7·10⁻⁴ at 10⁴), not growing.
+///   estimator): the numerical drift of single precision, at most 2.1·10⁻³ at the checkpoints
+///   (2.9·10⁻⁴ at 100 updates, 5.8·10⁻⁴ at 5000, 2.0·10⁻³ at 10⁴; with micromath, whose
+///   features differ more from the `f64` ones, 2.8·10⁻³ to 4.0·10⁻³).
 ///   The ridge's own bias against plain least squares (0.06–0.2 here) is the same in `f64`.
 ///
 /// Hence the rule in [`shmc_core::training`]: in `f32`, start Greville with
