@@ -6,8 +6,10 @@
 //!
 //! Timed with the thread CPU clock on Linux (`SHMC_BENCH_CLOCK=wall` for the wall clock), as
 //! `benches/core.rs` is, so other jobs on a shared machine inflate the numbers less.
-//! Activations: without features, `f32` evaluates them through the `f64` functions (rounded
-//! once); `cargo bench -p shmc-core --bench scalar --features micromath` measures micromath's.
+//! Activations: without features, `f32` evaluates them with the single-precision
+//! [`fastmath32`](shmc_core::fastmath32) functions (four lanes per SSE2 instruction);
+//! `cargo bench -p shmc-core --bench scalar --features micromath` measures micromath's, which
+//! do not vectorize.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
