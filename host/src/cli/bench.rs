@@ -73,8 +73,10 @@ pub struct BenchArgs {
     /// run: Fig. 6 (HMC vs RNS-HMC marginals, needs the hmc and rns
     /// rows), Fig. 8 (relative error of the mean vs elapsed seconds, HMC, RNS-HMC, ARNS-HMC and
     /// NUTS), and Figs. 5 and 4 (RNS-HMC acceptance vs training states and vs hidden units,
-    /// networks fitted on the hmc row's burn-in, extra runs timed in the log). The journal's
-    /// acceptance vs dimension panel is left out.
+    /// networks fitted on the hmc row's burn-in, extra runs timed in the log); lr-sim also
+    /// draws Fig. 4's acceptance vs dimension (RNS-HMC and HMC on simulated logistic
+    /// regressions of d = 10 to 100, 10 to 70 with --quick, each with its own HMC burn-in and
+    /// fit, timed in the log).
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
 }
