@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use shmc::bench::figures::{
-    ChainTrace, Traces, acceptance_curve, burn_in_states, marginals, relative_error_of_mean,
-    rem_curves,
+    ChainTrace, DimensionPoint, Traces, acceptance_curve, acceptance_vs_dimension, burn_in_states,
+    marginals, relative_error_of_mean, rem_curves,
 };
 use shmc::models::logistic::LogisticRegression;
 use shmc::sampler::SAMPLER_COLUMNS;
@@ -168,20 +168,65 @@ fn fig8_thins_long_runs_to_a_few_hundred_points() {
 #[test]
 fn acceptance_figures_draw_one_line_and_a_dot_per_point() {
     let dir = temp_dir("fig5");
-    let points = [(100.0, 0.1), (400.0, 0.4), (1600.0, 0.85)];
+    let points = vec![(100.0, 0.1), (400.0, 0.4), (1600.0, 0.85)];
     acceptance_curve(
         &dir,
         "fig5.svg",
         "Fig. 5: RNS-HMC acceptance vs training states",
         "training states",
-        &points,
+        &[("RNS-HMC", points.clone())],
     )
     .unwrap();
     let svg = read(&dir, "fig5.svg");
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(svg.contains("Fig. 5: RNS-HMC acceptance vs training states"));
+    // One series: the title is the caller's, with no colour legend.
+    assert!(svg.contains("Fig. 5: RNS-HMC acceptance vs training states\n"));
     assert_eq!(lines_in(&svg, BLUE), 1);
     assert_eq!(svg.matches("<circle").count(), points.len());
+}
+
+#[test]
+fn fig4_by_dimension_draws_rns_hmc_and_hmc_each_as_a_line_through_its_dots() {
+    let dir = temp_dir("fig4-dimension");
+    let point = |dim: usize, rns: f64| DimensionPoint {
+        dim,
+        step_size: 0.05,
+        training_states: 1500,
+        hmc: 0.7,
+        rns,
+    };
+    let points = [
+        point(10, 0.9),
+        point(30, 0.8),
+        point(50, 0.6),
+        point(70, 0.2),
+    ];
+    acceptance_vs_dimension(&dir, 2000, 1000, &points).unwrap();
+    let svg = read(&dir, "fig4-acceptance-vs-dimension.svg");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        svg.contains(
+            "Fig. 4: acceptance vs dimension (2000 hidden units): RNS-HMC (blue), HMC (orange)"
+        ),
+        "{svg}"
+    );
+    assert_eq!(lines_in(&svg, BLUE), 1, "one RNS-HMC line");
+    assert_eq!(lines_in(&svg, ORANGE), 1, "one HMC line");
+    let dots = |colour: &str| {
+        svg.split("<circle")
+            .skip(1)
+            .filter(|c| {
+                c.split('>')
+                    .next()
+                    .unwrap()
+                    .contains(&format!("fill=\"{colour}\""))
+            })
+            .count()
+    };
+    assert_eq!(dots(BLUE), points.len());
+    assert_eq!(dots(ORANGE), points.len());
+    assert!(svg.contains("dimension d of a simulated logistic regression; step size for HMC"));
+    assert!(svg.contains("mean exact acceptance probability"));
 }
 
 #[test]

@@ -8,8 +8,12 @@
 //!   real one (the [`Recorder`] sink notes when each kept draw was made).
 //! - Fig. 5 and Fig. 4 ([`acceptance_curve`]): exact acceptance of short RNS-HMC chains whose
 //!   network was fitted, as the bench's RNS row fits it, on the first n states of HMC's burn-in
-//!   (Fig. 5), or on all of them with s hidden units (Fig. 4). The journal's acceptance against
-//!   the dimension needs other posteriors and is left out.
+//!   (Fig. 5), or on all of them with s hidden units (Fig. 4's middle panel).
+//! - Fig. 4's right panel ([`acceptance_vs_dimension`]): RNS-HMC's acceptance against the
+//!   dimension d of simulated logistic regressions at fixed s, each d a posterior of its own
+//!   ([`dimension_sweep`]): HMC's burn-in at the step size that gives HMC acceptance 0.7 (the
+//!   journal's rule), the network fitted on it, then a short RNS-HMC chain at that step size;
+//!   HMC's own acceptance there is drawn beside it.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,6 +24,8 @@ use shmc_core::Steps;
 
 use super::BenchSettings;
 use crate::diagnostics::relative_error_mean;
+use crate::models::logistic::LogisticRegression;
+use crate::optimize::{MapOptions, find_map};
 use crate::plot::{self, Canvas, Drawn};
 use crate::report::figures::{chain_colour, line, span};
 use crate::sampler::{
@@ -332,18 +338,32 @@ pub fn relative_error_of_mean(dir: &Path, curves: &[RemCurve], note: &str) -> Re
 /// The names of [`chain_colour`]'s first colours, for captions.
 const COLOUR_NAMES: [&str; 4] = ["blue", "orange", "green", "red"];
 
-/// Fig. 5 or Fig. 4: exact acceptance of short RNS-HMC chains against `x` (training states or
-/// hidden units), a line through dots.
+/// Fig. 5 or Fig. 4: exact acceptance against `x` (training states, hidden units or the
+/// dimension), each of `series` (a label and its points) a line through dots in
+/// [`chain_colour`] order; with more than one, the title says which colour is which.
 pub fn acceptance_curve(
     dir: &Path,
     file: &str,
     title: &str,
     x_desc: &str,
-    points: &[(f64, f64)],
+    series: &[(&str, Vec<(f64, f64)>)],
 ) -> Result<()> {
     write(dir, file, (720, 440), |root| {
-        let right = points.iter().fold(1.0, |m: f64, p| m.max(p.0)) * 1.05;
-        let mut chart = plot::chart(root, title, 0.0..right, 0.0..1.05)?;
+        let all = series.iter().flat_map(|(_, points)| points);
+        let right = all.fold(1.0, |m: f64, p| m.max(p.0)) * 1.05;
+        let caption = if series.len() > 1 {
+            let legend: Vec<String> = series
+                .iter()
+                .enumerate()
+                .map(|(c, (label, _))| {
+                    format!("{label} ({})", COLOUR_NAMES[c % COLOUR_NAMES.len()])
+                })
+                .collect();
+            format!("{title}: {}", legend.join(", "))
+        } else {
+            title.to_string()
+        };
+        let mut chart = plot::chart(root, &caption, 0.0..right, 0.0..1.05)?;
         chart
             .configure_mesh()
             .light_line_style(TRANSPARENT)
@@ -352,12 +372,11 @@ pub fn acceptance_curve(
             .x_desc(x_desc)
             .y_desc("mean exact acceptance probability")
             .draw()?;
-        chart.draw_series(line(points.to_vec(), chain_colour(0).stroke_width(2)))?;
-        chart.draw_series(
-            points
-                .iter()
-                .map(|&p| Circle::new(p, 4, chain_colour(0).filled())),
-        )?;
+        for (c, (_, points)) in series.iter().enumerate() {
+            let colour = chain_colour(c);
+            chart.draw_series(line(points.clone(), colour.stroke_width(2)))?;
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))?;
+        }
         Ok(())
     })
 }
@@ -447,6 +466,11 @@ fn acceptance_after_fit(
     Ok(run?.mean_accept_stat())
 }
 
+/// The draws of each short chain Figs. 5 and 4 run.
+pub fn acceptance_draws(quick: bool) -> usize {
+    if quick { 200 } else { 1000 }
+}
+
 /// Fractions of the largest training-set size (Fig. 5) or hidden units (Fig. 4) tried.
 fn fractions(quick: bool) -> &'static [f64] {
     if quick {
@@ -469,7 +493,7 @@ pub fn acceptance_figures(
     quick: bool,
     log: &dyn Fn(&str),
 ) -> Result<()> {
-    let draws = if quick { 200 } else { 1000 };
+    let draws = acceptance_draws(quick);
     // Fewer states than this leave the fit nothing to hold out.
     let smallest = 20;
     let mut sizes: Vec<usize> = fractions(quick)
@@ -502,7 +526,7 @@ pub fn acceptance_figures(
             "first n accepted states of HMC's burn-in (from iteration {}); {draws} draws each from the MAP",
             settings.train_after
         ),
-        &by_size,
+        &[("RNS-HMC", by_size)],
     )?;
     let mut units: Vec<usize> = fractions(quick)
         .iter()
@@ -523,6 +547,153 @@ pub fn acceptance_figures(
             states.len()
         ),
         &format!("hidden units s; {draws} draws each from the MAP at the bench's step size"),
-        &by_units,
+        &[("RNS-HMC", by_units)],
     )
+}
+
+/// One dimension of Fig. 4's right panel, measured by [`dimension_sweep`].
+#[derive(Clone, Debug)]
+pub struct DimensionPoint {
+    /// The dimension `d` of the simulated logistic regression.
+    pub dim: usize,
+    /// The step size HMC's burn-in adapted to acceptance [`DIMENSION_TARGET`].
+    pub step_size: f64,
+    /// The burn-in's states the network was fitted on.
+    pub training_states: usize,
+    /// HMC's mean acceptance at that step size (kept draws).
+    pub hmc: f64,
+    /// RNS-HMC's mean exact acceptance at that step size.
+    pub rns: f64,
+}
+
+/// HMC's acceptance that Fig. 4's step sizes aim at (the journal: "around 70 %").
+pub const DIMENSION_TARGET: f64 = 0.7;
+
+/// The dimensions of Fig. 4's right panel. The journal gives no list, only that acceptance
+/// stays high up to d ≈ 50 (and, for a9a, drops substantially at 100): these reach 100, and
+/// 70 with `quick`.
+fn dimensions(quick: bool) -> &'static [usize] {
+    if quick {
+        &[10, 30, 50, 70]
+    } else {
+        &[10, 20, 30, 50, 70, 100]
+    }
+}
+
+/// Fig. 4's right panel: at each dimension of `points`, RNS-HMC's acceptance and HMC's at the
+/// same step size, the network of `hidden` units; `draws` per chain.
+pub fn acceptance_vs_dimension(
+    dir: &Path,
+    hidden: usize,
+    draws: usize,
+    points: &[DimensionPoint],
+) -> Result<()> {
+    let series = |f: fn(&DimensionPoint) -> f64| -> Vec<(f64, f64)> {
+        points.iter().map(|p| (p.dim as f64, f(p))).collect()
+    };
+    acceptance_curve(
+        dir,
+        "fig4-acceptance-vs-dimension.svg",
+        &format!("Fig. 4: acceptance vs dimension ({hidden} hidden units)"),
+        &format!(
+            "dimension d of a simulated logistic regression; step size for HMC acceptance \
+             {DIMENSION_TARGET}; {draws} draws each"
+        ),
+        &[("RNS-HMC", series(|p| p.rns)), ("HMC", series(|p| p.hmc))],
+    )
+}
+
+/// Measures Fig. 4's right panel on simulated logistic regressions of `observations` rows (the
+/// bench's own simulation, [`LogisticRegression::simulate`], at each of [`dimensions`]). Per
+/// dimension, from the MAP: HMC with `settings`' burn-in and steps, its step size adapted to
+/// acceptance [`DIMENSION_TARGET`], then short chains at that step size of HMC and of RNS-HMC,
+/// whose network (`surrogate`'s options, `settings.hidden` units) is fitted on the burn-in's
+/// states as the bench's RNS row fits on its own. One chain per point (the journal averages
+/// 10). Logs each point and what it took.
+pub fn dimension_sweep(
+    settings: &BenchSettings,
+    surrogate: &SurrogateSettings,
+    observations: usize,
+    quick: bool,
+    log: &dyn Fn(&str),
+) -> Result<Vec<DimensionPoint>> {
+    let draws = acceptance_draws(quick);
+    let dims: Vec<String> = dimensions(quick).iter().map(usize::to_string).collect();
+    log(&format!(
+        "Fig. 4 (acceptance vs dimension), d = {}: per d a simulated logistic regression of \
+         {observations} observations, HMC's burn-in of {} at the step size for HMC acceptance \
+         {DIMENSION_TARGET}, a network of {} units fitted on its states from iteration {}, then \
+         {draws} draws of HMC and of RNS-HMC; one chain per point (the journal averages 10){} ...",
+        dims.join(", "),
+        settings.burn_in,
+        settings.hidden,
+        settings.train_after,
+        if quick {
+            "; quick: fewer observations, iterations, units (the journal's s is 2000) and \
+             dimensions than the full run"
+        } else {
+            ""
+        }
+    ));
+    let mut points = Vec::new();
+    for &dim in dimensions(quick) {
+        let start = Instant::now();
+        let model = LogisticRegression::simulate(observations, dim, settings.seed)?;
+        let map = find_map(&model, &vec![0.0; dim], &MapOptions::default())?;
+        let config = SampleConfig {
+            chains: 1,
+            warmup: settings.burn_in,
+            draws,
+            seed: settings.seed,
+            step_size: StepSize::Adapt {
+                target: DIMENSION_TARGET,
+            },
+            steps: Steps::Jittered(settings.steps),
+            adapt_mass: false,
+            init: Init::Values(map.position.clone()),
+            save_warmup: true,
+            max_energy_error: 1000.0,
+            lockstep: true,
+            method: Method::Hmc,
+            ..SampleConfig::default()
+        };
+        let (recorder, recorded) = Recorder::new(Instant::now(), settings.burn_in);
+        let hmc = sample(&model, &config, vec![Box::new(recorder)], &|_, _| {}, None)?;
+        let step_size = hmc.chains[0].step_size;
+        let states = burn_in_states(
+            &model,
+            &take(&recorded).warmup,
+            &map.position,
+            settings.train_after,
+        );
+        let at = BenchSettings {
+            step_size,
+            ..settings.clone()
+        };
+        let rns = acceptance_after_fit(
+            &model,
+            &at,
+            surrogate,
+            settings.hidden,
+            &states,
+            &map.position,
+            draws,
+        )?;
+        let point = DimensionPoint {
+            dim,
+            step_size,
+            training_states: states.len(),
+            hmc: hmc.mean_accept_stat(),
+            rns,
+        };
+        log(&format!(
+            "  Fig. 4: d = {dim}, step size {step_size:.4}, HMC acceptance {:.3}, {} training \
+             states, RNS-HMC acceptance {rns:.3} ({:.1} s)",
+            point.hmc,
+            point.training_states,
+            start.elapsed().as_secs_f64()
+        ));
+        points.push(point);
+    }
+    Ok(points)
 }

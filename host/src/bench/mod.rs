@@ -197,12 +197,18 @@ impl Experiment {
         }
     }
 
+    /// The observations of the simulated logistic regression, for the experiment that is one
+    /// (lr-sim: the papers' 10⁵, 20 000 with `quick`); `None` for real data and the PDE.
+    pub fn simulated_observations(self, quick: bool) -> Option<usize> {
+        (self == Experiment::LrSim).then_some(simulation_size(quick))
+    }
+
     /// The posterior, and a line saying what it is.
     pub fn model(self, settings: &BenchSettings, quick: bool) -> Result<(Box<dyn Model>, String)> {
         let prior = LogisticRegression::DEFAULT_PRIOR_VARIANCE;
         let mut data = match self {
             Experiment::LrSim => {
-                let n = if quick { 20_000 } else { 100_000 };
+                let n = simulation_size(quick);
                 let model = LogisticRegression::simulate(n, 50, settings.seed)?;
                 let line = format!("posterior: 50 parameters, {n} observations");
                 return Ok((Box::new(model), line));
@@ -258,6 +264,12 @@ impl Experiment {
         let line = format!("posterior: {} parameters, {} observations", data.p, data.n);
         Ok((Box::new(LogisticRegression::new(data, prior)?), line))
     }
+}
+
+/// The observations of lr-sim's simulated logistic regression: the papers' 10⁵, or 20 000 for
+/// a quick run.
+fn simulation_size(quick: bool) -> usize {
+    if quick { 20_000 } else { 100_000 }
 }
 
 /// One row of the table (and one object of `--json`).
@@ -707,13 +719,16 @@ pub fn run_experiment(
             traces: &traces,
             burn_in: &hmc_warmup,
             map: &map.position,
+            simulated: experiment.simulated_observations(quick),
         };
         figures.draw(&surrogate, quick, log)?;
     }
     Ok(rows)
 }
 
-/// What [`run_experiment`] hands its figures: the rows' traces, HMC's burn-in and the MAP.
+/// What [`run_experiment`] hands its figures: the rows' traces, HMC's burn-in, the MAP, and
+/// for the simulation its observations (Fig. 4's dimension panel simulates its own posteriors
+/// of that size; real data have no other dimensions to offer).
 struct Figures<'a> {
     dir: &'a std::path::Path,
     model: &'a dyn Model,
@@ -721,11 +736,13 @@ struct Figures<'a> {
     traces: &'a [figures::Traces],
     burn_in: &'a [Vec<f64>],
     map: &'a [f64],
+    simulated: Option<usize>,
 }
 
 impl Figures<'_> {
     /// Draws every figure the rows that ran allow, logging what each needed and took (Figs. 5
-    /// and 4 fit networks and run chains of their own: `surrogate` is the RNS row's).
+    /// and 4 fit networks and run chains of their own: `surrogate` is the RNS row's; Fig. 4's
+    /// dimension panel also runs HMC on each posterior it simulates).
     fn draw(&self, surrogate: &SurrogateSettings, quick: bool, log: &dyn Fn(&str)) -> Result<()> {
         let start = Instant::now();
         let dir = self.dir.display();
@@ -770,6 +787,26 @@ impl Figures<'_> {
                 quick,
                 log,
             )?;
+        }
+        match self.simulated {
+            Some(observations) => {
+                let begun = Instant::now();
+                let points =
+                    figures::dimension_sweep(self.settings, surrogate, observations, quick, log)?;
+                figures::acceptance_vs_dimension(
+                    self.dir,
+                    self.settings.hidden,
+                    figures::acceptance_draws(quick),
+                    &points,
+                )?;
+                log(&format!(
+                    "  Fig. 4 (acceptance vs dimension): {:.1} s",
+                    begun.elapsed().as_secs_f64()
+                ));
+            }
+            None => log(
+                "Fig. 4's acceptance vs dimension simulates its posteriors: drawn by lr-sim, not here",
+            ),
         }
         log(&format!(
             "figures drawn in {dir} in {:.1} s (their own runs included)",

@@ -20,15 +20,16 @@ pub struct BenchArgs {
     /// The experiment: the logistic-regression simulation, Bank Marketing, a9a, or the elliptic
     /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve), or
     /// the precomputing paper's grid experiments (grid HMC and sgHMC against HMC and RNS-HMC on
-    /// four problems, then the dimension sweep), time to result (seconds until every parameter's
-    /// bulk and tail ESS reach 400, for NUTS, exact HMC and RNS-HMC with surrogate-driven
-    /// warmup, on lr-sim, bank, a9a and pde), or UM-Bridge (the protocol's overhead per
-    /// evaluation on loopback, 4 chains against a served PDE model with 1 and 2 workers, and
-    /// served calls per effective sample of HMC and RNS-HMC), or the VHMC paper's comparison
-    /// (exact HMC, VHMC with the exact and the published, APPROXIMATE, acceptance, and SGLD,
-    /// APPROXIMATE: relative error of the posterior mean and variance against a long exact HMC
-    /// reference, as a function of wall seconds, on beta-binomial, probit, a9a and simulated
-    /// ICA).
+    /// its four problems, the banana in two forms: its U summed over its 100 points as the paper
+    /// writes it, and from sufficient statistics; then the dimension sweep), time to result
+    /// (seconds until every parameter's bulk and tail ESS reach 400, for NUTS, exact HMC and
+    /// RNS-HMC with surrogate-driven warmup, on lr-sim, bank, a9a and pde), or UM-Bridge (the
+    /// protocol's overhead per evaluation on loopback, 4 chains against a served PDE model with
+    /// 1 and 2 workers, and served calls per effective sample of HMC and RNS-HMC), or the VHMC
+    /// paper's comparison (exact HMC, VHMC with the exact and the published, APPROXIMATE,
+    /// acceptance, and SGLD, APPROXIMATE: relative error of the posterior mean and variance
+    /// against a long exact HMC reference, as a function of wall seconds, on beta-binomial,
+    /// probit, a9a and simulated ICA).
     #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge", "vhmc"])]
     experiment: String,
     /// A smaller run (under a minute): fewer observations, iterations and hidden units.
@@ -72,8 +73,10 @@ pub struct BenchArgs {
     /// run: Fig. 6 (HMC vs RNS-HMC marginals, needs the hmc and rns
     /// rows), Fig. 8 (relative error of the mean vs elapsed seconds, HMC, RNS-HMC, ARNS-HMC and
     /// NUTS), and Figs. 5 and 4 (RNS-HMC acceptance vs training states and vs hidden units,
-    /// networks fitted on the hmc row's burn-in, extra runs timed in the log). The journal's
-    /// acceptance vs dimension panel is left out.
+    /// networks fitted on the hmc row's burn-in, extra runs timed in the log); lr-sim also
+    /// draws Fig. 4's acceptance vs dimension (RNS-HMC and HMC on simulated logistic
+    /// regressions of d = 10 to 100, 10 to 70 with --quick, each with its own HMC burn-in and
+    /// fit, timed in the log).
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
 }
@@ -215,8 +218,8 @@ fn run_ttr(args: &BenchArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Runs `shmc bench grid`: the four problems, then the dimension sweep; `--json` gets every
-/// row of both (the sweep's with `problem` `sweep-dN`).
+/// Runs `shmc bench grid`: the problems (the banana in both forms), then the dimension sweep;
+/// `--json` gets every row of both (the sweep's with `problem` `sweep-dN`).
 fn run_grid(args: &BenchArgs) -> Result<i32> {
     if args.methods.is_some()
         || args.step_size.is_some()

@@ -13,6 +13,11 @@
 //!
 //! The sum over the data is kept as sufficient statistics, `Σ (y_i − m)² = S + N (ȳ − m)²` with
 //! `S = Σ (y_i − ȳ)²`, so `U` equals eq. 4.1 exactly (constant included) at O(1) cost.
+//!
+//! [`SummedBanana`] is the same posterior written as eq. 4.1 and 4.2 write it, summed over the
+//! data point by point at O(N) per evaluation: what a user who codes the paper's model (or
+//! writes it in Stan) pays for each `U` and `∇U`. Grid HMC saves exactly that cost, so
+//! `shmc bench grid` measures it on both forms; a grid lookup cannot beat an O(1) formula.
 
 use nalgebra::{DMatrix, DVector};
 use rand::SeedableRng;
@@ -46,15 +51,7 @@ impl Banana {
 
     /// The posterior given the data `y`. Fails if `y` is empty or has a non-finite entry.
     pub fn new(y: &[f64]) -> Result<Self> {
-        if y.is_empty() {
-            return Err(Error::invalid("banana model needs at least one data point"));
-        }
-        if let Some(i) = y.iter().position(|v| !v.is_finite()) {
-            return Err(Error::invalid(format!(
-                "banana model: data point {} is not finite",
-                i + 1
-            )));
-        }
+        check_data(y)?;
         let count = y.len() as f64;
         let mean = y.iter().sum::<f64>() / count;
         let scatter = y.iter().map(|v| (v - mean) * (v - mean)).sum();
@@ -68,13 +65,7 @@ impl Banana {
     /// `n` data points `y_i = TRUE_MEAN + SIGMA_Y · z_i` with standard normal `z_i` drawn from a
     /// PCG-64 seeded with `seed` (the paper uses `n = 100`). Fails if `n == 0`.
     pub fn simulate(n: usize, seed: u64) -> Result<Self> {
-        let mut rng = Pcg64::seed_from_u64(seed);
-        let mut y = vec![0.0; n];
-        fill_standard_normal(&mut rng, &mut y);
-        for v in &mut y {
-            *v = Self::TRUE_MEAN + Self::SIGMA_Y * *v;
-        }
-        Self::new(&y)
+        Self::new(&simulated_data(n, seed))
     }
 
     /// The posterior's Fisher metric.
@@ -83,6 +74,31 @@ impl Banana {
             scale: self.count / (Self::SIGMA_Y * Self::SIGMA_Y),
         }
     }
+}
+
+/// Fails if `y` is empty or has a non-finite entry, naming the entry.
+fn check_data(y: &[f64]) -> Result<()> {
+    if y.is_empty() {
+        return Err(Error::invalid("banana model needs at least one data point"));
+    }
+    if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+        return Err(Error::invalid(format!(
+            "banana model: data point {} is not finite",
+            i + 1
+        )));
+    }
+    Ok(())
+}
+
+/// The data [`Banana::simulate`] and [`SummedBanana::simulate`] share.
+fn simulated_data(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let mut y = vec![0.0; n];
+    fill_standard_normal(&mut rng, &mut y);
+    for v in &mut y {
+        *v = Banana::TRUE_MEAN + Banana::SIGMA_Y * *v;
+    }
+    y
 }
 
 impl Potential for Banana {
@@ -122,6 +138,66 @@ impl Model for Banana {
 
     fn riemannian_metric(&self, _start: &[f64]) -> Option<Box<dyn RiemannianMetric + '_>> {
         Some(Box::new(self.fisher()))
+    }
+}
+
+/// The banana's posterior in the paper's own form: `U` (eq. 4.1) and `−∇U` (eq. 4.2) summed
+/// over the data points one by one, O(N) per evaluation, as a user codes the model from the
+/// paper. Equal to [`Banana`] on the same data to rounding; it exists so that a benchmark can
+/// price an exact evaluation at what the paper's (and a Stan user's) model costs. [`Banana`]
+/// stays the model everywhere else.
+#[derive(Clone, Debug)]
+pub struct SummedBanana {
+    /// The data points `y_i`.
+    y: Vec<f64>,
+}
+
+impl SummedBanana {
+    /// The posterior given the data `y`. Fails if `y` is empty or has a non-finite entry.
+    pub fn new(y: &[f64]) -> Result<Self> {
+        check_data(y)?;
+        Ok(Self { y: y.to_vec() })
+    }
+
+    /// The data of [`Banana::simulate`]`(n, seed)`, kept point by point. Fails if `n == 0`.
+    pub fn simulate(n: usize, seed: u64) -> Result<Self> {
+        Self::new(&simulated_data(n, seed))
+    }
+}
+
+impl Potential for SummedBanana {
+    fn dim(&self) -> usize {
+        2
+    }
+
+    fn value(&self, q: &[f64]) -> f64 {
+        let m = q[0] + q[1] * q[1];
+        let squares: f64 = self.y.iter().map(|y| (y - m) * (y - m)).sum();
+        squares / (2.0 * Banana::SIGMA_Y * Banana::SIGMA_Y)
+            + (q[0] * q[0] + q[1] * q[1]) / (2.0 * Banana::SIGMA_BETA * Banana::SIGMA_BETA)
+    }
+
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        let m = q[0] + q[1] * q[1];
+        let (mut residuals, mut squares) = (0.0, 0.0);
+        for y in &self.y {
+            let r = y - m;
+            residuals += r;
+            squares += r * r;
+        }
+        let inv_var_y = 1.0 / (Banana::SIGMA_Y * Banana::SIGMA_Y);
+        let inv_var_beta = 1.0 / (Banana::SIGMA_BETA * Banana::SIGMA_BETA);
+        // Eq. 4.2: −∂U/∂β = Σ (y_i − m) / σ_y² · (1, 2 β2) − β / σ_β².
+        let dm = -residuals * inv_var_y;
+        grad[0] = dm + q[0] * inv_var_beta;
+        grad[1] = 2.0 * q[1] * dm + q[1] * inv_var_beta;
+        0.5 * squares * inv_var_y + 0.5 * (q[0] * q[0] + q[1] * q[1]) * inv_var_beta
+    }
+}
+
+impl Model for SummedBanana {
+    fn parameter_names(&self) -> Vec<String> {
+        indexed_names("beta", 2)
     }
 }
 
@@ -253,6 +329,37 @@ mod tests {
         }
     }
 
+    /// The paper's form and the sufficient statistics agree to rounding: `U` to a few ulps of
+    /// its value, each gradient entry to a few ulps of the sum of its terms' magnitudes (the
+    /// scale of the rounding in a sum whose terms cancel).
+    #[test]
+    fn the_paper_form_equals_the_sufficient_statistics_on_random_points() {
+        use shmc_core::random::uniform;
+        let stats = Banana::simulate(Banana::PAPER_N, 3).unwrap();
+        let summed = SummedBanana::simulate(Banana::PAPER_N, 3).unwrap();
+        let mut rng = Pcg64::seed_from_u64(11);
+        for _ in 0..500 {
+            let q = [8.0 * uniform(&mut rng) - 4.0, 8.0 * uniform(&mut rng) - 4.0];
+            let (mut g, mut h) = ([0.0; 2], [0.0; 2]);
+            let u = stats.value_and_gradient(&q, &mut g);
+            let v = summed.value_and_gradient(&q, &mut h);
+            assert!((u - v).abs() <= 1e-13 * u, "U {u} vs {v} at {q:?}");
+            assert_eq!(v, summed.value(&q));
+            let m = q[0] + q[1] * q[1];
+            let terms = summed.y.iter().map(|y| (y - m).abs()).sum::<f64>() / 4.0;
+            let scale = [terms + q[0].abs(), 2.0 * q[1].abs() * terms + q[1].abs()];
+            for k in 0..2 {
+                assert!(
+                    (g[k] - h[k]).abs() <= 1e-13 * scale[k],
+                    "∂U/∂β{} {} vs {} at {q:?}",
+                    k + 1,
+                    g[k],
+                    h[k]
+                );
+            }
+        }
+    }
+
     #[test]
     fn simulation_is_seeded_and_plausible() {
         let a = Banana::simulate(Banana::PAPER_N, 7).unwrap();
@@ -271,6 +378,9 @@ mod tests {
         assert!(Banana::new(&[]).is_err());
         assert!(Banana::new(&[1.0, f64::NAN]).is_err());
         assert!(Banana::simulate(0, 1).is_err());
+        assert!(SummedBanana::new(&[]).is_err());
+        assert!(SummedBanana::new(&[1.0, f64::INFINITY]).is_err());
+        assert!(SummedBanana::simulate(0, 1).is_err());
         assert_eq!(
             Banana::new(&[1.0]).unwrap().parameter_names(),
             ["beta.1", "beta.2"]
