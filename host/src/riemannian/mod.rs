@@ -113,12 +113,13 @@ impl DenseFactor {
     }
 }
 
-/// The largest absolute difference between two vectors: the norm the fixed-point solves and the
-/// reversibility check compare with (as mici does).
-fn max_abs_difference(a: &[f64], b: &[f64]) -> f64 {
+/// The largest difference between two vectors with coordinate `k` weighted by `weight[k]`:
+/// the norm the fixed-point solves and the reversibility check compare with, in the metric's
+/// units (positions weighted by `√Gₖₖ`, momenta by `1/√Gₖₖ`; see [`integrator`]).
+fn max_weighted_difference(a: &[f64], b: &[f64], weight: &[f64]) -> f64 {
     let mut m = 0.0f64;
-    for (x, y) in a.iter().zip(b) {
-        let d = (x - y).abs();
+    for ((x, y), w) in a.iter().zip(b).zip(weight) {
+        let d = (x - y).abs() * w;
         // A NaN difference counts as infinitely large, so no test of `< tolerance` passes it.
         if d.is_nan() {
             return f64::INFINITY;
