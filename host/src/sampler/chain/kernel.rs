@@ -36,6 +36,9 @@ pub struct KernelWork {
     pub counts: RmhmcCounts,
     /// Points at which the metric was evaluated (factorized).
     pub metric_evaluations: u64,
+    /// Products `G(q)x` without a factorization (the position solves' first phase).
+    #[serde(default)]
+    pub metric_products: u64,
     /// Seconds in the metric: its evaluations and every solve and derivative with them.
     pub metric_seconds: f64,
     /// Seconds in the transitions, the metric's included.
@@ -130,7 +133,8 @@ impl Riemannian {
         let steps = self.settings.steps.draw(rng);
         let mut rmhmc = Rmhmc::new(self.settings.integrator(self.step_size()), steps)?;
         rmhmc.max_energy_error = self.max_energy_error;
-        let (evaluations, metric_seconds) = (self.work.evaluations(), self.work.seconds());
+        let (evaluations, products) = (self.work.evaluations(), self.work.products());
+        let metric_seconds = self.work.seconds();
         let clock = Instant::now();
         let timed = Timed {
             metric,
@@ -153,6 +157,7 @@ impl Riemannian {
         part.transitions += 1;
         part.counts.add(&t.counts);
         part.metric_evaluations += self.work.evaluations() - evaluations;
+        part.metric_products += self.work.products() - products;
         part.metric_seconds += self.work.seconds() - metric_seconds;
         let divergent = t.divergence.is_some();
         let accept_prob = if divergent || !t.energy_error.is_finite() {
