@@ -850,3 +850,53 @@ fn tolerances_are_in_the_metrics_units() {
         }
     }
 }
+
+/// With the proposal's own Hamiltonian asked for, a proposal equal to the target (up to a
+/// constant) reports the exact acceptance, and a different one its own.
+#[test]
+fn the_proposal_statistic_is_the_acceptance_under_the_proposals_hamiltonian() {
+    struct Shifted<'a>(&'a dyn Potential, f64);
+    impl Potential for Shifted<'_> {
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            self.0.value(q) + self.1 * q[0]
+        }
+        fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+            let u = self.0.value_and_gradient(q, grad);
+            grad[0] += self.1;
+            u + self.1 * q[0]
+        }
+    }
+    let (model, metric) = banana();
+    let mut rmhmc = Rmhmc::new(GeneralizedLeapfrog::new(0.3).unwrap(), 4).unwrap();
+    let q = [0.5, 0.7];
+    let u = model.value(&q);
+    let run = |rmhmc: &Rmhmc, proposal: &dyn Potential, seed| {
+        let mut rng = Pcg64::seed_from_u64(seed);
+        rmhmc
+            .transition(&model, proposal, &metric, &q, u, &mut rng)
+            .unwrap()
+    };
+    assert!(run(&rmhmc, &model, 1).proposal_accept_stat.is_nan());
+    rmhmc.proposal_statistic = true;
+    let mut differed = false;
+    for seed in 0..20 {
+        let same = run(&rmhmc, &model, seed);
+        let exact = match same.divergence {
+            Some(Divergence::Step(_)) => 0.0,
+            _ => (-same.energy_error).exp().min(1.0),
+        };
+        assert!(
+            (same.proposal_accept_stat - exact).abs() < 1e-12,
+            "seed {seed}"
+        );
+        // A tilted proposal moves elsewhere; its own statistic is not the exact acceptance.
+        let tilted = run(&rmhmc, &Shifted(&model, 3.0), seed);
+        assert!((0.0..=1.0).contains(&tilted.proposal_accept_stat));
+        let exact = (-tilted.energy_error).exp().min(1.0);
+        differed |= (tilted.proposal_accept_stat - exact).abs() > 1e-3;
+    }
+    assert!(differed);
+}

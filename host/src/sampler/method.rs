@@ -149,7 +149,8 @@ impl Default for NutsSettings {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RmhmcSettings {
     /// Fixed (the papers'), or adapted by dual averaging on the RMHMC transitions' own
-    /// acceptance during the warmup they run in.
+    /// acceptance during the warmup they run in (RNS-RMHMC's: under the surrogate's own
+    /// Hamiltonian, which no fitting error lowers).
     pub step_size: StepSize,
     /// The trajectory length, jittered like HMC's by default.
     pub steps: Steps,
