@@ -632,6 +632,111 @@ where
         }
     }
 
+    /// Writes `second[i] = vᵢ a''(xᵢ)` and `third[i] = vᵢ a'''(xᵢ)` for every unit at `q`
+    /// (`xᵢ = wᵢ·q + dᵢ`, `wᵢ` the stored column) when the units are additive, and returns
+    /// `true`. With them the Hessian is a sum of rank-one terms, `∇²z = Σᵢ second[i] wᵢwᵢᵀ`, and
+    /// so are its derivatives, `∂ₖ∇²z = Σᵢ third[i] wᵢₖ wᵢwᵢᵀ`: a Riemannian metric built from
+    /// them assembles the Hessian by one matrix product and contracts the derivatives with a
+    /// vector in O(s·d) (`uᵀ∂ₖ∇²z u = Σᵢ third[i] (wᵢ·u)² wᵢₖ`), where [`Network::hessian`] and
+    /// [`Network::hessian_derivative_trace`] loop in O(s·d²). Radial units' Hessians are not
+    /// rank one: for them it writes nothing and returns `false`.
+    pub fn unit_curvatures(&self, q: &[T], second: &mut [T], third: &mut [T]) -> bool {
+        let Nodes::Additive(activation) = self.nodes else {
+            return false;
+        };
+        debug_assert_eq!(second.len(), self.hidden());
+        debug_assert_eq!(third.len(), self.hidden());
+        self.arguments(0, q, second);
+        let v = self.output.as_slice();
+        // One loop per activation, so that each is straight-line code that vectorizes.
+        match activation {
+            Activation::Softplus => curvatures_of(Activation::Softplus, v, second, third),
+            Activation::Sigmoid => curvatures_of(Activation::Sigmoid, v, second, third),
+            Activation::Tanh => curvatures_of(Activation::Tanh, v, second, third),
+        }
+        true
+    }
+
+    /// Writes the diagonal of the Hessian, `∂ⱼ²z = Σᵢ vᵢ a''(xᵢ) wᵢⱼ²`, into `diagonal` and
+    /// `third[i] = vᵢ a'''(xᵢ)` (as [`Network::unit_curvatures`]) when the units are additive,
+    /// and returns `true`; radial units: nothing written, `false`. One pass over the weights in
+    /// blocks, four units per pass over `diagonal`, O(s·d) as the gradient is, where the
+    /// diagonal of [`Network::hessian`] costs O(s·d²): what a diagonal Riemannian metric
+    /// evaluates at every iteration of its position solves.
+    pub fn hessian_diagonal(&self, q: &[T], diagonal: &mut [T], third: &mut [T]) -> bool {
+        let Nodes::Additive(activation) = self.nodes else {
+            return false;
+        };
+        let d = self.dim().max(1);
+        debug_assert_eq!(diagonal.len(), self.dim());
+        debug_assert_eq!(third.len(), self.hidden());
+        diagonal.fill(T::zero());
+        let mut second = [T::zero(); BLOCK];
+        let w = self.weights.as_slice();
+        let v = self.output.as_slice();
+        for (b, (third, vb)) in third.chunks_mut(BLOCK).zip(v.chunks(BLOCK)).enumerate() {
+            let second = second.get_mut(..third.len()).unwrap_or_default();
+            self.arguments(b * BLOCK, q, second);
+            match activation {
+                Activation::Softplus => curvatures_of(Activation::Softplus, vb, second, third),
+                Activation::Sigmoid => curvatures_of(Activation::Sigmoid, vb, second, third),
+                Activation::Tanh => curvatures_of(Activation::Tanh, vb, second, third),
+            }
+            let block = w.get(b * BLOCK * d..).unwrap_or_default();
+            let (c4, rest) = second.as_chunks::<4>();
+            for (cs, w4) in c4.iter().zip(block.chunks_exact(4 * d)) {
+                let Some([w0, w1, w2, w3]) = four_columns(w4, d) else {
+                    break;
+                };
+                let columns = w0.iter().zip(w1).zip(w2).zip(w3);
+                for (h, (((&a0, &a1), &a2), &a3)) in diagonal.iter_mut().zip(columns) {
+                    *h += (cs[0] * a0 * a0 + cs[1] * a1 * a1) + (cs[2] * a2 * a2 + cs[3] * a3 * a3);
+                }
+            }
+            let tail = block.chunks_exact(d).skip(4 * c4.len());
+            for (&c, wi) in rest.iter().zip(tail) {
+                for (h, &a) in diagonal.iter_mut().zip(wi) {
+                    *h += c * a * a;
+                }
+            }
+        }
+        true
+    }
+
+    /// Writes `outₖ = Σⱼ mⱼ ∂ₖ∂ⱼ²z = Σᵢ third[i] (Σⱼ mⱼ wᵢⱼ²) wᵢₖ` for the coefficients `third`
+    /// of additive units at a point ([`Network::hessian_diagonal`]): the diagonal Hessian's
+    /// derivatives contracted with a vector, both contractions a diagonal metric needs. One pass
+    /// over the weights, O(s·d).
+    pub fn hessian_diagonal_derivative(&self, third: &[T], m: &[T], out: &mut [T]) {
+        debug_assert!(matches!(self.nodes, Nodes::Additive(_)));
+        let d = self.dim().max(1);
+        debug_assert_eq!(third.len(), self.hidden());
+        debug_assert_eq!(m.len(), self.dim());
+        out.fill(T::zero());
+        let w = self.weights.as_slice();
+        let mut c = [T::zero(); BLOCK];
+        for (b, tb) in third.chunks(BLOCK).enumerate() {
+            let c = c.get_mut(..tb.len()).unwrap_or_default();
+            let block = w.get(b * BLOCK * d..).unwrap_or_default();
+            for ((ci, &t), wi) in c.iter_mut().zip(tb).zip(block.chunks_exact(d)) {
+                let mut acc = [T::zero(); 4];
+                let (w4, w_tail) = wi.as_chunks::<4>();
+                let (m4, m_tail) = m.as_chunks::<4>();
+                for (wc, mc) in w4.iter().zip(m4) {
+                    for k in 0..4 {
+                        acc[k] += mc[k] * wc[k] * wc[k];
+                    }
+                }
+                let mut sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+                for (&a, &mk) in w_tail.iter().zip(m_tail) {
+                    sum += mk * a * a;
+                }
+                *ci = t * sum;
+            }
+            self.add_directions(b * BLOCK, c, &[], out);
+        }
+    }
+
     /// Writes the derivative of the Hessian along `u`, `Σₖ uₖ ∂ₖ∇²z(q)` (a symmetric `d × d`
     /// matrix), into `out`: the network's third derivatives contracted with a vector, as a
     /// Riemannian metric built from the Hessian needs them. Costs O(s·d²), as [`Network::hessian`].
@@ -738,6 +843,16 @@ fn add_outputs<T: Real>(sums: &mut [T; 4], v: &[T], phi: &[T]) {
     }
     for (sum, (&vk, &pk)) in sums.iter_mut().zip(v_rest.iter().zip(p_rest)) {
         *sum += vk * pk;
+    }
+}
+
+/// Turns the arguments in `second` into `vᵢ a''(xᵢ)`, writing `vᵢ a'''(xᵢ)` into `third`.
+#[inline(always)]
+fn curvatures_of<T: Real>(activation: Activation, v: &[T], second: &mut [T], third: &mut [T]) {
+    for ((c2, c3), &vi) in second.iter_mut().zip(third.iter_mut()).zip(v) {
+        let x = *c2;
+        *c2 = vi * activation.second_derivative(x);
+        *c3 = vi * activation.third_derivative(x);
     }
 }
 
@@ -1015,6 +1130,65 @@ mod tests {
                     "{nodes:?} k = {k}: {} vs {numeric}",
                     traced[k]
                 );
+            }
+        }
+    }
+
+    /// The rank-one form: `Σᵢ second[i] wᵢwᵢᵀ` is the Hessian and `Σᵢ third[i] (wᵢ·u) wᵢwᵢᵀ`
+    /// its derivative along `u`, and the one-pass diagonal and diagonal derivatives agree with
+    /// them, for every additive activation (several blocks of units, a dimension with a tail);
+    /// radial units have no such form and are refused.
+    #[test]
+    fn unit_curvatures_rebuild_the_hessian_and_its_derivative() {
+        for (n, nodes) in KINDS.into_iter().enumerate() {
+            let (d, s) = (5, 150);
+            let net = network(nodes, d, s, 30 + n as u64);
+            let mut rng = SplitMix64(40 + n as u64);
+            let (mut q, mut u) = (vec![0.0; d], vec![0.0; d]);
+            fill_standard_normal(&mut rng, &mut q);
+            fill_standard_normal(&mut rng, &mut u);
+            let (mut second, mut third) = (vec![0.0; s], vec![0.0; s]);
+            if !net.unit_curvatures(&q, &mut second, &mut third) {
+                assert!(matches!(nodes, Nodes::Rbf { .. }));
+                assert!(!net.hessian_diagonal(&q, &mut vec![0.0; d], &mut third));
+                assert!(second.iter().chain(&third).all(|x| *x == 0.0));
+                continue;
+            }
+            let (mut hessian, mut derivative) = (vec![0.0; d * d], vec![0.0; d * d]);
+            net.hessian(&q, &mut hessian);
+            net.hessian_derivative(&q, &u, &mut derivative);
+            let (mut rebuilt, mut rebuilt_derivative) = (vec![0.0; d * d], vec![0.0; d * d]);
+            for (i, (w, _)) in net.units_from(0).enumerate() {
+                let along: f64 = w.iter().zip(&u).map(|(a, b)| a * b).sum();
+                for a in 0..d {
+                    for b in 0..d {
+                        rebuilt[a * d + b] += second[i] * w[a] * w[b];
+                        rebuilt_derivative[a * d + b] += third[i] * along * w[a] * w[b];
+                    }
+                }
+            }
+            for (mine, theirs) in [(&rebuilt, &hessian), (&rebuilt_derivative, &derivative)] {
+                let size = theirs.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+                for (a, b) in mine.iter().zip(theirs.iter()) {
+                    assert!((a - b).abs() < 1e-12 * size, "{nodes:?}: {a} vs {b}");
+                }
+            }
+            // The diagonal alone, and its derivatives contracted with a vector m, from the
+            // blocked one-pass loops.
+            let (mut diagonal, mut third_again) = (vec![0.0; d], vec![0.0; s]);
+            assert!(net.hessian_diagonal(&q, &mut diagonal, &mut third_again));
+            assert_eq!(third_again, third);
+            let mut contracted = vec![0.0; d];
+            net.hessian_diagonal_derivative(&third, &u, &mut contracted);
+            for k in 0..d {
+                let size = hessian.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+                assert!((diagonal[k] - hessian[k * d + k]).abs() < 1e-12 * size);
+                let mut e = vec![0.0; d];
+                e[k] = 1.0;
+                net.hessian_derivative(&q, &e, &mut derivative);
+                let expected: f64 = (0..d).map(|j| u[j] * derivative[j * d + j]).sum();
+                let size = derivative.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+                assert!((contracted[k] - expected).abs() < 1e-12 * size * d as f64);
             }
         }
     }

@@ -139,7 +139,8 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     }
     settings.plots = args.plots.clone();
     eprintln!(
-        "{}: step size {}, steps 1..={}, burn-in {} (training after {}), {} draws, {} hidden units, {} cores",
+        "{}: step size {}, steps 1..={}, burn-in {} (training after {}), {} draws, {} hidden units, \
+         {} cores; RMHMC rows: step size {}, {} steps",
         args.experiment,
         settings.step_size,
         settings.steps,
@@ -147,7 +148,9 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         settings.train_after,
         settings.draws,
         settings.hidden,
-        std::thread::available_parallelism().map_or(1, usize::from)
+        std::thread::available_parallelism().map_or(1, usize::from),
+        settings.rmhmc_step_size,
+        settings.rmhmc_steps
     );
     let rows = run_experiment(experiment, &settings, args.quick, &|m| eprintln!("{m}"))?;
     print!("{}", format_table(&rows));

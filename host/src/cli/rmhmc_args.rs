@@ -13,7 +13,8 @@ pub struct RmhmcArgs {
     /// rmhmc, rns-rmhmc: fixed step size of the generalized leapfrog (the papers': LR-sim 0.54,
     /// Bank 0.4, a9a 0.5, PDE 0.8). Default: rmhmc takes --step-size; without either, it is
     /// adapted by dual averaging on RMHMC's own acceptance during the warmup RMHMC runs in
-    /// (rns-rmhmc: after --exact-warmup).
+    /// (rns-rmhmc: after --exact-warmup, on the acceptance under the surrogate's own
+    /// Hamiltonian, as rns-hmc's surrogate warmup adapts).
     #[arg(long, value_name = "EPS")]
     pub rmhmc_step_size: Option<f64>,
     /// rmhmc, rns-rmhmc: maximum generalized leapfrog steps per trajectory, drawn from 1..=L
@@ -21,16 +22,18 @@ pub struct RmhmcArgs {
     #[arg(long, value_name = "L")]
     pub rmhmc_steps: Option<u32>,
     /// The implicit equations of each step are iterated until successive iterates differ by
-    /// less than this (largest absolute coordinate).
+    /// less than this (largest coordinate in the metric's units: a position difference times
+    /// the square root of the metric's diagonal entry, a momentum difference divided by it).
     #[arg(long, default_value_t = GeneralizedLeapfrog::DEFAULT_TOLERANCE, value_name = "TOL")]
     pub fixed_point_tolerance: f64,
     /// A fixed-point solve not converged after N iterations rejects the transition as
     /// divergent (counted as "not converged").
     #[arg(long, default_value_t = GeneralizedLeapfrog::DEFAULT_MAX_ITERATIONS, value_name = "N")]
     pub fixed_point_max_iterations: u32,
-    /// Each step is integrated back; missing its start by more than this rejects the transition
-    /// as divergent (counted as "not reversible"). 0 skips the check (half the cost of a step,
-    /// no guarantee the solves found the reversible solution).
+    /// Each step is integrated back; missing its start by more than this (in the metric's
+    /// units, as --fixed-point-tolerance) rejects the transition as divergent (counted as "not
+    /// reversible"). 0 skips the check (half the cost of a step, no guarantee the solves found
+    /// the reversible solution).
     #[arg(long, default_value_t = GeneralizedLeapfrog::DEFAULT_REVERSE_TOLERANCE, value_name = "TOL")]
     pub reversibility_tolerance: f64,
     /// rns-rmhmc: SoftAbs's alpha; the network metric's eigenvalues are at least 1/alpha.

@@ -217,29 +217,36 @@ pub fn format_comparison(rows: &[Cost]) -> String {
 }
 
 /// RMHMC's work and failures in one part of a chain, one line: the fixed-point iterations per
-/// step, each reason a trajectory was rejected as divergent, and the metric's share of the time.
+/// step, each reason a trajectory was rejected as divergent, and the metric's work (its
+/// evaluations, which factor it, and its cheaper products) apart from the rest of a step, in
+/// milliseconds per step and as a share of the transitions' time.
 pub fn format_kernel_work(part: &str, work: &KernelWork) -> String {
     if work.transitions == 0 {
         return String::new();
     }
     let c = &work.counts;
+    let steps = c.steps.max(1) as f64;
     format!(
         "{part}: {} transitions, {} generalized leapfrog steps, {} fixed-point iterations ({:.1} \
          per step); divergent: {} not converged, {} not reversible, {} not positive definite, {} \
-         non-finite; metric: {} evaluations ({:.1} per step), {:.3} s of the transitions' {:.3} s \
-         (the rest {:.3} s)\n",
+         non-finite; metric: {} evaluations ({:.1} per step) and {} products ({:.1} per step), \
+         {:.3} ms per step of the transitions' {:.3} ms per step ({:.0} %; {:.2} s of {:.2} s)\n",
         work.transitions,
         c.steps,
         c.fixed_point_iterations,
-        c.fixed_point_iterations as f64 / c.steps.max(1) as f64,
+        c.fixed_point_iterations as f64 / steps,
         c.not_converged,
         c.not_reversible,
         c.not_positive_definite,
         c.non_finite,
         work.metric_evaluations,
-        work.metric_evaluations as f64 / c.steps.max(1) as f64,
+        work.metric_evaluations as f64 / steps,
+        work.metric_products,
+        work.metric_products as f64 / steps,
+        1e3 * work.metric_seconds / steps,
+        1e3 * work.seconds / steps,
+        100.0 * work.metric_seconds / work.seconds.max(f64::MIN_POSITIVE),
         work.metric_seconds,
         work.seconds,
-        (work.seconds - work.metric_seconds).max(0.0)
     )
 }

@@ -16,12 +16,24 @@
 //! found may not be the one the reverse step finds), the step fails and the trajectory is
 //! divergent. The step is reversible and volume preserving for *any* `φ` and `G`, so the
 //! surrogate can drive it while the exact `U` judges it.
+//!
+//! # Tolerances in the metric's units
+//! Both tolerances compare coordinates in the units the metric at the step's start gives them:
+//! a position difference `δqₖ` as `δqₖ √Gₖₖ`, a momentum difference `δpₖ` as `δpₖ / √Gₖₖ`.
+//! Where the posterior's scale is `σ`, momenta are of scale `1/σ` and the last kick turns a
+//! position error `δq` into a momentum error of about `ε δq / σ²`: with one absolute tolerance
+//! for both, the check of a stiff posterior (Bank Marketing's `σ` is 0.006) fails steps whose
+//! solves met the fixed-point tolerance, and a wide one's passes steps that did not. In the
+//! metric's units both errors are of the same size, `ε δq / σ` against `δq / σ`, on every
+//! posterior, and mici's tolerances (meant for unit scales) mean the same everywhere.
 
 use std::rc::Rc;
 
+use nalgebra::{DMatrix, DVector};
+
 use shmc_core::Potential;
 
-use super::{MetricAt, RiemannianMetric, max_abs_difference};
+use super::{MetricAt, RiemannianMetric, max_weighted_difference};
 use crate::{Error, Result};
 
 /// The settings of the generalized leapfrog.
@@ -30,13 +42,13 @@ pub struct GeneralizedLeapfrog {
     /// The step size ε.
     pub step_size: f64,
     /// The fixed-point iterations stop once successive iterates differ by less than this in the
-    /// largest absolute coordinate (mici's default: 10⁻⁹).
+    /// largest coordinate, in the metric's units (see the module's note; mici's default: 10⁻⁹).
     pub tolerance: f64,
     /// A fixed-point solve not converged after this many iterations fails the step.
     pub max_iterations: u32,
-    /// A step integrated back that misses its start by more than this (largest absolute
-    /// coordinate of position or momentum) fails; `None` skips the check, halving the cost of a
-    /// step (mici's default: 2·10⁻⁸).
+    /// A step integrated back that misses its start by more than this (largest coordinate of
+    /// position or momentum, in the metric's units) fails; `None` skips the check, halving the
+    /// cost of a step (mici's default: 2·10⁻⁸).
     pub reverse_tolerance: Option<f64>,
 }
 
@@ -130,6 +142,21 @@ impl<'m> Trajectory<'m> {
     }
 }
 
+/// The weights that put differences in the units of the metric at a step's start (see the
+/// module's note): `√Gₖₖ` for positions, `1/√Gₖₖ` for momenta.
+struct Scales {
+    position: Vec<f64>,
+    momentum: Vec<f64>,
+}
+
+impl Scales {
+    fn of(at: &dyn MetricAt) -> Self {
+        let position: Vec<f64> = at.matrix().diagonal().iter().map(|g| g.sqrt()).collect();
+        let momentum = position.iter().map(|s| 1.0 / s).collect();
+        Self { position, momentum }
+    }
+}
+
 /// `∇φ(q) = ∇U(q) + ½ tr(G⁻¹∂G)`.
 fn force(proposal: &dyn Potential, at: &dyn MetricAt, q: &[f64]) -> Result<Vec<f64>, StepFailure> {
     let d = q.len();
@@ -168,6 +195,7 @@ impl GeneralizedLeapfrog {
         p: &mut [f64],
     ) -> Result<(), StepFailure> {
         let start = (point.position.clone(), p.to_vec());
+        let scales = Scales::of(&*point.metric);
         self.bare_step(proposal, metric, point, p)?;
         if let Some(tol) = self.reverse_tolerance {
             // Integrate back from (q', −p') on a copy and compare with (q, −p).
@@ -182,8 +210,8 @@ impl GeneralizedLeapfrog {
             point.iterations += back.iterations;
             result?;
             p_back.iter_mut().for_each(|x| *x = -*x);
-            if max_abs_difference(&back.position, &start.0) > tol
-                || max_abs_difference(&p_back, &start.1) > tol
+            if max_weighted_difference(&back.position, &start.0, &scales.position) > tol
+                || max_weighted_difference(&p_back, &start.1, &scales.momentum) > tol
             {
                 return Err(StepFailure::NotReversible);
             }
@@ -201,6 +229,7 @@ impl GeneralizedLeapfrog {
     ) -> Result<(), StepFailure> {
         let d = p.len();
         let half = 0.5 * self.step_size;
+        let scales = Scales::of(&*point.metric);
 
         // p½ = p − ε/2 [∇φ(q) − ½ ν(q, p½)], iterated from p½ = p.
         let mut p_half = p.to_vec();
@@ -209,7 +238,7 @@ impl GeneralizedLeapfrog {
         for _ in 0..self.max_iterations {
             point.iterations += 1;
             kick(&*point.metric, &point.force, half, p, &p_half, &mut next);
-            let change = max_abs_difference(&next, &p_half);
+            let change = max_weighted_difference(&next, &p_half, &scales.momentum);
             std::mem::swap(&mut p_half, &mut next);
             if change < self.tolerance {
                 converged = true;
@@ -220,36 +249,13 @@ impl GeneralizedLeapfrog {
             return Err(StepFailure::NotConverged);
         }
 
-        // q' = q + ε/2 [G(q)⁻¹ + G(q')⁻¹] p½, iterated from q' = q.
-        let q = &point.position;
+        // q' = q + ε/2 [G(q)⁻¹ + G(q')⁻¹] p½.
         let mut velocity = vec![0.0; d];
         point.metric.solve(&p_half, &mut velocity);
-        let mut q_new = q.clone();
-        let mut end = vec![0.0; d];
-        let mut end_velocity = velocity.clone();
-        converged = false;
-        for iteration in 0..self.max_iterations {
-            point.iterations += 1;
-            if iteration > 0 {
-                let at = metric.at(&q_new).ok_or(StepFailure::NotPositiveDefinite)?;
-                at.solve(&p_half, &mut end_velocity);
-            }
-            for k in 0..d {
-                end[k] = q[k] + half * (velocity[k] + end_velocity[k]);
-            }
-            let change = max_abs_difference(&end, &q_new);
-            std::mem::swap(&mut q_new, &mut end);
-            if change < self.tolerance {
-                converged = true;
-                break;
-            }
-        }
-        if !converged {
-            return Err(StepFailure::NotConverged);
-        }
+        let (q_new, at) =
+            self.solve_position(metric, point, &p_half, &velocity, &scales.position)?;
 
         // p' = p½ − ε/2 [∇φ(q') − ½ ν(q', p½)] at the new point.
-        let at = metric.at(&q_new).ok_or(StepFailure::NotPositiveDefinite)?;
         let new_force = force(proposal, &*at, &q_new)?;
         kick(&*at, &new_force, half, &p_half, &p_half, p);
         if !p.iter().all(|x| x.is_finite()) {
@@ -259,5 +265,140 @@ impl GeneralizedLeapfrog {
         point.metric = at.into();
         point.force = new_force;
         Ok(())
+    }
+
+    /// Solves the position equation `q' = T(q') = q + ε/2 [v + G(q')⁻¹p½]` (`v = G(q)⁻¹p½`,
+    /// `point` at `q`) and returns `q'` with the metric there.
+    ///
+    /// A solution is a point whose update `T(q')` moves it by less than the tolerance, judged
+    /// with the metric evaluated at that very point; the point itself is returned, not one
+    /// update on, so its metric is the one the test evaluated (one evaluation per solve fewer
+    /// than testing the update and evaluating again where it lands).
+    ///
+    /// A metric evaluation is the dearest thing a step does (a Gram matrix, or a network's
+    /// Hessian, and a factorization), and plain fixed-point iteration, `q' ← T(q')`, makes one
+    /// per iteration. Two things cut their number:
+    ///
+    /// - A metric with a cheap product ([`RiemannianMetric::product`]) first finds the solution
+    ///   without factoring: `x ← x + G(q)⁻¹(p½ − G(q')x)` (the start's metric as the
+    ///   preconditioner) together with `q' ← q + ε/2 (v + x)`, whose fixed point is the same,
+    ///   for as long as each update moves `q'` less than half as far as the one before. The
+    ///   evaluated iteration then starts from where it got to, and on a smooth metric accepts
+    ///   that point at its first evaluation.
+    /// - The evaluated iteration is Broyden's quasi-Newton method on `R(q') = q' − T(q')`: each
+    ///   update `−H R` with an inverse Jacobian `H` corrected by the last secant, which converges
+    ///   superlinearly where `q' ← T(q')` converges linearly. `H` starts as `(I − J)⁻¹` with
+    ///   `J = ε/2 ∂(G⁻¹p½)/∂q` at the start where the metric gives the velocity's derivative
+    ///   ([`MetricAt::velocity_derivative`]; the first guess is then Newton's step from `q`),
+    ///   else as `I`, whose updates are the plain iteration's (the first guess the explicit
+    ///   Euler step `q + ε v`). Should the updates stop shrinking, `H` goes back to `I`.
+    ///
+    /// Either way only the evaluated metric decides what is accepted: an approximate product or
+    /// Jacobian costs iterations, never exactness.
+    fn solve_position<'m>(
+        &self,
+        metric: &'m dyn RiemannianMetric,
+        point: &mut Trajectory<'m>,
+        p_half: &[f64],
+        velocity: &[f64],
+        scale: &[f64],
+    ) -> Result<(Vec<f64>, Box<dyn MetricAt + 'm>), StepFailure> {
+        let d = velocity.len();
+        let half = 0.5 * self.step_size;
+        let q = &point.position;
+        let update = |x: &[f64], out: &mut [f64]| {
+            for k in 0..d {
+                out[k] = q[k] + half * (velocity[k] + x[k]);
+            }
+        };
+        // The inverse Jacobian of R(q') = q' − T(q') that the evaluated iteration's updates
+        // use: (I − ε/2 ∂(G⁻¹p½)/∂q)⁻¹ at the start where the metric has the derivative, else I
+        // (the plain iteration's update, R's Jacobian without the metric's variation).
+        let identity = DMatrix::<f64>::identity(d, d);
+        let mut inverse = point
+            .metric
+            .velocity_derivative(velocity)
+            .and_then(|jacobian| (&identity - jacobian * half).try_inverse())
+            .filter(|m| m.iter().all(|x| x.is_finite()))
+            .unwrap_or_else(|| identity.clone());
+        // The first guess, Newton's update from q, where R(q) = −ε v: with the identity, the
+        // explicit Euler step q + ε v.
+        let mut residual = DVector::from_iterator(d, velocity.iter().map(|v| -2.0 * half * v));
+        let first = -(&inverse * &residual);
+        let mut q_new: Vec<f64> = (0..d).map(|k| q[k] + first[k]).collect();
+        let mut secant = Some(first);
+        let mut x = velocity.to_vec();
+        let mut next = vec![0.0; d];
+        let mut iterations = 0;
+
+        let (mut product, mut correction) = (vec![0.0; d], vec![0.0; d]);
+        let mut previous = f64::INFINITY;
+        while iterations < self.max_iterations && metric.product(&q_new, &x, &mut product) {
+            iterations += 1;
+            point.iterations += 1;
+            for k in 0..d {
+                product[k] = p_half[k] - product[k];
+            }
+            point.metric.solve(&product, &mut correction);
+            for k in 0..d {
+                x[k] += correction[k];
+            }
+            update(&x, &mut next);
+            let change = max_weighted_difference(&next, &q_new, scale);
+            if !change.is_finite() {
+                // Leave the guess where it was: the evaluated iteration starts from there.
+                break;
+            }
+            std::mem::swap(&mut q_new, &mut next);
+            if change < self.tolerance || change > 0.5 * previous {
+                break;
+            }
+            previous = change;
+        }
+
+        if iterations > 0 {
+            // The product phase moved the guess: the first secant is not the last update.
+            secant = None;
+        }
+        previous = f64::INFINITY;
+        while iterations < self.max_iterations {
+            iterations += 1;
+            point.iterations += 1;
+            let at = metric.at(&q_new).ok_or(StepFailure::NotPositiveDefinite)?;
+            at.solve(p_half, &mut x);
+            update(&x, &mut next);
+            let change = max_weighted_difference(&next, &q_new, scale);
+            if change < self.tolerance {
+                return Ok((q_new, at));
+            }
+            let latest = DVector::from_iterator(d, (0..d).map(|k| q_new[k] - next[k]));
+            if change < previous {
+                // Broyden's update of the inverse Jacobian from the latest secant s (the last
+                // update) and y (the change of R along it).
+                if let Some(s) = secant.take() {
+                    let y = &latest - &residual;
+                    let hy = &inverse * &y;
+                    let denominator = s.dot(&hy);
+                    if denominator.is_finite() && denominator.abs() > f64::MIN_POSITIVE {
+                        let sh = s.transpose() * &inverse;
+                        inverse += (s - hy) * sh / denominator;
+                    }
+                }
+            } else {
+                // Updates that stopped shrinking: back to the plain iteration.
+                inverse = identity.clone();
+            }
+            previous = change;
+            residual = latest;
+            let step = -(&inverse * &residual);
+            if step.iter().all(|s| s.is_finite()) {
+                q_new.iter_mut().zip(step.iter()).for_each(|(a, b)| *a += b);
+                secant = Some(step);
+            } else {
+                std::mem::swap(&mut q_new, &mut next);
+                secant = None;
+            }
+        }
+        Err(StepFailure::NotConverged)
     }
 }

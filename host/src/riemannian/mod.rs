@@ -38,6 +38,17 @@ pub trait RiemannianMetric: Sync {
     /// is not positive definite or not finite (a failed Cholesky factorization): the dynamics
     /// then end the trajectory as divergent, never panic or carry a NaN on.
     fn at(&self, q: &[f64]) -> Option<Box<dyn MetricAt + '_>>;
+
+    /// `out ≈ G(q) x` without factoring `G(q)`, for a metric where that costs much less than
+    /// [`at`](Self::at) (the logistic Fisher information: O(N·d) against O(N·d²); the network
+    /// Hessian: O(s·d) against O(s·d²)). `false`, leaving `out` alone, for a metric with no such
+    /// product (the default). It may be an approximation (the network metric's is its
+    /// Hessian's, which SoftAbs changes where an eigenvalue is small): the generalized leapfrog
+    /// uses it only to find where the solution of its position equation lies, and accepts a
+    /// solution only by the residual under the metric [`at`](Self::at) evaluates there.
+    fn product(&self, _q: &[f64], _x: &[f64], _out: &mut [f64]) -> bool {
+        false
+    }
 }
 
 /// A metric evaluated at one point `q`. The expensive parts (the factorization) are done once
@@ -64,6 +75,14 @@ pub trait MetricAt {
     /// `outᵢ = uᵀ ∂ᵢG u`; with `u = G⁻¹p` this is `νᵢ`, the kinetic energy's force
     /// `∂ᵢ(½ pᵀG⁻¹p) = −½ νᵢ`.
     fn quadratic_derivatives(&self, u: &[f64], out: &mut [f64]);
+
+    /// The derivative of the velocity `G(q)⁻¹p` with respect to `q`, given `v = G(q)⁻¹p`: the
+    /// matrix whose column `k` is `−G⁻¹ ∂ₖG v`, where a metric has it for O(d²) (the network's
+    /// diagonal, from the derivatives it holds anyway); `None` (the default) elsewhere. The
+    /// position solve's Newton correction uses it (see [`integrator`]).
+    fn velocity_derivative(&self, _v: &[f64]) -> Option<DMatrix<f64>> {
+        None
+    }
 }
 
 /// A dense symmetric positive definite matrix held as its Cholesky factorization.
@@ -113,12 +132,13 @@ impl DenseFactor {
     }
 }
 
-/// The largest absolute difference between two vectors: the norm the fixed-point solves and the
-/// reversibility check compare with (as mici does).
-fn max_abs_difference(a: &[f64], b: &[f64]) -> f64 {
+/// The largest difference between two vectors with coordinate `k` weighted by `weight[k]`:
+/// the norm the fixed-point solves and the reversibility check compare with, in the metric's
+/// units (positions weighted by `√Gₖₖ`, momenta by `1/√Gₖₖ`; see [`integrator`]).
+fn max_weighted_difference(a: &[f64], b: &[f64], weight: &[f64]) -> f64 {
     let mut m = 0.0f64;
-    for (x, y) in a.iter().zip(b) {
-        let d = (x - y).abs();
+    for ((x, y), w) in a.iter().zip(b).zip(weight) {
+        let d = (x - y).abs() * w;
         // A NaN difference counts as infinitely large, so no test of `< tolerance` passes it.
         if d.is_nan() {
             return f64::INFINITY;

@@ -477,3 +477,426 @@ fn a_fixed_point_solve_that_does_not_converge_is_a_counted_rejection() {
     assert_eq!(t.counts.not_converged, 1);
     assert!(!t.accepted && t.position == q);
 }
+
+/// A network whose Hessian is positive definite everywhere (softplus units, positive output
+/// weights), so that SoftAbs with a large `α` leaves it unchanged.
+fn convex_network(d: usize, s: usize, seed: u64) -> Network<Dyn, Dyn> {
+    let mut net = random_network(d, s, seed);
+    let v: Vec<f64> = net.output().iter().map(|v| v.abs()).collect();
+    net.set_output(&v, 0.0).unwrap();
+    net
+}
+
+/// Asserts that two metrics agree at `q`: matrix, log-determinant and both contractions.
+fn assert_same_metric(what: &str, a: &dyn RiemannianMetric, b: &dyn RiemannianMetric, q: &[f64]) {
+    let d = q.len();
+    let u: Vec<f64> = (0..d).map(|k| 0.7 - 0.3 * k as f64).collect();
+    let (a, b) = (a.at(q).unwrap(), b.at(q).unwrap());
+    let (ga, gb) = (a.matrix(), b.matrix());
+    assert!((&ga - &gb).amax() < 1e-10 * gb.amax(), "{what}: G");
+    assert!(
+        (a.log_det() - b.log_det()).abs() < 1e-10 * (1.0 + b.log_det().abs()),
+        "{what}"
+    );
+    let (mut xa, mut xb) = (vec![0.0; d], vec![0.0; d]);
+    a.trace_derivatives(&mut xa);
+    b.trace_derivatives(&mut xb);
+    let size = xb.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+    for (x, y) in xa.iter().zip(&xb) {
+        assert!((x - y).abs() < 1e-9 * size, "{what}: trace {x} vs {y}");
+    }
+    a.quadratic_derivatives(&u, &mut xa);
+    b.quadratic_derivatives(&u, &mut xb);
+    let size = xb.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+    for (x, y) in xa.iter().zip(&xb) {
+        assert!((x - y).abs() < 1e-9 * size, "{what}: ν {x} vs {y}");
+    }
+}
+
+/// The network metrics' rank-one (additive units) computations agree with the network's general
+/// O(s·d²) loops: the full metric where SoftAbs leaves the Hessian unchanged (Cholesky, O(s·d)
+/// contractions) and where it does not (eigen-decomposition), and the diagonal metric.
+#[test]
+fn rank_one_metrics_match_the_general_loops() {
+    let q = [0.3, -0.5, 0.8, 0.1, -1.2];
+    let convex = convex_network(5, 130, 4);
+    let indefinite = random_network(5, 130, 5);
+    for (what, net, alpha) in [("saturated", &convex, 1e4), ("softabs", &indefinite, 1.0)] {
+        assert_same_metric(
+            what,
+            &NetworkSoftAbs::new(net, alpha).unwrap(),
+            &NetworkSoftAbs::general(net, alpha).unwrap(),
+            &q,
+        );
+    }
+    for net in [&convex, &indefinite] {
+        assert_same_metric(
+            "diagonal",
+            &NetworkDiagonalSoftAbs::new(net, 1.0).unwrap(),
+            &NetworkDiagonalSoftAbs::general(net, 1.0).unwrap(),
+            &q,
+        );
+    }
+    // Where the Hessian is its own metric, the product without a factorization is `G x`.
+    let metric = NetworkSoftAbs::new(&convex, 1e4).unwrap();
+    let x = [1.0, -2.0, 0.5, 0.0, 3.0];
+    let mut gx = [0.0; 5];
+    assert!(metric.product(&q, &x, &mut gx));
+    let reference = metric.at(&q).unwrap().matrix() * DVector::from_column_slice(&x);
+    assert!((DVector::from_column_slice(&gx) - &reference).amax() < 1e-10 * reference.amax());
+    // The derivative checks of `metric_derivatives_match_finite_differences` also hold there.
+    check_derivatives(&metric, &q, &[0.3, -0.7, 1.2, 0.5, 0.1]);
+}
+
+/// The diagonal metric is the full path's diagonal: `G = diag(g(∂ⱼ²z))` from the network's
+/// Hessian, its log-determinant `Σ log g`, and its derivatives `g'(∂ⱼ²z) ∂ₖ∂ⱼ²z` from the
+/// diagonals of the network's third derivatives `∂ₖ∇²z`.
+#[test]
+fn the_diagonal_metric_is_the_full_paths_diagonal() {
+    let (d, alpha) = (4, 1.0);
+    let net = random_network(d, 90, 6);
+    let q = [0.4, -0.2, 1.1, -0.6];
+    let u = [0.5, 1.5, -0.8, 0.3];
+    let mut h = vec![0.0; d * d];
+    net.hessian(&q, &mut h);
+    let (g, slope): (Vec<f64>, Vec<f64>) = (0..d)
+        .map(|j| {
+            let x = h[j * d + j];
+            // SoftAbs, written out: x coth(αx) and its derivative.
+            let t = (alpha * x).tanh();
+            let sinh = (alpha * x).sinh();
+            (x / t, 1.0 / t - alpha * x / (sinh * sinh))
+        })
+        .unzip();
+    let metric = NetworkDiagonalSoftAbs::new(&net, alpha).unwrap();
+    let at = metric.at(&q).unwrap();
+    let matrix = at.matrix();
+    for j in 0..d {
+        assert!((matrix[(j, j)] - g[j]).abs() < 1e-12 * g[j]);
+    }
+    assert!(
+        (matrix.sum() - matrix.trace()).abs() == 0.0,
+        "off-diagonal entries"
+    );
+    let log_det: f64 = g.iter().map(|x| x.ln()).sum();
+    assert!((at.log_det() - log_det).abs() < 1e-12 * (1.0 + log_det.abs()));
+    let (mut trace, mut quad) = (vec![0.0; d], vec![0.0; d]);
+    at.trace_derivatives(&mut trace);
+    at.quadratic_derivatives(&u, &mut quad);
+    for k in 0..d {
+        let mut e = vec![0.0; d];
+        e[k] = 1.0;
+        let mut dh = vec![0.0; d * d];
+        net.hessian_derivative(&q, &e, &mut dh);
+        let expected_trace: f64 = (0..d).map(|j| slope[j] / g[j] * dh[j * d + j]).sum();
+        let expected_quad: f64 = (0..d).map(|j| slope[j] * dh[j * d + j] * u[j] * u[j]).sum();
+        assert!((trace[k] - expected_trace).abs() < 1e-9 * (1.0 + expected_trace.abs()));
+        assert!((quad[k] - expected_quad).abs() < 1e-9 * (1.0 + expected_quad.abs()));
+    }
+}
+
+/// The diagonal metric's velocity derivative, `∂(G⁻¹p)/∂q`, matches central differences of
+/// `G(q)⁻¹p`; the logistic Fisher metric's product matches `G x`.
+#[test]
+fn velocity_derivative_and_products_match_the_metric() {
+    let (d, h) = (4, 1e-6);
+    let net = random_network(d, 90, 7);
+    let metric = NetworkDiagonalSoftAbs::new(&net, 1.0).unwrap();
+    let q = [0.2, 0.9, -0.4, 0.6];
+    let p = [1.0, -0.5, 2.0, 0.7];
+    let velocity = |x: &[f64]| {
+        let mut v = vec![0.0; d];
+        metric.at(x).unwrap().solve(&p, &mut v);
+        v
+    };
+    let v = velocity(&q);
+    let jacobian = metric.at(&q).unwrap().velocity_derivative(&v).unwrap();
+    for k in 0..d {
+        let (mut plus, mut minus) = (q.to_vec(), q.to_vec());
+        plus[k] += h;
+        minus[k] -= h;
+        let (a, b) = (velocity(&plus), velocity(&minus));
+        for j in 0..d {
+            let numeric = (a[j] - b[j]) / (2.0 * h);
+            assert!(
+                (jacobian[(j, k)] - numeric).abs() < 1e-6 * (1.0 + numeric.abs()),
+                "∂v{j}/∂q{k}: {} vs {numeric}",
+                jacobian[(j, k)]
+            );
+        }
+    }
+    let model = LogisticRegression::simulate(300, 4, 1).unwrap();
+    let fisher = LogisticFisher::new(&model);
+    let x = [0.3, -1.0, 2.0, 0.25];
+    let mut gx = [0.0; 4];
+    assert!(fisher.product(&q, &x, &mut gx));
+    let reference = fisher.at(&q).unwrap().matrix() * DVector::from_column_slice(&x);
+    assert!((DVector::from_column_slice(&gx) - &reference).amax() < 1e-10 * reference.amax());
+}
+
+/// A metric with neither a product nor a velocity derivative: position solves by evaluations
+/// alone, from the explicit Euler guess.
+struct Plain<'a>(&'a dyn RiemannianMetric);
+
+/// [`Plain`]'s metric at a point: everything but the velocity derivative.
+struct PlainAt<'a>(Box<dyn MetricAt + 'a>);
+
+impl MetricAt for PlainAt<'_> {
+    fn matrix(&self) -> DMatrix<f64> {
+        self.0.matrix()
+    }
+    fn solve(&self, p: &[f64], out: &mut [f64]) {
+        self.0.solve(p, out);
+    }
+    fn factor_times(&self, z: &[f64], out: &mut [f64]) {
+        self.0.factor_times(z, out);
+    }
+    fn log_det(&self) -> f64 {
+        self.0.log_det()
+    }
+    fn trace_derivatives(&self, out: &mut [f64]) {
+        self.0.trace_derivatives(out);
+    }
+    fn quadratic_derivatives(&self, u: &[f64], out: &mut [f64]) {
+        self.0.quadratic_derivatives(u, out);
+    }
+}
+
+impl RiemannianMetric for Plain<'_> {
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn at(&self, q: &[f64]) -> Option<Box<dyn MetricAt + '_>> {
+        Some(Box::new(PlainAt(self.0.at(q)?)))
+    }
+}
+
+/// `steps` generalized leapfrog steps from `(q, p)`: the end and the metric evaluations made.
+fn integrate(
+    potential: &dyn Potential,
+    metric: &dyn RiemannianMetric,
+    step_size: f64,
+    steps: usize,
+    q: &[f64],
+    p: &[f64],
+) -> (Vec<f64>, Vec<f64>, u64) {
+    let work = MetricWork::default();
+    let timed = Timed {
+        metric,
+        work: &work,
+    };
+    let integrator = GeneralizedLeapfrog::new(step_size).unwrap();
+    let mut point = Trajectory::start(potential, &timed, q).unwrap();
+    let mut p = p.to_vec();
+    for _ in 0..steps {
+        integrator
+            .step(potential, &timed, &mut point, &mut p)
+            .unwrap();
+    }
+    (point.position, p, work.evaluations())
+}
+
+/// A named potential and metric with a momentum and step size to integrate them from.
+type Case<'a> = (
+    &'a str,
+    &'a dyn Potential,
+    &'a dyn RiemannianMetric,
+    [f64; 4],
+    f64,
+);
+
+/// The position solve's product phase (logistic Fisher, the network's Hessian) and its Newton
+/// start (the network's diagonal) reach the solution the solve finds without them, each step
+/// checked for reversibility, with fewer metric evaluations.
+#[test]
+fn position_solves_with_products_and_derivatives_match_those_without() {
+    let model = LogisticRegression::simulate(400, 4, 3).unwrap();
+    let fisher = LogisticFisher::new(&model);
+    let convex = convex_network(4, 120, 8);
+    let hessian = NetworkSoftAbs::new(&convex, 1e4).unwrap();
+    let indefinite = random_network(4, 120, 9);
+    let diagonal = NetworkDiagonalSoftAbs::new(&indefinite, 1.0).unwrap();
+    let q = [0.2, -0.3, 0.5, 0.1];
+    let cases: [Case; 3] = [
+        ("Fisher", &model, &fisher, [0.9, -0.6, 1.2, 0.3], 0.3),
+        ("Hessian", &convex, &hessian, [1.0, -0.5, 0.8, 0.2], 0.3),
+        (
+            "diagonal",
+            &indefinite,
+            &diagonal,
+            [1.0, -0.5, 0.8, 0.2],
+            0.3,
+        ),
+    ];
+    for (what, potential, metric, p, eps) in cases {
+        let (q_fast, p_fast, fast) = integrate(potential, metric, eps, 5, &q, &p);
+        let (q_plain, p_plain, plain) = integrate(potential, &Plain(metric), eps, 5, &q, &p);
+        // Each step was checked for reversibility (a failure panics in `integrate`).
+        let moved = q_fast.iter().zip(&q).any(|(a, b)| (a - b).abs() > 1e-2);
+        assert!(moved, "{what}: the trajectory moves");
+        for (a, b) in q_fast
+            .iter()
+            .zip(&q_plain)
+            .chain(p_fast.iter().zip(&p_plain))
+        {
+            assert!((a - b).abs() < 1e-7 * (1.0 + b.abs()), "{what}: {a} vs {b}");
+        }
+        assert!(fast < plain, "{what}: {fast} evaluations, plain {plain}");
+    }
+}
+
+/// A posterior and its metric rescaled, `θ = c q`: `U_c(θ) = U(θ/c)`, `G_c(θ) = G(θ/c)/c²`.
+struct Rescaled<'a> {
+    potential: &'a (dyn Potential + Sync),
+    metric: &'a dyn RiemannianMetric,
+    c: f64,
+}
+
+impl Rescaled<'_> {
+    fn unscaled(&self, theta: &[f64]) -> Vec<f64> {
+        theta.iter().map(|t| t / self.c).collect()
+    }
+}
+
+impl Potential for Rescaled<'_> {
+    fn dim(&self) -> usize {
+        self.potential.dim()
+    }
+    fn value(&self, theta: &[f64]) -> f64 {
+        self.potential.value(&self.unscaled(theta))
+    }
+    fn value_and_gradient(&self, theta: &[f64], grad: &mut [f64]) -> f64 {
+        let u = self
+            .potential
+            .value_and_gradient(&self.unscaled(theta), grad);
+        grad.iter_mut().for_each(|g| *g /= self.c);
+        u
+    }
+}
+
+/// [`Rescaled`]'s metric at a point.
+struct RescaledAt<'a> {
+    at: Box<dyn MetricAt + 'a>,
+    c: f64,
+}
+
+impl MetricAt for RescaledAt<'_> {
+    fn matrix(&self) -> DMatrix<f64> {
+        self.at.matrix() / (self.c * self.c)
+    }
+    fn solve(&self, p: &[f64], out: &mut [f64]) {
+        self.at.solve(p, out);
+        out.iter_mut().for_each(|x| *x *= self.c * self.c);
+    }
+    fn factor_times(&self, z: &[f64], out: &mut [f64]) {
+        self.at.factor_times(z, out);
+        out.iter_mut().for_each(|x| *x /= self.c);
+    }
+    fn log_det(&self) -> f64 {
+        self.at.log_det() - 2.0 * self.at.matrix().nrows() as f64 * self.c.ln()
+    }
+    fn trace_derivatives(&self, out: &mut [f64]) {
+        self.at.trace_derivatives(out);
+        out.iter_mut().for_each(|x| *x /= self.c);
+    }
+    fn quadratic_derivatives(&self, u: &[f64], out: &mut [f64]) {
+        self.at.quadratic_derivatives(u, out);
+        out.iter_mut().for_each(|x| *x /= self.c.powi(3));
+    }
+}
+
+impl RiemannianMetric for Rescaled<'_> {
+    fn dim(&self) -> usize {
+        self.metric.dim()
+    }
+    fn at(&self, theta: &[f64]) -> Option<Box<dyn MetricAt + '_>> {
+        let at = self.metric.at(&self.unscaled(theta))?;
+        Some(Box::new(RescaledAt { at, c: self.c }))
+    }
+}
+
+/// The fixed-point and reversibility tolerances are in the metric's units, so RMHMC on the
+/// banana shrunk to the scale of Bank Marketing's posterior (sd 0.006: `c = 0.003`) or blown
+/// up (`c = 300`) makes the same moves, scaled, with as few failed steps. With one absolute
+/// tolerance for positions and momenta the shrunk banana's momenta (of scale 1/c) could not
+/// meet the reversibility check.
+#[test]
+fn tolerances_are_in_the_metrics_units() {
+    let (model, metric) = banana();
+    let rmhmc = Rmhmc::new(GeneralizedLeapfrog::new(0.1).unwrap(), 6).unwrap();
+    let start = [0.5, 0.7];
+    let (reference, counts, accepted) =
+        run_rmhmc(&rmhmc, &model, &model, &metric, &start, 0, 300, 12);
+    for c in [0.003, 300.0] {
+        let scaled = Rescaled {
+            potential: &model,
+            metric: &metric,
+            c,
+        };
+        let theta: Vec<f64> = start.iter().map(|x| c * x).collect();
+        let (draws, scaled_counts, scaled_accepted) =
+            run_rmhmc(&rmhmc, &scaled, &scaled, &scaled, &theta, 0, 300, 12);
+        assert!(
+            scaled_counts.not_reversible <= counts.not_reversible + 1
+                && scaled_counts.not_converged <= counts.not_converged + 1,
+            "c = {c}: {scaled_counts:?} against {counts:?}"
+        );
+        assert!(scaled_accepted.abs_diff(accepted) <= 3, "c = {c}");
+        // The same chain, scaled (rounding may part them after a near-tie; the first 100 agree).
+        for (a, b) in draws.iter().zip(&reference).take(100) {
+            for k in 0..2 {
+                assert!((a[k] / c - b[k]).abs() < 1e-6, "c = {c}: {a:?} vs {b:?}");
+            }
+        }
+    }
+}
+
+/// With the proposal's own Hamiltonian asked for, a proposal equal to the target (up to a
+/// constant) reports the exact acceptance, and a different one its own.
+#[test]
+fn the_proposal_statistic_is_the_acceptance_under_the_proposals_hamiltonian() {
+    struct Shifted<'a>(&'a dyn Potential, f64);
+    impl Potential for Shifted<'_> {
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            self.0.value(q) + self.1 * q[0]
+        }
+        fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+            let u = self.0.value_and_gradient(q, grad);
+            grad[0] += self.1;
+            u + self.1 * q[0]
+        }
+    }
+    let (model, metric) = banana();
+    let mut rmhmc = Rmhmc::new(GeneralizedLeapfrog::new(0.3).unwrap(), 4).unwrap();
+    let q = [0.5, 0.7];
+    let u = model.value(&q);
+    let run = |rmhmc: &Rmhmc, proposal: &dyn Potential, seed| {
+        let mut rng = Pcg64::seed_from_u64(seed);
+        rmhmc
+            .transition(&model, proposal, &metric, &q, u, &mut rng)
+            .unwrap()
+    };
+    assert!(run(&rmhmc, &model, 1).proposal_accept_stat.is_nan());
+    rmhmc.proposal_statistic = true;
+    let mut differed = false;
+    for seed in 0..20 {
+        let same = run(&rmhmc, &model, seed);
+        let exact = match same.divergence {
+            Some(Divergence::Step(_)) => 0.0,
+            _ => (-same.energy_error).exp().min(1.0),
+        };
+        assert!(
+            (same.proposal_accept_stat - exact).abs() < 1e-12,
+            "seed {seed}"
+        );
+        // A tilted proposal moves elsewhere; its own statistic is not the exact acceptance.
+        let tilted = run(&rmhmc, &Shifted(&model, 3.0), seed);
+        assert!((0.0..=1.0).contains(&tilted.proposal_accept_stat));
+        let exact = (-tilted.energy_error).exp().min(1.0);
+        differed |= (tilted.proposal_accept_stat - exact).abs() > 1e-3;
+    }
+    assert!(differed);
+}

@@ -1,7 +1,8 @@
 //! A metric that counts its evaluations and clocks them: the metric's work in an RMHMC step
 //! (the factorizations and derivative contractions) is what separates RMHMC's cost from HMC's,
 //! so the output reports it apart from the rest of the step (the potential's gradients and the
-//! fixed-point arithmetic).
+//! fixed-point arithmetic). Its products (`G(q)x` without a factorization) are counted apart
+//! from its evaluations: they cost a fraction of one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -10,11 +11,12 @@ use nalgebra::DMatrix;
 
 use super::{MetricAt, RiemannianMetric};
 
-/// What a metric cost so far: points evaluated ([`RiemannianMetric::at`]) and the seconds spent
-/// in them and in every use of them.
+/// What a metric cost so far: points evaluated ([`RiemannianMetric::at`]), products
+/// ([`RiemannianMetric::product`]), and the seconds spent in them and in every use of them.
 #[derive(Debug, Default)]
 pub struct MetricWork {
     evaluations: AtomicU64,
+    products: AtomicU64,
     nanoseconds: AtomicU64,
 }
 
@@ -22,6 +24,11 @@ impl MetricWork {
     /// Points evaluated so far.
     pub fn evaluations(&self) -> u64 {
         self.evaluations.load(Ordering::Relaxed)
+    }
+
+    /// Products computed so far.
+    pub fn products(&self) -> u64 {
+        self.products.load(Ordering::Relaxed)
     }
 
     /// Seconds spent in the metric so far.
@@ -64,6 +71,14 @@ impl RiemannianMetric for Timed<'_> {
             work: self.work,
         }))
     }
+
+    fn product(&self, q: &[f64], x: &[f64], out: &mut [f64]) -> bool {
+        let offered = self.work.time(|| self.metric.product(q, x, out));
+        self.work
+            .products
+            .fetch_add(u64::from(offered), Ordering::Relaxed);
+        offered
+    }
 }
 
 impl MetricAt for TimedAt<'_> {
@@ -84,5 +99,8 @@ impl MetricAt for TimedAt<'_> {
     }
     fn quadratic_derivatives(&self, u: &[f64], out: &mut [f64]) {
         self.work.time(|| self.at.quadratic_derivatives(u, out));
+    }
+    fn velocity_derivative(&self, v: &[f64]) -> Option<DMatrix<f64>> {
+        self.work.time(|| self.at.velocity_derivative(v))
     }
 }

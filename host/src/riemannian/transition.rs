@@ -26,6 +26,12 @@ pub struct Rmhmc {
     pub steps: u32,
     /// An energy error above this marks the trajectory divergent (Stan's 1000).
     pub max_energy_error: f64,
+    /// Also report the acceptance statistic under the proposal's own Hamiltonian, `Ũ` in place
+    /// of `U` with the same metric ([`RmhmcTransition::proposal_accept_stat`]), at the cost of
+    /// the proposal's potential at both ends: what step-size adaptation learns from while a
+    /// surrogate proposes, as for HMC (`sampler::chain::dynamics`): the exact acceptance also
+    /// carries the surrogate's fitting error, which no step size removes.
+    pub proposal_statistic: bool,
 }
 
 /// Why a trajectory was divergent.
@@ -82,6 +88,9 @@ pub struct RmhmcTransition {
     pub energy: f64,
     /// Why the trajectory was divergent, if it was.
     pub divergence: Option<Divergence>,
+    /// `min(1, exp(−ΔH̃))` with `H̃ = Ũ + ½ log det G + ½ pᵀG⁻¹p` the proposal's own Hamiltonian,
+    /// when [`Rmhmc::proposal_statistic`] asks for it (0 where a step failed); NaN otherwise.
+    pub proposal_accept_stat: f64,
     /// This transition's counts.
     pub counts: RmhmcCounts,
 }
@@ -105,6 +114,7 @@ impl Rmhmc {
             integrator,
             steps,
             max_energy_error: 1000.0,
+            proposal_statistic: false,
         })
     }
 
@@ -134,6 +144,17 @@ impl Rmhmc {
             }
         }
         let mut counts = RmhmcCounts::default();
+        let start_proposal = if self.proposal_statistic {
+            proposal.value(q)
+        } else {
+            f64::NAN
+        };
+        // The statistic of a trajectory that failed: nothing accepted, if it was asked for.
+        let failed = if self.proposal_statistic {
+            0.0
+        } else {
+            f64::NAN
+        };
         let start = Trajectory::start(proposal, metric, q).map_err(|failure| {
             Error::invalid(format!("RMHMC cannot start at this point: {failure:?}"))
         })?;
@@ -153,16 +174,19 @@ impl Rmhmc {
             }
         }
         counts.fixed_point_iterations = point.iterations;
-        let reject =
-            |energy_error: f64, divergence: Divergence, counts: RmhmcCounts| RmhmcTransition {
-                position: q.to_vec(),
-                potential,
-                accepted: false,
-                energy_error,
-                energy: h0,
-                divergence: Some(divergence),
-                counts,
-            };
+        let reject = |energy_error: f64,
+                      divergence: Divergence,
+                      counts: RmhmcCounts,
+                      proposal_accept_stat: f64| RmhmcTransition {
+            position: q.to_vec(),
+            potential,
+            accepted: false,
+            energy_error,
+            energy: h0,
+            divergence: Some(divergence),
+            proposal_accept_stat,
+            counts,
+        };
         if let Some(f) = failure {
             *match f {
                 StepFailure::NotPositiveDefinite => &mut counts.not_positive_definite,
@@ -170,21 +194,39 @@ impl Rmhmc {
                 StepFailure::NotReversible => &mut counts.not_reversible,
                 StepFailure::NonFinite => &mut counts.non_finite,
             } += 1;
-            return Ok(reject(f64::NAN, Divergence::Step(f), counts));
+            return Ok(reject(f64::NAN, Divergence::Step(f), counts, failed));
         }
         let end_potential = target.value(&point.position);
         let h1 = hamiltonian(end_potential, &*point.metric, &p);
         let energy_error = h1 - h0;
+        let proposal_accept_stat = if self.proposal_statistic {
+            // ΔH̃ = ΔH − ΔU + ΔŨ: the kinetic energy and log-determinant are the same in both.
+            let error = energy_error - (end_potential - potential)
+                + (proposal.value(&point.position) - start_proposal);
+            if error.is_finite() {
+                (-error).exp().min(1.0)
+            } else {
+                failed
+            }
+        } else {
+            f64::NAN
+        };
         if !energy_error.is_finite() {
             counts.non_finite += 1;
             return Ok(reject(
                 energy_error,
                 Divergence::Step(StepFailure::NonFinite),
                 counts,
+                proposal_accept_stat,
             ));
         }
         if energy_error > self.max_energy_error {
-            return Ok(reject(energy_error, Divergence::EnergyError, counts));
+            return Ok(reject(
+                energy_error,
+                Divergence::EnergyError,
+                counts,
+                proposal_accept_stat,
+            ));
         }
         // Draw the uniform even when acceptance is certain, so the random stream does not
         // depend on the energy error.
@@ -197,6 +239,7 @@ impl Rmhmc {
                 energy_error,
                 energy: h1,
                 divergence: None,
+                proposal_accept_stat,
                 counts,
             }
         } else {
@@ -207,6 +250,7 @@ impl Rmhmc {
                 energy_error,
                 energy: h0,
                 divergence: None,
+                proposal_accept_stat,
                 counts,
             }
         })

@@ -149,18 +149,19 @@ impl Default for NutsSettings {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RmhmcSettings {
     /// Fixed (the papers'), or adapted by dual averaging on the RMHMC transitions' own
-    /// acceptance during the warmup they run in.
+    /// acceptance during the warmup they run in (RNS-RMHMC's: under the surrogate's own
+    /// Hamiltonian, which no fitting error lowers).
     pub step_size: StepSize,
     /// The trajectory length, jittered like HMC's by default.
     pub steps: Steps,
     /// The fixed-point solves stop once successive iterates differ by less than this (largest
-    /// absolute coordinate).
+    /// coordinate in the metric's units, see [`crate::riemannian::integrator`]).
     pub tolerance: f64,
     /// A fixed-point solve not converged after this many iterations is a divergent, rejected
     /// transition.
     pub max_iterations: u32,
-    /// A step integrated back that misses its start by more than this is a divergent, rejected
-    /// transition; `None` skips the check (half the cost of a step, and no guarantee that the
+    /// A step integrated back that misses its start by more than this (in the metric's units)
+    /// is a divergent, rejected transition; `None` skips the check (half the cost of a step, and no guarantee that the
     /// solves found the reversible fixed point).
     pub reverse_tolerance: Option<f64>,
     /// RNS-RMHMC: SoftAbs's `α`, so the network metric's eigenvalues are at least `1/α`.

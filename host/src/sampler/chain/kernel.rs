@@ -36,6 +36,9 @@ pub struct KernelWork {
     pub counts: RmhmcCounts,
     /// Points at which the metric was evaluated (factorized).
     pub metric_evaluations: u64,
+    /// Products `G(q)x` without a factorization (the position solves' first phase).
+    #[serde(default)]
+    pub metric_products: u64,
     /// Seconds in the metric: its evaluations and every solve and derivative with them.
     pub metric_seconds: f64,
     /// Seconds in the transitions, the metric's included.
@@ -117,6 +120,11 @@ impl Riemannian {
     /// with the same metric. An accepted move updates the position and the exact `U` the state
     /// caches; its gradient, which only HMC's leapfrog uses, is left unknown (NaN) until a
     /// return to that kernel refreshes it.
+    ///
+    /// Returns the transition and the statistic step-size adaptation learns from: where
+    /// `surrogate` proposes during an adapting warmup, the acceptance under the surrogate's own
+    /// Hamiltonian (as RNS-HMC's surrogate warmup adapts, see `super::dynamics`), else the
+    /// exact acceptance.
     #[allow(clippy::too_many_arguments)]
     pub fn transition<R: Rng + ?Sized>(
         &mut self,
@@ -126,11 +134,14 @@ impl Riemannian {
         state: &mut State<Dyn>,
         rng: &mut R,
         warmup: bool,
-    ) -> Result<Transition> {
+        surrogate: bool,
+    ) -> Result<(Transition, f64)> {
         let steps = self.settings.steps.draw(rng);
         let mut rmhmc = Rmhmc::new(self.settings.integrator(self.step_size()), steps)?;
         rmhmc.max_energy_error = self.max_energy_error;
-        let (evaluations, metric_seconds) = (self.work.evaluations(), self.work.seconds());
+        rmhmc.proposal_statistic = surrogate && warmup && self.dual.is_some();
+        let (evaluations, products) = (self.work.evaluations(), self.work.products());
+        let metric_seconds = self.work.seconds();
         let clock = Instant::now();
         let timed = Timed {
             metric,
@@ -153,6 +164,7 @@ impl Riemannian {
         part.transitions += 1;
         part.counts.add(&t.counts);
         part.metric_evaluations += self.work.evaluations() - evaluations;
+        part.metric_products += self.work.products() - products;
         part.metric_seconds += self.work.seconds() - metric_seconds;
         let divergent = t.divergence.is_some();
         let accept_prob = if divergent || !t.energy_error.is_finite() {
@@ -160,19 +172,25 @@ impl Riemannian {
         } else {
             (-t.energy_error).exp().min(1.0)
         };
+        let statistic = if rmhmc.proposal_statistic {
+            t.proposal_accept_stat
+        } else {
+            accept_prob
+        };
         if t.accepted {
             state.position = DVector::from_vec(t.position);
             state.potential = t.potential;
             state.gradient.fill(f64::NAN);
         }
-        Ok(Transition {
+        let transition = Transition {
             accepted: t.accepted,
             accept_prob,
             energy: t.energy,
             energy_error: t.energy_error,
             divergent,
             steps: u32::try_from(t.counts.steps).unwrap_or(u32::MAX),
-        })
+        };
+        Ok((transition, statistic))
     }
 
     /// Adapts the step size to warmup iteration `i`'s (of `warmup`) acceptance statistic, when

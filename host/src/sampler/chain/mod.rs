@@ -550,8 +550,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
     }
 
     /// One transition of the generalized leapfrog: the exact or the surrogate's potential with
-    /// the model's or the network's metric, judged by the exact `U`.
-    fn generalized_transition(&mut self, warmup: bool) -> Result<Transition> {
+    /// the model's or the network's metric, judged by the exact `U`; with the statistic its
+    /// step size adapts to ([`Riemannian::transition`]).
+    fn generalized_transition(&mut self, warmup: bool) -> Result<(Transition, f64)> {
         let proposer = self
             .proposer
             .as_deref()
@@ -577,6 +578,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             &mut self.state,
             &mut self.rng,
             warmup,
+            proposer.is_some(),
         )
     }
 
@@ -600,8 +602,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         let step_size = self.step_size();
         // A trajectory that breaks off before its end point leaves no end point behind.
         self.end.set(EndPoint::default());
-        let t = if generalized {
-            self.generalized_transition(warmup)?
+        let (t, generalized_stat) = if generalized {
+            let (t, stat) = self.generalized_transition(warmup)?;
+            (t, Some(stat))
         } else {
             let Self {
                 hmc,
@@ -610,21 +613,23 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
                 rng,
                 ..
             } = self;
-            with_dynamics(
+            let t = with_dynamics(
                 self.exact,
                 self.proposer.as_deref(),
                 self.mode,
                 &self.end,
                 |d| hmc.transition(state, d, metric, rng),
-            )
+            );
+            (t, None)
         };
         self.ran_generalized = generalized;
         if proposed && let Some(states) = self.learned() {
             self.learning.observe(self.done + 1, states, t.accept_prob);
         }
         let approximate = self.approximate();
-        // RMHMC's step size adapts on its exact acceptance: its dynamics record no end point.
-        let stat = if proposed && !approximate && !generalized {
+        let stat = if let Some(stat) = generalized_stat {
+            stat
+        } else if proposed && !approximate {
             let end = self.end.get();
             if t.accepted {
                 self.proposal_value = end.proposal;
