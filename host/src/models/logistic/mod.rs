@@ -8,28 +8,26 @@
 //! the papers).
 //!
 //! # The kernel
-//! At the paper's N = 10⁵ rows and d = 50 the design matrix is 40 MB, far beyond the caches, so
-//! an evaluation is a stream through memory and reading `X` once is the floor. The fused pass
-//! takes `X` in blocks of 64 rows (small enough to stay in the L1 cache) and, per block:
+//! At the paper's N = 10⁵ rows and d = 50 the design matrix is 40 MB, far beyond the L1 and L2
+//! caches, so an evaluation streams `X` and reading it once is the floor. The model keeps a
+//! copy of `X` in blocks of 16 rows stored column by column ([`kernel`]): a block's 16 dot
+//! products, losses, residuals and gradient terms are lane-wise vector arithmetic with no
+//! horizontal sums, in the widest vector instructions the processor has (chosen at run time,
+//! the same bits on any of them). The row-major [`Dataset`] stays for the row-by-row users
+//! (minibatch gradients, the Fisher metric, simulation); the copy doubles the memory `X` takes.
 //!
-//! 1. computes the block's `zᵢ = xᵢ·β` with eight independent partial sums per row, so the adders
-//!    are not waiting on one chain of 50 dependent additions;
-//! 2. computes the loss and the residual `σ(zᵢ) − yᵢ` for the whole block in one branch-free loop
-//!    that the compiler vectorizes: `a = exp(−|z|)` once, then `log(1 + e^z) = max(z, 0) +
-//!    log1p(a)` and `σ(z) = 1/(1 + a)` or `a/(1 + a)`, with an inlined `exp` and `log1p`
-//!    (the library ones are calls that block vectorization);
-//! 3. adds `Σᵢ (σ(zᵢ) − yᵢ) xᵢ` to the gradient four rows at a time, re-reading the block from
-//!    the L1 cache, so the gradient is loaded and stored once per four rows.
-//!
-//! `value` skips step 3 and `gradient` skips the loss sum. The summation order is fixed, so
-//! `value` and `value_and_gradient` return bit-identical energies.
+//! `(log(1 + e^z), σ(z))` come from one `a = e^−|z|`, inlined branch-free `exp` and `log1p`
+//! (the library ones are calls that block vectorization). `value` skips the gradient terms and
+//! `gradient` the loss sums; the summation order is fixed, so `value` and
+//! `value_and_gradient` return bit-identical energies.
 //!
 //! # Segments
-//! The blocks are grouped into segments of 1024 rows, each summed on its own (the loss in four
-//! running sums, the gradient from zero) and the segments added in order: the model is a
-//! [`RowSum`], so chains in lockstep share one read of `X`. A block then serves every chain's
-//! `β` while it is in the L1 cache, and a shared pass returns exactly what `value`,
-//! `gradient` and `value_and_gradient` return.
+//! The blocks are grouped into segments of 1024 rows, each summed on its own and the segments
+//! added in order: the model is a [`RowSum`], so chains in lockstep share one read of `X`. A
+//! block then serves every chain's `β` while it is in the L1 cache, and a shared pass returns
+//! exactly what `value`, `gradient` and `value_and_gradient` return.
+
+mod kernel;
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -42,23 +40,23 @@ use crate::model::{Generative, Simulated, indexed_names};
 use crate::riemannian::{LogisticFisher, RiemannianMetric};
 use crate::row_sum::{self, Need, Query, RowSum};
 use crate::{Error, Model, Result};
+use kernel::Blocked;
 
-/// Rows per block of the fused pass: 64 rows of 50 doubles are 25.6 kB, inside a 32 kB L1 cache.
-const BLOCK: usize = 64;
-
-/// Rows per segment of the row sum (16 blocks): at N = 10⁵ that is 98 segments, enough for the
+/// Rows per segment of the row sum (64 blocks): at N = 10⁵ that is 98 segments, enough for the
 /// threads of a shared pass to balance their shares, while adding a segment's partial gradient
 /// (`d` additions) is nothing beside its `2 · 1024 · d` multiply-adds.
-const SEGMENT_ROWS: usize = 16 * BLOCK;
+const SEGMENT_ROWS: usize = 64 * kernel::ROWS;
 
 /// Queries one block serves while it is in the L1 cache; more queries take the segment again
-/// (from the L2 cache), eight at a time, so the per-query sums stay on the stack.
+/// (from the L2 cache), eight at a time, so the per-query lane sums stay in the L1 and L2
+/// caches.
 const QUERY_GROUP: usize = 8;
 
 /// Bayesian logistic regression with a `N(0, σ² I)` prior on the coefficients.
 #[derive(Clone, Debug)]
 pub struct LogisticRegression {
     data: Dataset,
+    blocked: Blocked,
     prior_variance: f64,
     true_beta: Option<Vec<f64>>,
 }
@@ -72,6 +70,7 @@ impl LogisticRegression {
     pub fn new(data: Dataset, prior_variance: f64) -> Result<Self> {
         super::check_regression("logistic regression", &data, prior_variance)?;
         Ok(Self {
+            blocked: Blocked::new(&data.x, &data.y, data.p),
             data,
             prior_variance,
             true_beta: None,
@@ -134,152 +133,10 @@ impl LogisticRegression {
         self.true_beta.as_deref()
     }
 
-    /// The rows of segment `index`: its part of `X` and of `y`.
-    fn segment_rows(&self, index: usize) -> (&[f64], &[f64]) {
-        let d = self.data.p;
+    /// The rows of segment `index`: `start..end`.
+    fn segment_range(&self, index: usize) -> (usize, usize) {
         let start = index * SEGMENT_ROWS;
-        let end = (start + SEGMENT_ROWS).min(self.data.n);
-        (&self.data.x[start * d..end * d], &self.data.y[start..end])
-    }
-
-    /// Segment rows `x`, `y` at up to [`QUERY_GROUP`] queries, one record of `1 + d` numbers
-    /// each in `out`: the fused pass over the segment's blocks, each block (in the L1 cache)
-    /// serving every query before the next is read.
-    fn segment_group(&self, x: &[f64], y: &[f64], queries: &[Query<'_>], out: &mut [f64]) {
-        let d = self.data.p;
-        let mut lanes = [[0.0f64; 4]; QUERY_GROUP];
-        let mut scratch = Scratch::default();
-        for (query, record) in queries.iter().zip(out.chunks_exact_mut(1 + d)) {
-            assert_eq!(query.point.len(), d, "β has the wrong dimension");
-            if query.need.gradient() {
-                record[1..].fill(0.0);
-            }
-        }
-        for (xb, yb) in x.chunks(BLOCK * d).zip(y.chunks(BLOCK)) {
-            for ((query, record), lanes) in queries
-                .iter()
-                .zip(out.chunks_exact_mut(1 + d))
-                .zip(&mut lanes)
-            {
-                let beta = query.point;
-                let grad = &mut record[1..];
-                match query.need {
-                    Need::Value => block::<true, false>(xb, yb, beta, &mut scratch, lanes, grad),
-                    Need::Gradient => block::<false, true>(xb, yb, beta, &mut scratch, lanes, grad),
-                    Need::ValueAndGradient => {
-                        block::<true, true>(xb, yb, beta, &mut scratch, lanes, grad)
-                    }
-                }
-            }
-        }
-        for ((query, record), sums) in queries.iter().zip(out.chunks_exact_mut(1 + d)).zip(&lanes) {
-            if query.need.value() {
-                record[0] = (sums[0] + sums[1]) + (sums[2] + sums[3]);
-            }
-        }
-    }
-}
-
-/// One block's per-row values, reused from block to block.
-struct Scratch {
-    z: [f64; BLOCK],
-    loss: [f64; BLOCK],
-    resid: [f64; BLOCK],
-}
-
-impl Default for Scratch {
-    fn default() -> Self {
-        Self {
-            z: [0.0; BLOCK],
-            loss: [0.0; BLOCK],
-            resid: [0.0; BLOCK],
-        }
-    }
-}
-
-/// The fused pass over one block of rows `xb`, `yb` at `beta`: adds the block's losses to the
-/// four running `sums` if `VALUE` and `Σᵢ (σ(zᵢ) − yᵢ) xᵢ` to `grad` if `GRAD`.
-#[inline(always)]
-fn block<const VALUE: bool, const GRAD: bool>(
-    xb: &[f64],
-    yb: &[f64],
-    beta: &[f64],
-    scratch: &mut Scratch,
-    sums: &mut [f64; 4],
-    grad: &mut [f64],
-) {
-    let d = beta.len();
-    let m = yb.len();
-    let z = &mut scratch.z[..m];
-    let loss = &mut scratch.loss[..m];
-    let resid = &mut scratch.resid[..m];
-
-    for (row, zi) in xb.chunks_exact(d).zip(z.iter_mut()) {
-        *zi = dot8(row, beta);
-    }
-
-    // Only what is summed below is stored: the scratch outlives the block, so a store the
-    // compiler cannot see unused would keep the softplus of a gradient-only pass alive.
-    for (((l, r), &zi), &yi) in loss.iter_mut().zip(resid.iter_mut()).zip(&*z).zip(yb) {
-        let (softplus, sigmoid) = softplus_sigmoid(zi);
-        if VALUE {
-            *l = softplus - yi * zi;
-        }
-        if GRAD {
-            *r = sigmoid - yi;
-        }
-    }
-
-    if VALUE {
-        for (k, l) in loss.iter().enumerate() {
-            sums[k % 4] += l;
-        }
-    }
-    if GRAD {
-        let mut rows4 = xb.chunks_exact(4 * d);
-        let mut r4 = resid.chunks_exact(4);
-        for (rows, r) in (&mut rows4).zip(&mut r4) {
-            axpy4([r[0], r[1], r[2], r[3]], rows, d, grad);
-        }
-        for (row, &r) in rows4.remainder().chunks_exact(d).zip(r4.remainder()) {
-            axpy(r, row, grad);
-        }
-    }
-}
-
-/// `Σⱼ aⱼ bⱼ` with eight independent partial sums.
-///
-/// The partial sums are combined even lanes with even and odd with odd, the order in which
-/// two-wide vector registers hold them, so the compiler keeps the loop free of shuffles.
-#[inline(always)]
-fn dot8(a: &[f64], b: &[f64]) -> f64 {
-    let mut acc = [0.0f64; 8];
-    let mut ca = a.chunks_exact(8);
-    let mut cb = b.chunks_exact(8);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    let tail: f64 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    let even = (acc[0] + acc[2]) + (acc[4] + acc[6]);
-    let odd = (acc[1] + acc[3]) + (acc[5] + acc[7]);
-    (even + odd) + tail
-}
-
-/// `g += Σₖ cₖ xₖ` over the four consecutive rows `xₖ` in `x` (each of length `d`).
-#[inline(always)]
-fn axpy4(c: [f64; 4], x: &[f64], d: usize, g: &mut [f64]) {
-    let (r0, rest) = x.split_at(d);
-    let (r1, rest) = rest.split_at(d);
-    let (r2, r3) = rest.split_at(d);
-    for ((((gj, x0), x1), x2), x3) in g.iter_mut().zip(r0).zip(r1).zip(r2).zip(r3) {
-        *gj += (c[0] * x0 + c[1] * x1) + (c[2] * x2 + c[3] * x3);
+        (start, (start + SEGMENT_ROWS).min(self.data.n))
     }
 }
 
@@ -328,13 +185,13 @@ impl RowSum for LogisticRegression {
     }
 
     fn segment(&self, index: usize, queries: &[Query<'_>], out: &mut [f64]) {
-        let (x, y) = self.segment_rows(index);
+        let (start, end) = self.segment_range(index);
         let width = 1 + self.data.p;
         for (group, out) in queries
             .chunks(QUERY_GROUP)
             .zip(out.chunks_mut(QUERY_GROUP * width))
         {
-            self.segment_group(x, y, group, out);
+            self.blocked.pass(start, end, group, out);
         }
     }
 
@@ -506,6 +363,36 @@ mod tests {
             let mut grad = vec![0.0; 7];
             let fused = model.value_and_gradient(&q, &mut grad);
             assert_eq!(fused.to_bits(), model.value(&q).to_bits(), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn vector_instructions_change_no_bit() {
+        // Padded last blocks (n not a multiple of 16), several segments, every need at once.
+        for (n, d) in [(1037, 13), (2100, 50), (5, 3)] {
+            let model = LogisticRegression::new(random_data(n, d, 1.0, n as u64), 100.0).unwrap();
+            let points: Vec<Vec<f64>> = (0..3).map(|k| random_point(d, 0.5, k)).collect();
+            let needs = [Need::Value, Need::Gradient, Need::ValueAndGradient];
+            let queries: Vec<Query<'_>> = points
+                .iter()
+                .zip(needs)
+                .map(|(point, need)| Query { point, need })
+                .collect();
+            for start in (0..n).step_by(SEGMENT_ROWS) {
+                let end = (start + SEGMENT_ROWS).min(n);
+                let mut wide = vec![0.0; 3 * (1 + d)];
+                let mut baseline = vec![0.0; 3 * (1 + d)];
+                model.blocked.pass(start, end, &queries, &mut wide);
+                model
+                    .blocked
+                    .pass_baseline(start, end, &queries, &mut baseline);
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&wide),
+                    bits(&baseline),
+                    "n = {n}, d = {d}, rows {start}.."
+                );
+            }
         }
     }
 
