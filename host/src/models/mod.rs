@@ -15,6 +15,11 @@ pub mod umbridge;
 
 use std::path::PathBuf;
 
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
+use shmc_core::linalg::dot;
+use shmc_core::random::{fill_standard_normal, uniform};
+
 use crate::data::{Dataset, Missing, Preprocessing, Projection, read_csv, read_libsvm};
 use crate::{Error, Model, Result};
 
@@ -186,6 +191,34 @@ pub const CATALOGUE: &[ModelInfo] = &[
         parameters: "log_eta, log_l, log_J",
     },
 ];
+
+/// A binary regression's generative form: the coefficients drawn from the prior
+/// `N(0, prior_variance · I)` and each response `yᵢ ~ Bernoulli(p(xᵢ·β))` with the model's
+/// `link`, the covariates `data`'s own. From `Pcg64::seed_from_u64(seed)`, in order: the `d`
+/// normals behind the coefficients, then one uniform per response. Returns the coefficients
+/// and the data with the simulated responses.
+pub(crate) fn simulate_responses(
+    data: &Dataset,
+    prior_variance: f64,
+    seed: u64,
+    link: impl Fn(f64) -> f64,
+) -> (Vec<f64>, Dataset) {
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let mut beta = vec![0.0; data.p];
+    fill_standard_normal(&mut rng, &mut beta);
+    let sd = prior_variance.sqrt();
+    beta.iter_mut().for_each(|b| *b *= sd);
+    let y = data
+        .x
+        .chunks_exact(data.p)
+        .map(|row| {
+            let p = link(dot(row, &beta));
+            if uniform(&mut rng) < p { 1.0 } else { 0.0 }
+        })
+        .collect();
+    let simulated = Dataset { y, ..data.clone() };
+    (beta, simulated)
+}
 
 /// Checks what every regression model needs: at least one row and one column, and a finite
 /// positive prior variance.

@@ -232,29 +232,12 @@ impl Model for ProbitRegression {
     }
 }
 
-/// The covariates stay this model's; the coefficients are drawn from its prior `N(0, σ² I)` and
-/// each response `yᵢ ~ Bernoulli(p(xᵢ·β))` with this model's link. From the stream, in order:
-/// the `d` normals behind the coefficients, then one uniform per response.
+/// The covariates stay this model's; the coefficients are drawn from its prior and the responses
+/// through this model's link (see [`super::simulate_responses`]).
 impl Generative for ProbitRegression {
     fn simulate(&self, seed: u64) -> Result<Simulated> {
-        let mut rng = Pcg64::seed_from_u64(seed);
-        let mut beta = vec![0.0; self.data.p];
-        fill_standard_normal(&mut rng, &mut beta);
-        let sd = self.prior_variance.sqrt();
-        beta.iter_mut().for_each(|b| *b *= sd);
-        let y = self
-            .data
-            .x
-            .chunks_exact(self.data.p)
-            .map(|row| {
-                let p = normal_cdf(dot(row, &beta));
-                if uniform(&mut rng) < p { 1.0 } else { 0.0 }
-            })
-            .collect();
-        let data = Dataset {
-            y,
-            ..self.data.clone()
-        };
+        let (beta, data) =
+            super::simulate_responses(&self.data, self.prior_variance, seed, normal_cdf);
         let mut posterior = Self::new(data, self.prior_variance)?;
         posterior.true_theta = Some(beta.clone());
         Ok(Simulated {
