@@ -996,8 +996,8 @@ fn instances_of_different_models_are_refused_naming_the_one_that_differs() {
             format!("{three},{four}"),
             Some("elliptic-pde"),
             format!(
-                "UM-Bridge server {four}, /InputSizes: model \"elliptic-pde\" has 4 inputs where \
-                 {three} has 3: every URL must serve the same model"
+                "UM-Bridge server {four}, /InputSizes: model \"elliptic-pde\" has input size 4 \
+                 where {three} has input size 3: every URL must serve the same model"
             ),
         ),
     ] {

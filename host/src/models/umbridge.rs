@@ -124,39 +124,17 @@ impl ServedPosterior {
         let first = probe(&clients[0], settings.model, &settings.config)?;
         for other in &clients[1..] {
             let served = probe(other, Some(first.name.clone()), &settings.config)?;
-            let (endpoint, theirs, ours) = if served.dim != first.dim {
-                (Endpoint::InputSizes, served.dim, first.dim)
-            } else if served.outputs != first.outputs {
-                (Endpoint::OutputSizes, served.outputs, first.outputs)
-            } else if served.route != first.route {
+            if let Some((endpoint, theirs, ours)) = first.differs(&served) {
                 return Err(other.error(
-                    Endpoint::ModelInfo,
+                    endpoint,
                     format!(
-                        "model {:?} offers the gradient by {:?} where {} offers it by {:?}: \
-                         every URL must serve the same model",
+                        "model {:?} has {theirs} where {} has {ours}: every URL must serve the \
+                         same model",
                         first.name,
-                        served.route,
-                        clients[0].url(),
-                        first.route
+                        clients[0].url()
                     ),
                 ));
-            } else {
-                continue;
-            };
-            let what = if endpoint == Endpoint::InputSizes {
-                "inputs"
-            } else {
-                "outputs"
-            };
-            return Err(other.error(
-                endpoint,
-                format!(
-                    "model {:?} has {theirs} {what} where {} has {ours}: every URL must serve \
-                     the same model",
-                    first.name,
-                    clients[0].url()
-                ),
-            ));
+            }
         }
         match &settings.likelihood {
             Likelihood::LogDensity if first.outputs != 1 => {
@@ -354,6 +332,33 @@ struct Probe {
     dim: usize,
     outputs: usize,
     route: GradientRoute,
+}
+
+impl Probe {
+    /// Where `other` (another instance's) differs from this: the endpoint that tells, and
+    /// what each has.
+    fn differs(&self, other: &Probe) -> Option<(Endpoint, String, String)> {
+        let route = |r: GradientRoute| match r {
+            GradientRoute::Gradient => "/Gradient",
+            GradientRoute::ApplyJacobian => "/ApplyJacobian but no /Gradient",
+            GradientRoute::FiniteDifferences => "neither /Gradient nor /ApplyJacobian",
+        };
+        if other.dim != self.dim {
+            let inputs = |p: &Probe| format!("input size {}", p.dim);
+            Some((Endpoint::InputSizes, inputs(other), inputs(self)))
+        } else if other.outputs != self.outputs {
+            let outputs = |p: &Probe| format!("output size {}", p.outputs);
+            Some((Endpoint::OutputSizes, outputs(other), outputs(self)))
+        } else if other.route != self.route {
+            Some((
+                Endpoint::ModelInfo,
+                route(other.route).into(),
+                route(self.route).into(),
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 /// Asks `client` for the protocol version, the model `model` (`None`: its only one), its
@@ -637,6 +642,47 @@ mod tests {
         assert!(err(gaussian(1.0, f64::NAN, vec![1.0])).contains("prior_sd"));
         assert!(err(gaussian(1.0, 1.0, vec![])).contains("no observations"));
         assert!(check_likelihood(&gaussian(0.1, 1.0, vec![1.0])).is_ok());
+    }
+
+    #[test]
+    fn instances_differ_by_sizes_then_by_the_gradients_route() {
+        let probe = |dim, outputs, route| Probe {
+            name: "m".into(),
+            dim,
+            outputs,
+            route,
+        };
+        let first = probe(2, 1, GradientRoute::Gradient);
+        assert!(
+            first
+                .differs(&probe(2, 1, GradientRoute::Gradient))
+                .is_none()
+        );
+        let says = |p: Probe| first.differs(&p).unwrap();
+        assert_eq!(
+            says(probe(3, 4, GradientRoute::FiniteDifferences)),
+            (
+                Endpoint::InputSizes,
+                "input size 3".into(),
+                "input size 2".into()
+            )
+        );
+        assert_eq!(
+            says(probe(2, 4, GradientRoute::Gradient)),
+            (
+                Endpoint::OutputSizes,
+                "output size 4".into(),
+                "output size 1".into()
+            )
+        );
+        assert_eq!(
+            says(probe(2, 1, GradientRoute::ApplyJacobian)),
+            (
+                Endpoint::ModelInfo,
+                "/ApplyJacobian but no /Gradient".into(),
+                "/Gradient".into()
+            )
+        );
     }
 
     #[test]
