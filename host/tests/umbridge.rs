@@ -904,3 +904,188 @@ fn a_served_forward_model_with_gaussian_noise_is_the_pde_posterior() {
         "setting `data` holds 3 observations, but model \"elliptic-pde-forward\" outputs 121 numbers"
     );
 }
+
+/// Kept draws of every parameter of every chain of `config` on the banana served at `url`,
+/// and the Evaluate calls each instance answered.
+fn banana_draws(url: &str, config: &SampleConfig) -> (Vec<Vec<Vec<f64>>>, Vec<u64>) {
+    let served = ServedPosterior::connect(ServedSettings {
+        url: url.to_string(),
+        model: None,
+        likelihood: Likelihood::LogDensity,
+        patience: Patience::default(),
+        config: serde_json::json!({}),
+    })
+    .unwrap();
+    let sinks: Vec<Box<dyn DrawSink>> = (0..config.chains)
+        .map(|_| Box::new(NullSink) as _)
+        .collect();
+    let run = sample(&served, config, sinks, &|_, _| {}, None).unwrap();
+    assert!(served.failure().is_none());
+    let draws = (0..2)
+        .map(|p| run.series(p).iter().map(|s| s.to_vec()).collect())
+        .collect();
+    let per_instance: Vec<u64> = served
+        .evaluations_per_instance()
+        .iter()
+        .map(|(_, n)| *n)
+        .collect();
+    let work = served.work();
+    let evaluations = work
+        .iter()
+        .find(|(n, _)| *n == "served Evaluate calls")
+        .unwrap()
+        .1;
+    assert_eq!(per_instance.iter().sum::<u64>(), evaluations);
+    (draws, per_instance)
+}
+
+#[test]
+fn two_shmc_serve_processes_share_a_run_and_give_the_draws_of_one() {
+    // Each process evaluates the same banana bit for bit, so where a call goes cannot change
+    // a draw; what the pool changes is only which process answered.
+    let (_a, a) = shmc_serve(&["--model", "banana", "--workers", "1"]);
+    let (_b, b) = shmc_serve(&["--model", "banana", "--workers", "1"]);
+    let config = SampleConfig {
+        chains: 4,
+        warmup: 100,
+        draws: 200,
+        seed: 8,
+        ..SampleConfig::default()
+    };
+    let (one, alone) = banana_draws(&a, &config);
+    let (two, shared) = banana_draws(&format!("{a}, {b}"), &config);
+    assert_eq!(alone.len(), 1);
+    assert_eq!(one[0][0].len(), 200);
+    assert!(one == two, "draws differ between one instance and two");
+    // Both processes answered a real share (ties alone would give each about half).
+    let total: u64 = shared.iter().sum();
+    assert_eq!(total, alone[0]);
+    assert!(
+        shared.iter().all(|&n| n >= total / 5),
+        "Evaluate calls per instance {shared:?}"
+    );
+}
+
+#[test]
+fn instances_of_different_models_are_refused_naming_the_one_that_differs() {
+    let (_banana, banana) = shmc_serve(&["--model", "banana", "--workers", "1"]);
+    let (_gaussian, gaussian) = shmc_serve(&["--model", "gaussian-32", "--workers", "1"]);
+    let pde = |modes: &'static str| {
+        shmc_serve(&[
+            "--model",
+            "elliptic-pde",
+            "--mesh",
+            "4",
+            "--kl-modes",
+            modes,
+            "--workers",
+            "1",
+        ])
+    };
+    let ((_three, three), (_four, four)) = (pde("3"), pde("4"));
+    for (urls, model, says) in [
+        (
+            format!("{banana},{gaussian}"),
+            None,
+            format!(
+                "UM-Bridge server {gaussian}, /Info: serves no model named \"banana\"; it serves: \
+                 gaussian-32"
+            ),
+        ),
+        (
+            format!("{three},{four}"),
+            Some("elliptic-pde"),
+            format!(
+                "UM-Bridge server {four}, /InputSizes: model \"elliptic-pde\" has input size 4 \
+                 where {three} has input size 3: every URL must serve the same model"
+            ),
+        ),
+    ] {
+        let dir = temp_dir("mismatch");
+        let mut args = vec![
+            "sample",
+            "--model",
+            "umbridge",
+            "--url",
+            &urls,
+            "--quiet",
+            "--output",
+            dir.to_str().unwrap(),
+        ];
+        if let Some(model) = model {
+            args.extend(["--umbridge-model", model]);
+        }
+        let out = shmc(&args);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{urls}: {stderr}");
+        assert_eq!(stderr.trim_end(), format!("error: {says}"), "{urls}");
+    }
+}
+
+#[test]
+fn an_instance_that_dies_mid_run_stops_it_naming_that_instance() {
+    let dir = temp_dir("instance-dies");
+    let (a_server, a) = shmc_serve(&["--model", "banana", "--workers", "1"]);
+    let (b_server, b) = shmc_serve(&["--model", "banana", "--workers", "1"]);
+    let urls = format!("{a},{b}");
+    let sampler = Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args([
+            "sample",
+            "--model",
+            "umbridge",
+            "--url",
+            &urls,
+            "--chains",
+            "2",
+            "--warmup",
+            "50",
+            "--draws",
+            "1000000",
+            "--retries",
+            "1",
+            "--quiet",
+            "--output",
+            dir.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sampler = Running(sampler);
+    let files = [dir.join("umbridge-1.csv"), dir.join("umbridge-2.csv")];
+    wait_for("100 draws per chain", Duration::from_secs(120), || {
+        files.iter().all(|f| rows(f) >= 100)
+    });
+    drop(b_server);
+    let mut status = None;
+    wait_for("the run to stop", Duration::from_secs(60), || {
+        status = sampler.0.try_wait().unwrap();
+        status.is_some()
+    });
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let child = &mut sampler.0;
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.unwrap().code(), Some(1), "{stderr}");
+    assert!(
+        stdout.contains(&format!("at 2 instances ({a}, {b},")),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(&format!("UM-Bridge server {b}, /"))
+            && stderr.contains("cannot reach the server")
+            && !stderr.contains(&format!("UM-Bridge server {a}")),
+        "{stderr}"
+    );
+    drop(a_server);
+}

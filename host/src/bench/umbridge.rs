@@ -4,9 +4,10 @@
 //!    nanoseconds) evaluated in process and through an in-process `shmc serve`, one call
 //!    after another, so the difference is HTTP, JSON and the worker hand-off.
 //! 2. A run of 4 chains of HMC against the elliptic PDE model served by a separate
-//!    `shmc serve` process with 1 and then 2 workers: the sampler keeps one call per chain in
-//!    flight, so the server's workers set the pace (on a machine with cores to spare).
-//! 3. RNS-HMC against the same 2-worker server: served calls per effective sample, beside
+//!    `shmc serve` process with 1 and then 2 workers, and then by 2 processes of 1 worker
+//!    each (`--url A,B`, the client spreading the calls): the sampler keeps one call per chain
+//!    in flight, so the server's workers set the pace (on a machine with cores to spare).
+//! 3. RNS-HMC against the 2-worker server: served calls per effective sample, beside
 //!    HMC's, which is where a surrogate pays most when every exact call crosses the network.
 
 use std::fmt::Write as _;
@@ -47,7 +48,7 @@ fn seconds_per_call(n: usize, mut f: impl FnMut()) -> f64 {
     start.elapsed().as_secs_f64() / n as f64
 }
 
-/// The log-density `name` served at `url`.
+/// The log-density `name` served at `url` (a comma-separated list for several instances).
 fn connect(url: &str, name: &str) -> Result<ServedPosterior> {
     ServedPosterior::connect(ServedSettings {
         url: url.to_string(),
@@ -184,41 +185,61 @@ pub fn run_umbridge(
         steps: Steps::Jittered(10),
         ..SampleConfig::default()
     };
-    let mut rows = Vec::new();
+    let rns = SampleConfig {
+        method: Method::RnsHmc(SurrogateSettings {
+            train: TrainOptions {
+                hidden: if quick { 200 } else { 1000 },
+                seed,
+                ..TrainOptions::default()
+            },
+            fit: FitMethod::Score,
+            train_after: warmup / 5,
+            trajectory: SurrogateSteps::Auto,
+            ..SurrogateSettings::default()
+        }),
+        ..hmc.clone()
+    };
     log("HMC on the PDE model in process ...");
     let local = EllipticPde::simulate(pde)?;
-    rows.push(measure("HMC, in process", &local, &hmc)?);
-    for workers in [1, 2] {
-        log(&format!(
-            "HMC on the PDE model served with {workers} workers ..."
-        ));
-        let (url, _server) = start_server(&pde, workers)?;
-        let served = connect(&url, "elliptic-pde")?;
-        rows.push(measure(
-            &format!("HMC, served by {workers} worker(s)"),
-            &served,
+    let in_process = measure("HMC, in process", &local, &hmc)?;
+    let one_worker = {
+        log("HMC on the PDE model served with 1 worker ...");
+        let (url, _server) = start_server(&pde, 1)?;
+        measure(
+            "HMC, served by 1 worker",
+            &connect(&url, "elliptic-pde")?,
             &hmc,
-        )?);
-        if workers == 2 {
-            log("RNS-HMC on the PDE model served with 2 workers ...");
-            let rns = SampleConfig {
-                method: Method::RnsHmc(SurrogateSettings {
-                    train: TrainOptions {
-                        hidden: if quick { 200 } else { 1000 },
-                        seed,
-                        ..TrainOptions::default()
-                    },
-                    fit: FitMethod::Score,
-                    train_after: warmup / 5,
-                    trajectory: SurrogateSteps::Auto,
-                    ..SurrogateSettings::default()
-                }),
-                ..hmc.clone()
-            };
-            let fresh = connect(&url, "elliptic-pde")?;
-            rows.push(measure("RNS-HMC, served by 2 workers", &fresh, &rns)?);
-        }
-    }
+        )?
+    };
+    let (two_workers, rns_two_workers) = {
+        log("HMC on the PDE model served with 2 workers ...");
+        let (url, _server) = start_server(&pde, 2)?;
+        let hmc_row = measure(
+            "HMC, served by 2 workers",
+            &connect(&url, "elliptic-pde")?,
+            &hmc,
+        )?;
+        log("RNS-HMC on the PDE model served with 2 workers ...");
+        let rns_row = measure(
+            "RNS-HMC, served by 2 workers",
+            &connect(&url, "elliptic-pde")?,
+            &rns,
+        )?;
+        (hmc_row, rns_row)
+    };
+    let (two_processes, split) = {
+        log("HMC on the PDE model served by 2 processes of 1 worker ...");
+        let (a, _a) = start_server(&pde, 1)?;
+        let (b, _b) = start_server(&pde, 1)?;
+        let served = connect(&format!("{a},{b}"), "elliptic-pde")?;
+        let row = measure("HMC, served by 2 processes", &served, &hmc)?;
+        let split: Vec<String> = served
+            .evaluations_per_instance()
+            .iter()
+            .map(|(_, n)| n.to_string())
+            .collect();
+        (row, split.join(" + "))
+    };
     let _ = writeln!(
         out,
         "\nelliptic PDE ({}x{} mesh, {} modes), {CHAINS} chains x ({warmup} warmup + {draws} \
@@ -239,7 +260,14 @@ pub fn run_umbridge(
         "calls per ESS",
         "sampling evals per ESS"
     );
-    for r in &rows {
+    let rows = [
+        &in_process,
+        &one_worker,
+        &two_workers,
+        &two_processes,
+        &rns_two_workers,
+    ];
+    for r in rows {
         let _ = writeln!(
             out,
             "  {:<30} {:>7.1} {:>12} {:>12.0} {:>8.0} {:>14.1} {:>22.2}",
@@ -257,17 +285,19 @@ pub fn run_umbridge(
         "  (exact calls, warmup included: served Evaluate + Gradient calls, in process forward + \
          adjoint solves; sampling evals: exact values and gradients while making kept draws)"
     );
-    if let [_, one, two, rns] = rows.as_slice() {
-        let _ = writeln!(
-            out,
-            "2 workers vs 1: {:.2}x the served calls per second; RNS-HMC vs HMC: {:.1}x fewer \
-             served calls per effective sample, warmup included, {:.1}x fewer exact \
-             evaluations per effective sample while sampling",
-            (two.calls as f64 / two.seconds) / (one.calls as f64 / one.seconds),
-            (two.calls as f64 / two.min_ess) / (rns.calls as f64 / rns.min_ess),
-            (two.sampling_evaluations as f64 / two.min_ess)
-                / (rns.sampling_evaluations as f64 / rns.min_ess)
-        );
-    }
+    let per_second = |r: &Measured| r.calls as f64 / r.seconds;
+    let (one, two, procs, rns) = (&one_worker, &two_workers, &two_processes, &rns_two_workers);
+    let _ = writeln!(
+        out,
+        "2 workers vs 1: {:.2}x the served calls per second; 2 processes of 1 worker vs 1: \
+         {:.2}x (their Evaluate calls {split}); RNS-HMC vs HMC: {:.1}x fewer served calls per \
+         effective sample, warmup included, {:.1}x fewer exact evaluations per effective sample \
+         while sampling",
+        per_second(two) / per_second(one),
+        per_second(procs) / per_second(one),
+        (two.calls as f64 / two.min_ess) / (rns.calls as f64 / rns.min_ess),
+        (two.sampling_evaluations as f64 / two.min_ess)
+            / (rns.sampling_evaluations as f64 / rns.min_ess)
+    );
     Ok(out)
 }

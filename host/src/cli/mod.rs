@@ -113,7 +113,9 @@ pub struct ModelArgs {
     /// forward model [default: 1].
     #[arg(long, value_name = "SD")]
     pub prior_sd: Option<f64>,
-    /// The UM-Bridge server of --model umbridge [default: http://127.0.0.1:4242].
+    /// The UM-Bridge server of --model umbridge [default: http://127.0.0.1:4242], or several
+    /// instances of the same model, comma-separated (URL,URL,...): each call goes to the one
+    /// with the fewest calls in flight.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
     /// The served model's name [default: the server's only model].
@@ -198,7 +200,7 @@ fn model_options(name: &str) -> &'static str {
         }
         "gp-hyper" => "--n (100) --data-seed",
         "umbridge" => {
-            "--url (http://127.0.0.1:4242) --umbridge-model NAME (the server's only one) --umbridge-output log-density|forward [--data FILE --noise SIGMA --prior-mean (0) --prior-sd (1)] --timeout SECONDS (60) --retries (3) --umbridge-config JSON"
+            "--url (http://127.0.0.1:4242; URL,URL,... for instances of one model) --umbridge-model NAME (the server's only one) --umbridge-output log-density|forward [--data FILE --noise SIGMA --prior-mean (0) --prior-sd (1)] --timeout SECONDS (60) --retries (3) --umbridge-config JSON"
         }
         _ => "",
     }

@@ -18,6 +18,9 @@
 //! retries, a refused request, a malformed or wrong-sized answer, or the model failing at its
 //! very first input) is recorded and `U` is NaN from then on, without further calls; the
 //! sampler sees [`Model::failure`] after the iteration and stops every chain with it.
+//!
+//! Several instances of one model (`--url A,B`) share the calls ([`Pool`]): each is checked at
+//! the start to serve the same model, and one that fails ends the run like a single server.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -27,7 +30,7 @@ use serde_json::Value;
 use shmc_core::Potential;
 
 use crate::model::indexed_names;
-use crate::umbridge::client::{CallError, Client, Patience};
+use crate::umbridge::client::{CallError, Client, Lease, Patience, Pool};
 use crate::umbridge::protocol::{Endpoint, PROTOCOL_VERSION};
 use crate::{Error, Model, Result};
 
@@ -52,7 +55,8 @@ pub enum Likelihood {
 /// Where the served model is and how to read it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServedSettings {
-    /// The server, `http://HOST:PORT`.
+    /// The server, `http://HOST:PORT`, or several instances of the same model as a
+    /// comma-separated list of them.
     pub url: String,
     /// The served model's name; `None` takes the server's only model.
     pub model: Option<String>,
@@ -84,7 +88,7 @@ fn difference_step(x: f64) -> f64 {
 /// The posterior of a served model.
 #[derive(Debug)]
 pub struct ServedPosterior {
-    client: Client,
+    instances: Pool,
     name: String,
     dim: usize,
     outputs: usize,
@@ -103,108 +107,66 @@ pub struct ServedPosterior {
 }
 
 impl ServedPosterior {
-    /// Connects to the server, checks the protocol version, the model, its sizes and what it
-    /// supports, and picks the gradient's route. Fails with a clear error if the server cannot
-    /// be reached or the model does not fit the settings.
+    /// Connects to the server (to every instance, if several), checks the protocol version, the
+    /// model, its sizes and what it supports, and picks the gradient's route. Fails with a
+    /// clear error if a server cannot be reached, the model does not fit the settings, or an
+    /// instance serves another model than the first.
     pub fn connect(settings: ServedSettings) -> Result<Self> {
         check_likelihood(&settings.likelihood)?;
         if !settings.config.is_object() {
             return Err(Error::setting("umbridge_config", "must be a JSON object"));
         }
-        let client = Client::new(&settings.url, settings.patience)?;
-        let info = client.info()?;
-        if info.protocol_version != PROTOCOL_VERSION {
-            return Err(client.error(
-                Endpoint::Info,
-                format!(
-                    "speaks UM-Bridge protocol {}, shmc speaks {PROTOCOL_VERSION}",
-                    info.protocol_version
-                ),
-            ));
-        }
-        let served = info.models.join(", ");
-        let name = match (settings.model, info.models.as_slice()) {
-            (Some(name), models) if models.contains(&name) => name,
-            (Some(name), _) => {
-                return Err(client.error(
-                    Endpoint::Info,
-                    format!("serves no model named {name:?}; it serves: {served}"),
-                ));
-            }
-            (None, [only]) => only.clone(),
-            (None, _) => {
-                return Err(Error::setting(
-                    "umbridge_model",
-                    format!("must name one of the server's models: {served}"),
-                ));
-            }
-        };
-        let support = client.support(&name)?;
-        if !support.evaluate {
-            return Err(client.error(
-                Endpoint::ModelInfo,
-                format!("model {name:?} does not support Evaluate"),
-            ));
-        }
-        let dim = match client.input_sizes(&name, &settings.config)?.as_slice() {
-            &[d] if d > 0 => d,
-            sizes => {
-                return Err(client.error(
-                    Endpoint::InputSizes,
+        let clients = settings
+            .url
+            .split(',')
+            .map(|url| Client::new(url.trim(), settings.patience))
+            .collect::<Result<Vec<_>>>()?;
+        let first = probe(&clients[0], settings.model, &settings.config)?;
+        for other in &clients[1..] {
+            let served = probe(other, Some(first.name.clone()), &settings.config)?;
+            if let Some((endpoint, theirs, ours)) = first.differs(&served) {
+                return Err(other.error(
+                    endpoint,
                     format!(
-                        "model {name:?} takes input vectors of sizes {sizes:?}; shmc samples \
-                         models with one non-empty input vector"
+                        "model {:?} has {theirs} where {} has {ours}: every URL must serve the \
+                         same model",
+                        first.name,
+                        clients[0].url()
                     ),
                 ));
             }
-        };
-        let outputs = match client.output_sizes(&name, &settings.config)?.as_slice() {
-            &[m] => m,
-            sizes => {
-                return Err(client.error(
-                    Endpoint::OutputSizes,
-                    format!(
-                        "model {name:?} has output vectors of sizes {sizes:?}; shmc reads one \
-                         output vector"
-                    ),
-                ));
-            }
-        };
+        }
         match &settings.likelihood {
-            Likelihood::LogDensity if outputs != 1 => {
+            Likelihood::LogDensity if first.outputs != 1 => {
                 return Err(Error::setting(
                     "umbridge_output",
                     format!(
-                        "is log-density, but model {name:?} outputs {outputs} numbers: read \
-                         it as a forward model with data and noise"
+                        "is log-density, but model {:?} outputs {} numbers: read it as a \
+                         forward model with data and noise",
+                        first.name, first.outputs
                     ),
                 ));
             }
-            Likelihood::Gaussian { data, .. } if data.len() != outputs => {
+            Likelihood::Gaussian { data, .. } if data.len() != first.outputs => {
                 return Err(Error::setting(
                     "data",
                     format!(
-                        "holds {} observations, but model {name:?} outputs {outputs} numbers",
-                        data.len()
+                        "holds {} observations, but model {:?} outputs {} numbers",
+                        data.len(),
+                        first.name,
+                        first.outputs
                     ),
                 ));
             }
             _ => {}
         }
-        let route = if support.gradient {
-            GradientRoute::Gradient
-        } else if support.apply_jacobian {
-            GradientRoute::ApplyJacobian
-        } else {
-            GradientRoute::FiniteDifferences
-        };
         Ok(Self {
-            client,
-            name,
-            dim,
-            outputs,
+            instances: Pool::new(clients),
+            name: first.name,
+            dim: first.dim,
+            outputs: first.outputs,
             likelihood: settings.likelihood,
-            route,
+            route: first.route,
             config: settings.config,
             evaluations: AtomicU64::new(0),
             gradients: AtomicU64::new(0),
@@ -215,16 +177,22 @@ impl ServedPosterior {
         })
     }
 
+    /// Each instance's URL and the Evaluate calls it answered, in the order given.
+    pub fn evaluations_per_instance(&self) -> Vec<(&str, u64)> {
+        self.instances.answered()
+    }
+
     /// How the gradient is computed.
     pub fn gradient_route(&self) -> GradientRoute {
         self.route
     }
 
-    /// The served model's output at `q`.
-    fn evaluate(&self, q: &[f64]) -> Result<Vec<f64>, CallError> {
-        let output = self
-            .client
+    /// The served model's output at `q`, from the leased instance.
+    fn evaluate(&self, at: &Lease, q: &[f64]) -> Result<Vec<f64>, CallError> {
+        let output = at
+            .client()
             .evaluate(&self.name, q, &self.config, self.outputs)?;
+        at.answered();
         self.evaluations.fetch_add(1, Ordering::Relaxed);
         self.answered.store(true, Ordering::Relaxed);
         Ok(output)
@@ -282,20 +250,23 @@ impl ServedPosterior {
         }
     }
 
-    fn try_value(&self, q: &[f64]) -> Result<f64, CallError> {
-        let output = self.evaluate(q)?;
+    fn try_value(&self, at: &Lease, q: &[f64]) -> Result<f64, CallError> {
+        let output = self.evaluate(at, q)?;
         Ok(self.potential(q, &output))
     }
 
+    /// `U` and its gradient at `q`: every call on the one leased instance, so that a model
+    /// that keeps its last solution reuses it for the gradient.
     fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Result<f64, CallError> {
-        let output = self.evaluate(q)?;
+        let at = self.instances.lease();
+        let output = self.evaluate(&at, q)?;
         let u = self.potential(q, &output);
         let weights = self.output_weights(&output);
         match self.route {
             GradientRoute::Gradient => {
                 // Gradient answers sensᵀJ; ∂U/∂G is sens, so the sign comes with it.
-                let g = self
-                    .client
+                let g = at
+                    .client()
                     .gradient(&self.name, q, &weights, &self.config)?;
                 self.gradients.fetch_add(1, Ordering::Relaxed);
                 self.prior_gradient(q, grad);
@@ -308,7 +279,7 @@ impl ServedPosterior {
                 let mut direction = vec![0.0; self.dim];
                 for i in 0..self.dim {
                     direction[i] = 1.0;
-                    let column = self.client.apply_jacobian(
+                    let column = at.client().apply_jacobian(
                         &self.name,
                         q,
                         &direction,
@@ -325,10 +296,10 @@ impl ServedPosterior {
                 for i in 0..self.dim {
                     let h = difference_step(q[i]);
                     x[i] = q[i] + h;
-                    let up = self.try_value(&x)?;
+                    let up = self.try_value(&at, &x)?;
                     let above = x[i];
                     x[i] = q[i] - h;
-                    let down = self.try_value(&x)?;
+                    let down = self.try_value(&at, &x)?;
                     // The points' exact distance, not 2h: x ± h rounds.
                     grad[i] = (up - down) / (above - x[i]);
                     x[i] = q[i];
@@ -353,6 +324,117 @@ impl ServedPosterior {
             }
         }
     }
+}
+
+/// What one instance serves under the model's name.
+struct Probe {
+    name: String,
+    dim: usize,
+    outputs: usize,
+    route: GradientRoute,
+}
+
+impl Probe {
+    /// Where `other` (another instance's) differs from this: the endpoint that tells, and
+    /// what each has.
+    fn differs(&self, other: &Probe) -> Option<(Endpoint, String, String)> {
+        let route = |r: GradientRoute| match r {
+            GradientRoute::Gradient => "/Gradient",
+            GradientRoute::ApplyJacobian => "/ApplyJacobian but no /Gradient",
+            GradientRoute::FiniteDifferences => "neither /Gradient nor /ApplyJacobian",
+        };
+        if other.dim != self.dim {
+            let inputs = |p: &Probe| format!("input size {}", p.dim);
+            Some((Endpoint::InputSizes, inputs(other), inputs(self)))
+        } else if other.outputs != self.outputs {
+            let outputs = |p: &Probe| format!("output size {}", p.outputs);
+            Some((Endpoint::OutputSizes, outputs(other), outputs(self)))
+        } else if other.route != self.route {
+            Some((
+                Endpoint::ModelInfo,
+                route(other.route).into(),
+                route(self.route).into(),
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// Asks `client` for the protocol version, the model `model` (`None`: its only one), its
+/// sizes and what it supports; fails naming the server where it does not fit.
+fn probe(client: &Client, model: Option<String>, config: &Value) -> Result<Probe> {
+    let info = client.info()?;
+    if info.protocol_version != PROTOCOL_VERSION {
+        return Err(client.error(
+            Endpoint::Info,
+            format!(
+                "speaks UM-Bridge protocol {}, shmc speaks {PROTOCOL_VERSION}",
+                info.protocol_version
+            ),
+        ));
+    }
+    let served = info.models.join(", ");
+    let name = match (model, info.models.as_slice()) {
+        (Some(name), models) if models.contains(&name) => name,
+        (Some(name), _) => {
+            return Err(client.error(
+                Endpoint::Info,
+                format!("serves no model named {name:?}; it serves: {served}"),
+            ));
+        }
+        (None, [only]) => only.clone(),
+        (None, _) => {
+            return Err(Error::setting(
+                "umbridge_model",
+                format!("must name one of the server's models: {served}"),
+            ));
+        }
+    };
+    let support = client.support(&name)?;
+    if !support.evaluate {
+        return Err(client.error(
+            Endpoint::ModelInfo,
+            format!("model {name:?} does not support Evaluate"),
+        ));
+    }
+    let dim = match client.input_sizes(&name, config)?.as_slice() {
+        &[d] if d > 0 => d,
+        sizes => {
+            return Err(client.error(
+                Endpoint::InputSizes,
+                format!(
+                    "model {name:?} takes input vectors of sizes {sizes:?}; shmc samples \
+                     models with one non-empty input vector"
+                ),
+            ));
+        }
+    };
+    let outputs = match client.output_sizes(&name, config)?.as_slice() {
+        &[m] => m,
+        sizes => {
+            return Err(client.error(
+                Endpoint::OutputSizes,
+                format!(
+                    "model {name:?} has output vectors of sizes {sizes:?}; shmc reads one \
+                     output vector"
+                ),
+            ));
+        }
+    };
+    let route = if support.gradient {
+        GradientRoute::Gradient
+    } else if support.apply_jacobian {
+        GradientRoute::ApplyJacobian
+    } else {
+        GradientRoute::FiniteDifferences
+    };
+    Ok(Probe {
+        name,
+        dim,
+        outputs,
+        route,
+    })
 }
 
 /// Checks the numbers of a Gaussian likelihood.
@@ -429,7 +511,7 @@ impl Potential for ServedPosterior {
         if self.failure.get().is_some() {
             return f64::NAN;
         }
-        self.settle(self.try_value(q))
+        self.settle(self.try_value(&self.instances.lease(), q))
     }
 
     fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
@@ -477,10 +559,18 @@ impl Model for ServedPosterior {
                 2 * d
             ),
         };
+        let urls: Vec<&str> = self.instances.clients().iter().map(Client::url).collect();
+        let at = match urls.as_slice() {
+            [one] => one.to_string(),
+            many => format!(
+                "{} instances ({}, each call to the one with the fewest in flight)",
+                many.len(),
+                many.join(", ")
+            ),
+        };
         vec![format!(
-            "served model {:?} at {}: {d} inputs, {reading}; {gradient}",
-            self.name,
-            self.client.url()
+            "served model {:?} at {at}: {d} inputs, {reading}; {gradient}",
+            self.name
         )]
     }
 
@@ -552,6 +642,47 @@ mod tests {
         assert!(err(gaussian(1.0, f64::NAN, vec![1.0])).contains("prior_sd"));
         assert!(err(gaussian(1.0, 1.0, vec![])).contains("no observations"));
         assert!(check_likelihood(&gaussian(0.1, 1.0, vec![1.0])).is_ok());
+    }
+
+    #[test]
+    fn instances_differ_by_sizes_then_by_the_gradients_route() {
+        let probe = |dim, outputs, route| Probe {
+            name: "m".into(),
+            dim,
+            outputs,
+            route,
+        };
+        let first = probe(2, 1, GradientRoute::Gradient);
+        assert!(
+            first
+                .differs(&probe(2, 1, GradientRoute::Gradient))
+                .is_none()
+        );
+        let says = |p: Probe| first.differs(&p).unwrap();
+        assert_eq!(
+            says(probe(3, 4, GradientRoute::FiniteDifferences)),
+            (
+                Endpoint::InputSizes,
+                "input size 3".into(),
+                "input size 2".into()
+            )
+        );
+        assert_eq!(
+            says(probe(2, 4, GradientRoute::Gradient)),
+            (
+                Endpoint::OutputSizes,
+                "output size 4".into(),
+                "output size 1".into()
+            )
+        );
+        assert_eq!(
+            says(probe(2, 1, GradientRoute::ApplyJacobian)),
+            (
+                Endpoint::ModelInfo,
+                "/ApplyJacobian but no /Gradient".into(),
+                "/Gradient".into()
+            )
+        );
     }
 
     #[test]

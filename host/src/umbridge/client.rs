@@ -8,7 +8,9 @@
 //! A [`Client`] is `Sync` and its calls take `&self`: chains on several threads share one, each
 //! call holds its own pooled keep-alive connection, so as many evaluations are in flight as
 //! there are chains and the server (or its load balancer) decides how many run at once.
+//! Without a load balancer, a [`Pool`] spreads the calls over several instances of one model.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -363,6 +365,96 @@ impl Client {
     }
 }
 
+/// Several served instances of one model (each its own server or process), sharing the calls
+/// of every chain in flight: a load balancer for a few local servers.
+///
+/// Each call goes to the instance with the fewest calls in flight, ties taken in turn. Not
+/// chain `k` to instance `k mod n`: a model's `U` does not know its chain, chains call at
+/// different rates (a surrogate chain rarely, a warmup search or a grid's precomputation from
+/// one thread), and counting what is in flight keeps every instance busy in all of these
+/// (4 chains on 2 instances settle at 2 calls each) with one atomic counter per instance. With
+/// one instance every call goes to it, as if there were no pool.
+#[derive(Debug)]
+pub struct Pool {
+    clients: Vec<Client>,
+    in_flight: Vec<AtomicUsize>,
+    /// Leases whose caller said they were answered, per instance.
+    answered: Vec<AtomicU64>,
+    /// Where the next search for the least busy instance starts, so that ties rotate.
+    turn: AtomicUsize,
+}
+
+/// One instance of a [`Pool`], leased for one evaluation (its value, and its gradient on the
+/// same instance); dropping it ends the lease.
+#[derive(Debug)]
+pub struct Lease<'a> {
+    pool: &'a Pool,
+    index: usize,
+}
+
+impl Pool {
+    /// A pool of `clients`, at least one.
+    pub fn new(clients: Vec<Client>) -> Self {
+        assert!(!clients.is_empty(), "a pool needs an instance");
+        let n = clients.len();
+        Self {
+            clients,
+            in_flight: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            answered: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            turn: AtomicUsize::new(0),
+        }
+    }
+
+    /// The instances, in the order given.
+    pub fn clients(&self) -> &[Client] {
+        &self.clients
+    }
+
+    /// The instance with the fewest calls in flight, ties taken in turn. Two threads may pick
+    /// the same one at the same moment; the balance is a heuristic, not a guarantee.
+    pub fn lease(&self) -> Lease<'_> {
+        let n = self.clients.len();
+        let start = if n == 1 {
+            0
+        } else {
+            self.turn.fetch_add(1, Ordering::Relaxed) % n
+        };
+        let index = (start..start + n)
+            .map(|i| i % n)
+            .min_by_key(|&i| self.in_flight[i].load(Ordering::Relaxed))
+            .unwrap_or(0);
+        self.in_flight[index].fetch_add(1, Ordering::Relaxed);
+        Lease { pool: self, index }
+    }
+
+    /// Each instance's URL and how many of its leases were answered.
+    pub fn answered(&self) -> Vec<(&str, u64)> {
+        self.clients
+            .iter()
+            .zip(&self.answered)
+            .map(|(c, n)| (c.url(), n.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
+impl Lease<'_> {
+    /// The leased instance.
+    pub fn client(&self) -> &Client {
+        &self.pool.clients[self.index]
+    }
+
+    /// Counts this lease's call as answered by its instance.
+    pub fn answered(&self) {
+        self.pool.answered[self.index].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        self.pool.in_flight[self.index].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 fn request(name: &str, config: &Value) -> ModelRequest {
     ModelRequest {
         name: name.into(),
@@ -422,6 +514,35 @@ mod tests {
         );
         let client = Client::new("http://127.0.0.1:4242/", patience).unwrap();
         assert_eq!(client.url(), "http://127.0.0.1:4242");
+    }
+
+    #[test]
+    fn a_pool_leases_the_least_busy_instance_and_rotates_ties() {
+        let url = |port: u16| format!("http://127.0.0.1:{port}");
+        let pool = Pool::new(
+            (1..=3)
+                .map(|p| Client::new(&url(p), Patience::default()).unwrap())
+                .collect(),
+        );
+        let index = |l: &Lease| l.client().url().to_string();
+        // Idle: ties, taken in turn.
+        let turns: Vec<String> = (0..4).map(|_| index(&pool.lease())).collect();
+        assert_eq!(turns, [url(1), url(2), url(3), url(1)]);
+        // Held leases push the next ones elsewhere: 6 in flight on 3 instances, 2 each.
+        let held: Vec<Lease> = (0..6).map(|_| pool.lease()).collect();
+        for p in 1..=3 {
+            assert_eq!(held.iter().filter(|l| index(l) == url(p)).count(), 2);
+        }
+        held[4].answered();
+        let busy = index(&held[4]);
+        drop(held);
+        let answered = pool.answered();
+        assert_eq!(answered.iter().map(|(_, n)| n).sum::<u64>(), 1);
+        assert!(answered.iter().any(|(u, n)| *u == busy && *n == 1));
+        // A single instance takes every call.
+        let one = Pool::new(vec![Client::new(&url(1), Patience::default()).unwrap()]);
+        let _a = one.lease();
+        assert_eq!(index(&one.lease()), url(1));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //!
 //! An expensive model then scales out through UM-Bridge's load balancer (SLURM, HyperQueue,
 //! Kubernetes) instead of through anything of shmc's: the sampler keeps one call per chain in
-//! flight, and the server side decides how many evaluations run at once.
+//! flight, and the server side decides how many evaluations run at once. A few instances on
+//! reachable machines need no balancer: the client spreads its calls over a list of them
+//! ([`client::Pool`]).
 //!
 //! The [`protocol`] and the [`client`] sit below the models (the served posterior is a model);
 //! the [`server`] and what it serves ([`served`]) sit above them.
