@@ -1205,3 +1205,67 @@ fn bench_plots_are_for_the_regressions() {
     );
     assert!(!dir.exists(), "nothing is made for a run that is refused");
 }
+
+#[test]
+fn bench_sbc_prints_its_table_and_writes_json_rows() {
+    let dir = temp_dir("bench-sbc");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("sbc.json");
+    let out = shmc(&[
+        "bench",
+        "sbc",
+        "--quick",
+        "--models",
+        "gaussian-conjugate",
+        "--methods",
+        "hmc,vhmc-approximate",
+        "--jobs",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("vhmc-approximate (APPROXIMATE)") && stdout.contains("2 cells in"),
+        "{stdout}"
+    );
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["method"], "hmc");
+    assert!(rows[0]["approximate"].is_null());
+    assert!(
+        rows[1]["approximate"]
+            .as_str()
+            .unwrap()
+            .contains("APPROXIMATE")
+    );
+    for row in &rows {
+        assert!(row["min_p_value"].as_f64().unwrap().is_finite(), "{row}");
+        assert!(["pass", "fail"].contains(&row["verdict"].as_str().unwrap()));
+    }
+}
+
+#[test]
+fn bench_sbc_options_belong_to_bench_sbc() {
+    let err = stderr(&shmc(&["bench", "lr-sim", "--quick", "--models", "banana"]));
+    assert!(
+        err.contains("--models and --jobs are for bench sbc"),
+        "{err}"
+    );
+    let err = stderr(&shmc(&[
+        "bench",
+        "lr-sim",
+        "--quick",
+        "--methods",
+        "rns-hmc",
+    ]));
+    assert!(err.contains("--methods: no row \"rns-hmc\""), "{err}");
+    let err = stderr(&shmc(&["bench", "sbc", "--quick", "--steps", "5"]));
+    assert!(
+        err.contains("bench sbc runs each method as configured"),
+        "{err}"
+    );
+}

@@ -47,6 +47,7 @@ use crate::{Error, Model, Result};
 pub mod figures;
 pub mod grid;
 pub mod nuts;
+pub mod sbc;
 pub mod ttr;
 pub mod umbridge;
 pub mod vhmc;

@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use clap::Args;
 
 use crate::bench::grid::{format_problems, format_sweep, run_problems, run_sweep};
+use crate::bench::sbc::{SbcBenchSettings, format_sbc_table, run_sbc_bench};
 use crate::bench::vhmc::{format_vhmc_table, plot_errors, run_vhmc};
 use crate::bench::{Experiment, METHOD_KEYS, format_table, run_experiment};
 use crate::models::elliptic_pde::PdeSettings;
@@ -29,8 +30,11 @@ pub struct BenchArgs {
     /// paper's comparison (exact HMC, VHMC with the exact and the published, APPROXIMATE,
     /// acceptance, and SGLD, APPROXIMATE: relative error of the posterior mean and variance
     /// against a long exact HMC reference, as a function of wall seconds, on beta-binomial,
-    /// probit, a9a and simulated ICA).
-    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge", "vhmc"])]
+    /// probit, a9a and simulated ICA), or simulation-based calibration's full table (every
+    /// built-in model with a generative form, at a size where a replication takes well under a
+    /// second, x every method that applies to it, 200 replications per cell, 30 with --quick;
+    /// approximate methods labelled; see --models, --methods and --jobs).
+    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge", "vhmc", "sbc"])]
     experiment: String,
     /// A smaller run (under a minute): fewer observations, iterations and hidden units.
     #[arg(long)]
@@ -60,9 +64,18 @@ pub struct BenchArgs {
     /// all-in (2 chains with adapted step size and metric, timed from the MAP search to the last
     /// draw, as nutpie's figure is) and nuts (nutpie's NUTS on the same kernel, 4 chains, timed
     /// likewise). Default: all of them, all-in and nuts on lr-sim and pde only. Speed-ups need the hmc
-    /// row.
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = METHOD_KEYS)]
+    /// row. sbc: run only these methods: hmc, nuts, rns-hmc, rns-hmc-auto (trajectory lengths
+    /// from the network's curvature), arns-hmc, vhmc, vhmc-approximate, rmhmc, rns-rmhmc,
+    /// grid-hmc, grid-hmc-complete, sg-hmc, sg-hmc-complete.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
     methods: Option<Vec<String>>,
+    /// sbc: run only these models: gaussian-conjugate, gaussian-32, banana, beta-binomial,
+    /// logistic, probit, gp-hyper, elliptic-pde.
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = crate::bench::sbc::MODELS)]
+    models: Option<Vec<String>>,
+    /// sbc: replications run at once (0: one per core).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
     /// nutpie's min ESS_bulk per second on this machine, which the all-in row is compared
     /// with: run `python host/benches/nutpie_lr_sim.py` (it needs nutpie and pymc from PyPI).
     /// Default: the issue's 43.8, measured on a 2-core AMD EPYC.
@@ -83,6 +96,23 @@ pub struct BenchArgs {
 
 /// Runs `shmc bench`.
 pub fn run(args: &BenchArgs) -> Result<i32> {
+    if args.experiment == "sbc" {
+        return run_sbc(args);
+    }
+    if args.models.is_some() || args.jobs.is_some() {
+        return Err(Error::invalid("--models and --jobs are for bench sbc"));
+    }
+    if let Some(unknown) = args
+        .methods
+        .iter()
+        .flatten()
+        .find(|m| !METHOD_KEYS.contains(&m.as_str()))
+    {
+        return Err(Error::invalid(format!(
+            "--methods: no row {unknown:?}; the rows are {}",
+            METHOD_KEYS.join(", ")
+        )));
+    }
     if args.experiment == "grid" {
         return run_grid(args);
     }
@@ -186,6 +216,32 @@ fn write_json<T: serde::Serialize>(args: &BenchArgs, rows: &[T]) -> Result<()> {
         std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
     }
     Ok(())
+}
+
+/// Runs `shmc bench sbc`: the table, the labels of the approximate methods, the JSON rows.
+fn run_sbc(args: &BenchArgs) -> Result<i32> {
+    if args.step_size.is_some()
+        || args.steps.is_some()
+        || args.hidden.is_some()
+        || args.nutpie.is_some()
+        || args.plots.is_some()
+    {
+        return Err(Error::invalid(
+            "bench sbc runs each method as configured for each model: --step-size, --steps, \
+             --hidden, --nutpie and --plots are for the other experiments",
+        ));
+    }
+    let settings = SbcBenchSettings {
+        quick: args.quick,
+        seed: args.seed,
+        jobs: args.jobs.unwrap_or(0),
+        models: args.models.clone().unwrap_or_default(),
+        methods: args.methods.clone().unwrap_or_default(),
+    };
+    let rows = run_sbc_bench(&settings, &|m| eprintln!("{m}"))?;
+    print!("{}", format_sbc_table(&rows));
+    write_json(args, &rows)?;
+    Ok(0)
 }
 
 /// Runs `shmc bench ttr` on the four problems.
