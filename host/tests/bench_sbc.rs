@@ -70,6 +70,18 @@ fn a_subset_of_the_table_has_p_values_verdicts_and_the_approximate_label() {
     assert!(table.contains("sg-hmc-complete (APPROXIMATE)"), "{table}");
     assert!(table.contains(label), "{table}");
     assert!(table.contains("2 cells in"), "{table}");
+    // The exact cell alone is the family: its two p-values against 0.05 / 2.
+    let family = format!(
+        "fail at their own level (0.1 expected by chance); the smallest of their 2 p-values is \
+         {:.3e} against Bonferroni's 2.500e-2 for the whole table: {}",
+        rows[0].min_p_value,
+        if rows[0].min_p_value < 0.025 {
+            "fail"
+        } else {
+            "pass"
+        }
+    );
+    assert!(table.contains(&family), "{table}");
 }
 
 #[test]

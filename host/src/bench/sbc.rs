@@ -518,5 +518,34 @@ pub fn format_sbc_table(rows: &[SbcRow]) -> String {
             failed.join(", ")
         }
     ));
+    out.push_str(&exact_verdict(rows));
     out
+}
+
+/// The table's verdict on the exact methods as one family: each cell's verdict is at level
+/// [`sbc::ALPHA`] over its own parameters, so among `n` correct cells about `ALPHA · n` fail by
+/// chance; the table-wide test is Bonferroni over every exact cell's parameters.
+fn exact_verdict(rows: &[SbcRow]) -> String {
+    let exact: Vec<&SbcRow> = rows
+        .iter()
+        .filter(|r| r.approximate.is_none() && r.error.is_none() && !r.p_values.is_empty())
+        .collect();
+    let tests: usize = exact.iter().map(|r| r.p_values.len()).sum();
+    if tests == 0 {
+        return String::new();
+    }
+    let failing = exact.iter().filter(|r| r.verdict != "pass").count();
+    let least = exact
+        .iter()
+        .map(|r| r.min_p_value)
+        .fold(f64::INFINITY, f64::min);
+    let threshold = sbc::ALPHA / tests as f64;
+    format!(
+        "exact methods as one family: {failing} of {} cells fail at their own level ({:.1} \
+         expected by chance); the smallest of their {tests} p-values is {least:.3e} against \
+         Bonferroni's {threshold:.3e} for the whole table: {}\n",
+        exact.len(),
+        sbc::ALPHA * exact.len() as f64,
+        if least < threshold { "fail" } else { "pass" }
+    )
 }
