@@ -46,17 +46,21 @@ pub fn precompute(settings: &SurrogateSettings, model: &dyn Model) -> Result<Opt
     if !settings.before_sampling() {
         return Ok(None);
     }
-    if let Some(states) = settings.laplace_states() {
-        return laplace_training::fit(settings, model, states).map(Some);
-    }
-    let fitted = settings
-        .fitter()
-        .fit(model, &TrainingSet::new(model.dim()))?;
+    let (fitted, training) = match settings.laplace_states() {
+        Some(states) => {
+            let (fitted, training) = laplace_training::fit(settings, model, states)?;
+            (fitted, Some(Arc::new(training)))
+        }
+        None => {
+            let box_only = TrainingSet::new(model.dim());
+            (settings.fitter().fit(model, &box_only)?, None)
+        }
+    };
     Ok(Some(Precomputed {
         surrogate: Arc::from(fitted.surrogate),
         evaluations: fitted.exact_evaluations,
         seconds: fitted.seconds,
-        training: None,
+        training,
         scale: fitted.scale,
         holdout_gradient_error: fitted.holdout_gradient_error,
     }))

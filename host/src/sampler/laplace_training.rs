@@ -11,32 +11,31 @@
 //!
 //! [`TrainFrom::Laplace`]: super::method::TrainFrom::Laplace
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
 use shmc_core::random::fill_standard_normal;
 
-use super::fitted::Precomputed;
 use super::method::SurrogateSettings;
 use crate::random::chain_rng;
 use crate::row_sum;
-use crate::surrogates::Fitter;
 use crate::surrogates::anchored::AnchoredFitter;
 use crate::surrogates::network::NetworkFitter;
 use crate::surrogates::states::TrainingSet;
+use crate::surrogates::{Fitted, Fitter};
 use crate::{Error, Model, Result};
 
 /// The random stream of the training states (far from the chains' small stream numbers).
 const STATES_STREAM: usize = 0x1A91_ACE5;
 
 /// The network of `settings` fitted on `states` standard normal draws and the origin of
-/// `model`, whose coordinates are its Laplace approximation's standard ones.
+/// `model`, whose coordinates are its Laplace approximation's standard ones, with the states;
+/// its evaluations and seconds count the whole precomputation (the exact pass included).
 pub(super) fn fit(
     settings: &SurrogateSettings,
     model: &dyn Model,
     states: usize,
-) -> Result<Precomputed> {
+) -> Result<(Fitted, TrainingSet)> {
     let clock = Instant::now();
     let d = model.dim();
     let mut rng = chain_rng(settings.train.seed, STATES_STREAM);
@@ -72,14 +71,12 @@ pub(super) fn fit(
         },
     };
     let fitted = fitter.fit(model, &training)?;
-    Ok(Precomputed {
-        surrogate: Arc::from(fitted.surrogate),
-        evaluations: points.len() as u64,
+    let whole = Fitted {
+        exact_evaluations: points.len() as u64,
         seconds: clock.elapsed().as_secs_f64(),
-        training: Some(Arc::new(training)),
-        scale: fitted.scale,
-        holdout_gradient_error: fitted.holdout_gradient_error,
-    })
+        ..fitted
+    };
+    Ok((whole, training))
 }
 
 /// `U` and `∇U` at every point: in one pass over the data shared out between the threads for a
