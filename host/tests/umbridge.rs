@@ -547,17 +547,16 @@ fn rows(path: &Path) -> usize {
         .unwrap_or(0)
 }
 
-#[test]
-fn a_server_that_dies_mid_run_stops_it_cleanly_with_the_draws_so_far() {
-    let dir = temp_dir("dies");
-    let (server, url) = shmc_serve(&["--model", "banana"]);
+/// A 2-chain run against `url` (one or several instances) that would go on for a million
+/// draws, its CSVs in `dir`, once both chains have written 100 draws.
+fn start_endless_run(url: &str, dir: &Path) -> Running {
     let sampler = Command::new(env!("CARGO_BIN_EXE_shmc"))
         .args([
             "sample",
             "--model",
             "umbridge",
             "--url",
-            &url,
+            url,
             "--chains",
             "2",
             "--warmup",
@@ -574,11 +573,19 @@ fn a_server_that_dies_mid_run_stops_it_cleanly_with_the_draws_so_far() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut sampler = Running(sampler);
+    let sampler = Running(sampler);
     let files = [dir.join("umbridge-1.csv"), dir.join("umbridge-2.csv")];
     wait_for("100 draws per chain", Duration::from_secs(120), || {
         files.iter().all(|f| rows(f) >= 100)
     });
+    sampler
+}
+
+#[test]
+fn a_server_that_dies_mid_run_stops_it_cleanly_with_the_draws_so_far() {
+    let dir = temp_dir("dies");
+    let (server, url) = shmc_serve(&["--model", "banana"]);
+    let mut sampler = start_endless_run(&url, &dir);
     drop(server);
     let mut status = None;
     wait_for("the run to stop", Duration::from_secs(60), || {
@@ -601,8 +608,8 @@ fn a_server_that_dies_mid_run_stops_it_cleanly_with_the_draws_so_far() {
             && stderr.contains("keep the draws made before"),
         "{stderr}"
     );
-    for file in &files {
-        let csv = read_stan_csv(file).unwrap();
+    for file in [dir.join("umbridge-1.csv"), dir.join("umbridge-2.csv")] {
+        let csv = read_stan_csv(&file).unwrap();
         let kept = csv.column("theta.1").unwrap();
         assert!(kept.len() >= 100 && kept.iter().all(|x| x.is_finite()));
     }
@@ -1028,34 +1035,7 @@ fn an_instance_that_dies_mid_run_stops_it_naming_that_instance() {
     let (a_server, a) = shmc_serve(&["--model", "banana", "--workers", "1"]);
     let (b_server, b) = shmc_serve(&["--model", "banana", "--workers", "1"]);
     let urls = format!("{a},{b}");
-    let sampler = Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args([
-            "sample",
-            "--model",
-            "umbridge",
-            "--url",
-            &urls,
-            "--chains",
-            "2",
-            "--warmup",
-            "50",
-            "--draws",
-            "1000000",
-            "--retries",
-            "1",
-            "--quiet",
-            "--output",
-            dir.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut sampler = Running(sampler);
-    let files = [dir.join("umbridge-1.csv"), dir.join("umbridge-2.csv")];
-    wait_for("100 draws per chain", Duration::from_secs(120), || {
-        files.iter().all(|f| rows(f) >= 100)
-    });
+    let mut sampler = start_endless_run(&urls, &dir);
     drop(b_server);
     let mut status = None;
     wait_for("the run to stop", Duration::from_secs(60), || {
