@@ -113,14 +113,21 @@ impl Laplace {
         self.converged
     }
 
-    /// Writes `q = θ̂ + C⁻ᵀ z`.
+    /// Writes `q = θ̂ + C⁻ᵀ z`: `Cᵀ x = z` by back substitution, each step a dot product with
+    /// the part of a column of `C` below its diagonal (contiguous in the column-major factor), in
+    /// place and without allocating: it runs at every exact evaluation and every kept draw of a
+    /// chain in these coordinates, where nalgebra's general solve took ~45 µs at d = 50.
     pub fn position(&self, z: &[f64], q: &mut [f64]) {
-        let x = self
-            .factor
-            .tr_solve_lower_triangular(&DVector::from_column_slice(z))
-            .expect("the Cholesky factor's diagonal is positive");
-        for ((qi, xi), m) in q.iter_mut().zip(x.iter()).zip(&self.mode) {
-            *qi = m + xi;
+        let d = self.dim();
+        assert_eq!((z.len(), q.len()), (d, d), "points of the wrong dimension");
+        let c = self.factor.as_slice();
+        for i in (0..d).rev() {
+            let below = &c[i * d + i + 1..(i + 1) * d];
+            let dot: f64 = below.iter().zip(&q[i + 1..]).map(|(a, x)| a * x).sum();
+            q[i] = (z[i] - dot) / c[i * d + i];
+        }
+        for (qi, m) in q.iter_mut().zip(&self.mode) {
+            *qi += m;
         }
     }
 
@@ -130,13 +137,20 @@ impl Laplace {
         z.copy_from_slice(self.factor.tr_mul(&delta).as_slice());
     }
 
-    /// Turns `∇U(q)` in `gradient` into `∇_z U = C⁻¹ ∇U(q)`, in place.
+    /// Turns `∇U(q)` in `gradient` into `∇_z U = C⁻¹ ∇U(q)`, in place: forward substitution, each
+    /// solved coordinate subtracted from the rest along its column of `C`.
     pub fn pull_back(&self, gradient: &mut [f64]) {
-        let g = self
-            .factor
-            .solve_lower_triangular(&DVector::from_column_slice(gradient))
-            .expect("the Cholesky factor's diagonal is positive");
-        gradient.copy_from_slice(g.as_slice());
+        let d = self.dim();
+        assert_eq!(gradient.len(), d, "a gradient of the wrong dimension");
+        let c = self.factor.as_slice();
+        for j in 0..d {
+            let gj = gradient[j] / c[j * d + j];
+            gradient[j] = gj;
+            let below = &c[j * d + j + 1..(j + 1) * d];
+            for (g, a) in gradient[j + 1..].iter_mut().zip(below) {
+                *g -= a * gj;
+            }
+        }
     }
 
     /// The inverse mass matrix on `q` of a diagonal one `diag(inverse_mass)` on `z`:

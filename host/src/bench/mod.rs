@@ -459,7 +459,9 @@ fn row(
 }
 
 /// The all-in run: what a user on this machine gets from `shmc sample`, accounted as nutpie's
-/// figure is. RNS-HMC trained on the Laplace approximation on 2 chains at once (one per core):
+/// figure is. RNS-HMC trained on the Laplace approximation on 4 chains at once, as nutpie and
+/// the NUTS row run (in lockstep: each iteration's exact `U` of every chain in one pass over the
+/// data, its rows split across the cores):
 /// the MAP search and its Hessian (the Laplace mass matrix), a residual network of
 /// [`ALL_IN_PLAN`]'s units score-matched at its draws, a warmup adapting the step size on
 /// surrogate trajectories, then the kept draws with the trajectory lengths the surrogate's
@@ -474,7 +476,7 @@ fn all_in_row(
     exact_u: f64,
     log: &dyn Fn(&str),
 ) -> Result<BenchRow> {
-    let chains = 2;
+    let chains = 4;
     let (hidden, states, warmup) = ALL_IN_PLAN;
     log(&format!(
         "running the all-in run: RNS-HMC trained on {states} Laplace draws (s = {hidden}), \
@@ -529,7 +531,7 @@ fn all_in_row(
     let bulk = per_parameter(run.names.len(), |p| run.series(p), ess_bulk);
     let mut all_in = row(
         "all-in",
-        "RNS-HMC all-in (2 chains)",
+        "RNS-HMC all-in (4 chains)",
         &run,
         exact_u,
         &bulk,

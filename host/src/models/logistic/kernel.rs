@@ -5,24 +5,32 @@
 //! Row-major `X` makes each `zᵢ = xᵢ·β` a dot product of 50 numbers that ends in a horizontal
 //! sum, and the softplus of one row at a time. With `X` stored block by block, each block's
 //! columns contiguous (`x[block][j][r]`), the `ROWS` dot products of a block advance together:
-//! `z[r] += x[j][r] · β[j]` is one vector multiply and add per column, every lane its own row.
+//! `z[r] += x[j][r] · β[j]` is one vector multiply-add per column, every lane its own row.
 //! The losses and residuals of the block are then a branch-free loop over `ROWS` lanes. The
 //! gradient `Σᵣ (σ(zᵣ) − yᵣ) xᵣ` is a second sweep over a tile of blocks (from the L2 cache),
 //! column by column, each lane its own running sum (no horizontal sum per block), and the
-//! lanes are summed once per pass.
+//! lanes are summed once per pass. Every point of a pass takes its terms from a block while it
+//! is in the L1 cache, so `X` is read once per pass whatever the number of chains.
 //!
-//! # Vector width chosen at run time
+//! # Vector width chosen at run time, the same bits everywhere
 //! The pass is compiled for the baseline x86-64 (two-wide SSE2) and for AVX2, and `pulp`
-//! picks the widest the processor has. Rust never fuses a multiply and an add on its own,
-//! and each lane's sums run in the same order whatever the vector width, so both builds
-//! return the same bits (a test checks it): a chain's draws do not depend on the machine's
-//! vector unit, nor on how many chains share the pass.
+//! picks the widest the processor has. Each lane's sums run in the same order whatever the
+//! vector width, and Rust never fuses a multiply and an add on its own, so the builds return
+//! the same bits (a test checks it): a chain's draws do not depend on the machine's vector
+//! unit, nor on how many chains share the pass. The sums of products use fused multiply-adds
+//! (`mul_add`, one rounding, the same result in every build) where the processor has them
+//! (x86-64 with AVX2 and FMA, every 64-bit ARM): one instruction in place of two, which the
+//! dot products' 25 per row over 4 lanes were short of. Only on an x86 processor without FMA
+//! (before 2013, and some low-end ones since) does the pass multiply and add apart, as a
+//! library `fma` would cost tens of times more: its sums round differently, by about 10⁻¹⁶
+//! relative, and so its draws differ from other machines' in the last bits.
 //!
 //! On this machine's Xeon (2026-11), one point over the LR simulation's 10⁵ × 50 matrix took
-//! 1.7 ms instead of the row-major pass's 3.0 ms (single thread, best of 40).
+//! 1.7 ms instead of the row-major pass's 3.0 ms (single thread, best of 40) with separate
+//! multiplies and adds and a `log1p` per row; ...
 
 use pulp::{Arch, Simd, WithSimd};
-use shmc_core::fastmath::softplus_logistic;
+use shmc_core::fastmath::{exp, ln_at_least_one};
 
 use crate::row_sum::Query;
 
@@ -69,28 +77,34 @@ impl Blocked {
     /// the value, then `Σ (σ(zᵢ) − yᵢ) xᵢ` if it needs the gradient (what it does not need is
     /// left untouched).
     pub(super) fn pass(&self, start: usize, end: usize, queries: &[Query<'_>], out: &mut [f64]) {
-        Arch::new().dispatch(self.job(start, end, queries, out));
+        let arch = Arch::new();
+        if fused_multiply_add() {
+            arch.dispatch(self.job::<true>(start, end, queries, out));
+        } else {
+            arch.dispatch(self.job::<false>(start, end, queries, out));
+        }
     }
 
-    /// [`Blocked::pass`] with the baseline instruction set only.
+    /// [`Blocked::pass`] with the baseline instruction set only, multiply-adds `FUSED` or not
+    /// (fused in software, as slow as it is exact).
     #[cfg(test)]
-    pub(super) fn pass_baseline(
+    pub(super) fn pass_baseline<const FUSED: bool>(
         &self,
         start: usize,
         end: usize,
         queries: &[Query<'_>],
         out: &mut [f64],
     ) {
-        pulp::Scalar::new().vectorize(self.job(start, end, queries, out));
+        pulp::Scalar::new().vectorize(self.job::<FUSED>(start, end, queries, out));
     }
 
-    fn job<'a>(
+    fn job<'a, const FUSED: bool>(
         &'a self,
         start: usize,
         end: usize,
         queries: &'a [Query<'a>],
         out: &'a mut [f64],
-    ) -> Pass<'a> {
+    ) -> Pass<'a, FUSED> {
         assert_eq!(start % ROWS, 0, "a pass starts at a block");
         assert!(start <= end && end <= self.y.len(), "rows out of range");
         for query in queries {
@@ -112,7 +126,7 @@ impl Blocked {
 }
 
 /// One pass's arguments, run by [`WithSimd::with_simd`] with the instruction set `pulp` chose.
-struct Pass<'a> {
+struct Pass<'a, const FUSED: bool> {
     blocked: &'a Blocked,
     start: usize,
     end: usize,
@@ -120,7 +134,7 @@ struct Pass<'a> {
     out: &'a mut [f64],
 }
 
-impl WithSimd for Pass<'_> {
+impl<const FUSED: bool> WithSimd for Pass<'_, FUSED> {
     type Output = ();
 
     /// Everything below is `#[inline(always)]`, so that it is compiled inside the function
@@ -131,27 +145,41 @@ impl WithSimd for Pass<'_> {
         let queries = self.queries.len();
         let mut lanes = vec![[0.0f64; ROWS]; queries];
         let mut sums = vec![0.0f64; queries * d * ROWS];
-        let mut resid = [[0.0f64; ROWS]; TILE];
+        let mut resid = vec![[[0.0f64; ROWS]; TILE]; queries];
         for tile in (self.start..self.end).step_by(TILE * ROWS) {
             let rows = (self.end - tile).min(TILE * ROWS);
             let xt = &self.blocked.x[tile * d..][..rows.div_ceil(ROWS) * ROWS * d];
             let yt = &self.blocked.y[tile..][..rows.div_ceil(ROWS) * ROWS];
+            let mut products = vec![[1.0f64; ROWS]; queries];
+            // Every point takes its terms from a block while it is in the L1 cache, so the pass
+            // reads memory in one stream that the prefetcher keeps ahead of the arithmetic (point
+            // by point over a tile, the second point's work left the memory idle).
+            let blocks = xt.chunks_exact(ROWS * d).zip(yt.chunks_exact(ROWS));
+            for (b, (xb, yb)) in blocks.enumerate() {
+                let live = (rows - b * ROWS).min(ROWS);
+                let yb: &[f64; ROWS] = yb.try_into().expect("blocks hold ROWS rows");
+                for (k, query) in self.queries.iter().enumerate() {
+                    let z = dot_products::<FUSED>(xb, query.point);
+                    let (lanes, products, resid) =
+                        (&mut lanes[k], &mut products[k], &mut resid[k][b]);
+                    match (query.need.value(), query.need.gradient()) {
+                        (true, true) => terms::<true, true>(&z, yb, live, lanes, products, resid),
+                        (true, false) => terms::<true, false>(&z, yb, live, lanes, products, resid),
+                        _ => terms::<false, true>(&z, yb, live, lanes, products, resid),
+                    }
+                }
+            }
             for (k, query) in self.queries.iter().enumerate() {
-                let lanes = &mut lanes[k];
-                let beta = query.point;
-                let blocks = xt.chunks_exact(ROWS * d).zip(yt.chunks_exact(ROWS));
-                for (b, ((xb, yb), resid)) in blocks.zip(&mut resid).enumerate() {
-                    let live = (rows - b * ROWS).min(ROWS);
-                    let yb = yb.try_into().expect("blocks hold ROWS rows");
-                    if query.need.value() {
-                        block::<true>(xb, yb, live, beta, lanes, resid);
-                    } else {
-                        block::<false>(xb, yb, live, beta, lanes, resid);
+                if query.need.value() {
+                    // At most TILE factors in [1, 2] per lane: far from overflow.
+                    for (lane, product) in lanes[k].iter_mut().zip(products[k]) {
+                        *lane += ln_at_least_one(product);
                     }
                 }
                 if query.need.gradient() {
                     let blocks = rows.div_ceil(ROWS);
-                    gradient_terms(xt, &resid[..blocks], &mut sums[k * d * ROWS..][..d * ROWS]);
+                    let sums = &mut sums[k * d * ROWS..][..d * ROWS];
+                    gradient_terms::<FUSED>(xt, &resid[k][..blocks], sums);
                 }
             }
         }
@@ -170,38 +198,74 @@ impl WithSimd for Pass<'_> {
     }
 }
 
-/// One block at `beta`: adds each row's loss `log(1 + e^z) − y z` to its lane of `lanes` if
-/// `VALUE`, and stores its residual `σ(z) − y` in `resid` (the gradient's sweep reads it; a
-/// value-only pass's stores are four cache lines). Rows from `live` on are padding: loss and
-/// residual 0.
+/// The block's `ROWS` dot products `zᵣ = xᵣ·β`, column by column, even and odd columns into
+/// separate sums added at the end: each lane's additions form two independent chains, so the
+/// adder's latency (4 cycles) is hidden behind the other chain's work instead of setting the
+/// pace of the whole loop.
 #[inline(always)]
-fn block<const VALUE: bool>(
-    xb: &[f64],
-    yb: &[f64; ROWS],
-    live: usize,
-    beta: &[f64],
-    lanes: &mut [f64; ROWS],
-    resid: &mut [f64; ROWS],
-) {
-    let mut z = [0.0f64; ROWS];
-    for (column, &b) in xb.chunks_exact(ROWS).zip(beta) {
-        for (zr, &x) in z.iter_mut().zip(column) {
-            *zr += x * b;
+fn dot_products<const FUSED: bool>(xb: &[f64], beta: &[f64]) -> [f64; ROWS] {
+    let mut even = [0.0f64; ROWS];
+    let mut odd = [0.0f64; ROWS];
+    let pairs = xb.chunks_exact(2 * ROWS).zip(beta.chunks_exact(2));
+    for (columns, b) in pairs {
+        let (first, second) = columns.split_at(ROWS);
+        for r in 0..ROWS {
+            even[r] = multiply_add::<FUSED>(first[r], b[0], even[r]);
+            odd[r] = multiply_add::<FUSED>(second[r], b[1], odd[r]);
         }
     }
-    let mut loss = [0.0f64; ROWS];
+    if beta.len() % 2 == 1 {
+        let last = &xb[(beta.len() - 1) * ROWS..][..ROWS];
+        let b = beta[beta.len() - 1];
+        for (e, &x) in even.iter_mut().zip(last) {
+            *e = multiply_add::<FUSED>(x, b, *e);
+        }
+    }
+    let mut z = [0.0f64; ROWS];
     for r in 0..ROWS {
-        let (softplus, sigmoid) = softplus_logistic(z[r]);
-        loss[r] = softplus - yb[r] * z[r];
-        resid[r] = sigmoid - yb[r];
+        z[r] = even[r] + odd[r];
+    }
+    z
+}
+
+/// One block's likelihood terms from its dot products `z`, with `a = e^−|z|` computed once.
+///
+/// If `VALUE`: each row's loss `log(1 + e^z) − y z = max(z, 0) − y z + log(1 + a)` goes to its lane
+/// of `lanes` in two parts: `max(z, 0) − y z` is added, and `1 + a` multiplies the lane's running
+/// product in `products`, whose logarithm the caller adds once per tile. One `ln` serves 16
+/// rows where a `log1p` per row cost more than the exponential; the product's roundings change
+/// the sum by about 10⁻¹⁶ per row in absolute terms, what a `log1p` per row would have cost.
+/// If `GRADIENT`: each row's residual `σ(z) − y` goes to `resid` (the gradient's sweep reads it),
+/// `σ(z) = 1/(1 + a)` for `z ≥ 0` and `a/(1 + a)` below (the core's `logistic`).
+/// Rows from `live` on are padding (zero rows of `x` and `y`): factor 1 and residual 0.
+#[inline(always)]
+fn terms<const VALUE: bool, const GRADIENT: bool>(
+    z: &[f64; ROWS],
+    yb: &[f64; ROWS],
+    live: usize,
+    lanes: &mut [f64; ROWS],
+    products: &mut [f64; ROWS],
+    resid: &mut [f64; ROWS],
+) {
+    let mut factor = [0.0f64; ROWS];
+    for r in 0..ROWS {
+        let a = exp(-z[r].abs());
+        if VALUE {
+            lanes[r] += z[r].max(0.0) - yb[r] * z[r];
+            factor[r] = 1.0 + a;
+        }
+        if GRADIENT {
+            let numerator = if z[r] >= 0.0 { 1.0 } else { a };
+            resid[r] = numerator / (1.0 + a) - yb[r];
+        }
     }
     if live < ROWS {
-        loss[live..].fill(0.0);
+        factor[live..].fill(1.0);
         resid[live..].fill(0.0);
     }
     if VALUE {
-        for (lane, l) in lanes.iter_mut().zip(loss) {
-            *lane += l;
+        for (p, f) in products.iter_mut().zip(factor) {
+            *p *= f;
         }
     }
 }
@@ -210,20 +274,37 @@ fn block<const VALUE: bool>(
 /// column by column, each lane's sum over the tile's blocks kept in registers and added to
 /// `sums` once, so the inner loop loads `x` and the residuals and stores nothing.
 #[inline(always)]
-fn gradient_terms(xt: &[f64], resid: &[[f64; ROWS]], sums: &mut [f64]) {
+fn gradient_terms<const FUSED: bool>(xt: &[f64], resid: &[[f64; ROWS]], sums: &mut [f64]) {
     let d = sums.len() / ROWS;
     for (j, lane) in sums.chunks_exact_mut(ROWS).enumerate() {
         let mut acc = [0.0f64; ROWS];
         for (xb, r) in xt.chunks_exact(ROWS * d).zip(resid) {
             let column = &xb[j * ROWS..][..ROWS];
             for ((a, &x), &r) in acc.iter_mut().zip(column).zip(r) {
-                *a += x * r;
+                *a = multiply_add::<FUSED>(x, r, *a);
             }
         }
         for (s, a) in lane.iter_mut().zip(acc) {
             *s += a;
         }
     }
+}
+
+/// Whether the processor multiplies and adds in one rounding: on x86-64 where `pulp` runs the
+/// pass with AVX2 and FMA, on 64-bit ARM always.
+pub(super) fn fused_multiply_add() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return pulp::x86::V3::try_new().is_some();
+    #[cfg(target_arch = "aarch64")]
+    return true;
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    return false;
+}
+
+/// `a·b + c`, in one rounding if `FUSED`.
+#[inline(always)]
+fn multiply_add<const FUSED: bool>(a: f64, b: f64, c: f64) -> f64 {
+    if FUSED { a.mul_add(b, c) } else { a * b + c }
 }
 
 /// The sum of `ROWS` lanes, halves added pairwise (the order two-, four- and eight-wide

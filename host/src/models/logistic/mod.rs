@@ -353,6 +353,10 @@ mod tests {
     #[test]
     fn vector_instructions_change_no_bit() {
         // Padded last blocks (n not a multiple of 16), several segments, every need at once.
+        // The pass this processor runs is compared bit for bit with the baseline build of the
+        // same arithmetic (multiply-adds fused or not as here), and the unfused sums with the
+        // fused ones to a few roundings.
+        let fused = kernel::fused_multiply_add();
         for (n, d) in [(1037, 13), (2100, 50), (5, 3)] {
             let model = LogisticRegression::new(random_data(n, d, 1.0, n as u64), 100.0).unwrap();
             let points: Vec<Vec<f64>> = (0..3).map(|k| random_point(d, 0.5, k)).collect();
@@ -364,18 +368,30 @@ mod tests {
                 .collect();
             for start in (0..n).step_by(SEGMENT_ROWS) {
                 let end = (start + SEGMENT_ROWS).min(n);
-                let mut wide = vec![0.0; 3 * (1 + d)];
-                let mut baseline = vec![0.0; 3 * (1 + d)];
+                let record = 3 * (1 + d);
+                let (mut wide, mut baseline, mut unfused) =
+                    (vec![0.0; record], vec![0.0; record], vec![0.0; record]);
                 model.blocked.pass(start, end, &queries, &mut wide);
+                if fused {
+                    let blocked = &model.blocked;
+                    blocked.pass_baseline::<true>(start, end, &queries, &mut baseline);
+                } else {
+                    let blocked = &model.blocked;
+                    blocked.pass_baseline::<false>(start, end, &queries, &mut baseline);
+                }
                 model
                     .blocked
-                    .pass_baseline(start, end, &queries, &mut baseline);
+                    .pass_baseline::<false>(start, end, &queries, &mut unfused);
                 let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(
                     bits(&wide),
                     bits(&baseline),
                     "n = {n}, d = {d}, rows {start}.."
                 );
+                let scale = wide.iter().map(|v| v.abs()).fold(0.0, f64::max);
+                for (w, u) in wide.iter().zip(&unfused) {
+                    assert!((w - u).abs() <= 1e-13 * scale, "{w} vs unfused {u}");
+                }
             }
         }
     }
