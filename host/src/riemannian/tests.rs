@@ -548,6 +548,76 @@ fn rank_one_metrics_match_the_general_loops() {
     check_derivatives(&metric, &q, &[0.3, -0.7, 1.2, 0.5, 0.1]);
 }
 
+/// A shifted network metric is the metric of `½ shift ‖q‖² + z(q)` (an anchored surrogate's):
+/// SoftAbs of the network's Hessian plus `shift·I`, whole or its diagonal, with the network's
+/// own derivatives (the quadratic's are zero), on the rank-one path as on the general one.
+#[test]
+fn shifted_network_metrics_add_the_quadratics_curvature() {
+    let (d, alpha, shift) = (4, 1.0, 1.5);
+    let net = random_network(d, 90, 8);
+    let q = [0.4, -0.2, 1.1, -0.6];
+    let u = [0.5, 1.5, -0.8, 0.3];
+    let mut h = DMatrix::zeros(d, d);
+    net.hessian(&q, h.as_mut_slice());
+    for k in 0..d {
+        h[(k, k)] += shift;
+    }
+    // SoftAbs, written out: x coth(αx).
+    let softabs = |x: f64| x / (alpha * x).tanh();
+
+    let diagonal = NetworkDiagonalSoftAbs::new(&net, alpha)
+        .unwrap()
+        .shifted(shift)
+        .unwrap();
+    let matrix = diagonal.at(&q).unwrap().matrix();
+    for j in 0..d {
+        let g = softabs(h[(j, j)]);
+        assert!((matrix[(j, j)] - g).abs() < 1e-12 * g, "G{j}{j}");
+    }
+    check_derivatives(&diagonal, &q, &u);
+    let general = NetworkDiagonalSoftAbs::general(&net, alpha).unwrap();
+    assert_same_metric(
+        "shifted diagonal",
+        &diagonal,
+        &general.shifted(shift).unwrap(),
+        &q,
+    );
+
+    let dense = NetworkSoftAbs::new(&net, alpha)
+        .unwrap()
+        .shifted(shift)
+        .unwrap();
+    let eigen = h.clone().symmetric_eigen();
+    let expected = &eigen.eigenvectors
+        * DMatrix::from_diagonal(&eigen.eigenvalues.map(softabs))
+        * eigen.eigenvectors.transpose();
+    let matrix = dense.at(&q).unwrap().matrix();
+    assert!(
+        (&matrix - &expected).amax() < 1e-10 * expected.amax(),
+        "dense G"
+    );
+    check_derivatives(&dense, &q, &u);
+    let general = NetworkSoftAbs::general(&net, alpha).unwrap();
+    assert_same_metric(
+        "shifted dense",
+        &dense,
+        &general.shifted(shift).unwrap(),
+        &q,
+    );
+    // The product without a factorization is the shifted Hessian's.
+    let x = [1.0, -2.0, 0.5, 3.0];
+    let mut gx = [0.0; 4];
+    assert!(dense.product(&q, &x, &mut gx));
+    let reference = &h * DVector::from_column_slice(&x);
+    assert!((DVector::from_column_slice(&gx) - &reference).amax() < 1e-10 * reference.amax());
+    assert!(
+        NetworkSoftAbs::new(&net, alpha)
+            .unwrap()
+            .shifted(f64::NAN)
+            .is_err()
+    );
+}
+
 /// The diagonal metric is the full path's diagonal: `G = diag(g(∂ⱼ²z))` from the network's
 /// Hessian, its log-determinant `Σ log g`, and its derivatives `g'(∂ⱼ²z) ∂ₖ∂ⱼ²z` from the
 /// diagonals of the network's third derivatives `∂ₖ∇²z`.

@@ -131,6 +131,15 @@ impl Surrogate for Anchored {
         Some(self)
     }
 
+    /// The residual network: the surrogate's Hessian is its Hessian plus the identity.
+    fn network(&self) -> Option<&DynNetwork> {
+        Some(self.residual.network())
+    }
+
+    fn network_shift(&self) -> f64 {
+        1.0
+    }
+
     fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()> {
         let record = AnchoredRecord {
             value: self.value,
