@@ -605,7 +605,9 @@ pub fn run_experiment(
         // and O(s·d²) contractions per fixed-point iteration).
         diagonal: experiment == Experiment::Pde,
         softabs_alpha: if experiment == Experiment::Pde {
-            RmhmcSettings::default().softabs_alpha
+            std::env::var("XA").map_or(RmhmcSettings::default().softabs_alpha, |v| {
+                v.parse().unwrap()
+            })
         } else {
             100.0
         },
@@ -615,7 +617,10 @@ pub fn run_experiment(
     // then runs in its standard coordinates, the metric the diagonal of the anchored
     // surrogate's Hessian there); elsewhere on the burn-in, as the papers do.
     let rns_rmhmc = if experiment == Experiment::Pde {
-        let (hidden, states) = PDE_RNS_RMHMC_PLAN;
+        let (mut hidden, states) = PDE_RNS_RMHMC_PLAN;
+        if let Ok(v) = std::env::var("XH") {
+            hidden = v.parse().unwrap();
+        }
         SurrogateSettings {
             train: TrainOptions {
                 hidden,
