@@ -241,6 +241,17 @@ fn check_alpha(alpha: f64) -> Result<f64> {
     }
 }
 
+/// The checked shift of a network metric's Hessian.
+fn check_shift(shift: f64) -> Result<f64> {
+    if shift.is_finite() {
+        Ok(shift)
+    } else {
+        Err(Error::invalid(format!(
+            "a network metric's shift must be finite, got {shift}"
+        )))
+    }
+}
+
 /// An additive network seen through the rank-one form of its Hessian,
 /// `∇²z = Σᵢ cᵢ wᵢwᵢᵀ` and `∂ₖ∇²z = Σᵢ c'ᵢ wᵢₖ wᵢwᵢᵀ` ([`Network::unit_curvatures`]): the
 /// Hessian is one matrix product, `tr(M ∂ₖ∇²z) = Σᵢ c'ᵢ (wᵢᵀMwᵢ) wᵢₖ` another, and
@@ -377,13 +388,14 @@ impl Derivatives<'_> {
     }
 }
 
-/// The network's Hessian at `q` and its derivatives there.
+/// The network's Hessian at `q` plus `shift` times the identity, and its derivatives there.
 fn hessian_at<'a>(
     network: &'a Network<Dyn, Dyn>,
     rank_one: Option<&'a RankOne<'a>>,
+    shift: f64,
     q: &[f64],
 ) -> (DMatrix<f64>, Derivatives<'a>) {
-    match rank_one {
+    let (mut h, derivatives) = match rank_one {
         Some(rank_one) => {
             let c = rank_one.curvatures(q);
             let h = rank_one.hessian(&c.second);
@@ -397,7 +409,11 @@ fn hessian_at<'a>(
             let q = q.to_vec();
             (h, Derivatives::General { network, q })
         }
+    };
+    for k in 0..h.nrows() {
+        h[(k, k)] += shift;
     }
+    (h, derivatives)
 }
 
 /// The random network's Hessian mapped by SoftAbs, `G(q) = Q diag(λ coth(αλ)) Qᵀ` where
@@ -414,6 +430,8 @@ fn hessian_at<'a>(
 pub struct NetworkSoftAbs<'a> {
     network: &'a Network<Dyn, Dyn>,
     alpha: f64,
+    /// Added to the Hessian's diagonal before SoftAbs (see [`Self::shifted`]).
+    shift: f64,
     /// Additive units' rank-one layout (`None`: radial units, the network's own loops).
     rank_one: Option<RankOne<'a>>,
 }
@@ -426,7 +444,18 @@ impl<'a> NetworkSoftAbs<'a> {
         Ok(Self {
             network,
             alpha: check_alpha(alpha)?,
+            shift: 0.0,
             rank_one: RankOne::new(network),
+        })
+    }
+
+    /// The metric of `½ shift ‖q‖² + z(q)`, the network plus a quadratic (an anchored
+    /// surrogate's, [`crate::surrogates::anchored`]): SoftAbs of `∇²z + shift·I`, with the same
+    /// derivatives. An error if `shift` is not finite.
+    pub fn shifted(self, shift: f64) -> Result<Self> {
+        Ok(Self {
+            shift: check_shift(shift)?,
+            ..self
         })
     }
 
@@ -464,7 +493,7 @@ impl RiemannianMetric for NetworkSoftAbs<'_> {
 
     fn at(&self, q: &[f64]) -> Option<Box<dyn MetricAt + '_>> {
         let d = self.dim();
-        let (h, derivatives) = hessian_at(self.network, self.rank_one.as_ref(), q);
+        let (h, derivatives) = hessian_at(self.network, self.rank_one.as_ref(), self.shift, q);
         if !h.iter().all(|x| x.is_finite()) {
             return None;
         }
@@ -514,6 +543,9 @@ impl RiemannianMetric for NetworkSoftAbs<'_> {
             return false;
         };
         rank_one.hessian_times(q, x, out);
+        for (o, xk) in out.iter_mut().zip(x) {
+            *o += self.shift * xk;
+        }
         true
     }
 }
@@ -600,6 +632,8 @@ impl MetricAt for SoftAbsAt<'_> {
 pub struct NetworkDiagonalSoftAbs<'a> {
     network: &'a Network<Dyn, Dyn>,
     alpha: f64,
+    /// Added to the Hessian's diagonal before SoftAbs (see [`Self::shifted`]).
+    shift: f64,
     /// Additive units' rank-one form with the squared weights `W∘W` (`d × s`).
     rank_one: Option<(RankOne<'a>, DMatrix<f64>)>,
 }
@@ -610,7 +644,18 @@ impl<'a> NetworkDiagonalSoftAbs<'a> {
         Ok(Self {
             network,
             alpha: check_alpha(alpha)?,
+            shift: 0.0,
             rank_one: RankOne::new(network).map(|r| (r, r.weights().map(|w| w * w))),
+        })
+    }
+
+    /// The diagonal metric of `½ shift ‖q‖² + z(q)`, the network plus a quadratic (an anchored
+    /// surrogate's): `diag(g(∂ᵢ²z + shift))`, with the same derivatives. An error if `shift`
+    /// is not finite.
+    pub fn shifted(self, shift: f64) -> Result<Self> {
+        Ok(Self {
+            shift: check_shift(shift)?,
+            ..self
         })
     }
 
@@ -679,8 +724,10 @@ impl RiemannianMetric for NetworkDiagonalSoftAbs<'_> {
                 (diagonal, DiagonalDerivatives::General { network, q })
             }
         };
-        let (values, slopes): (Vec<f64>, Vec<f64>) =
-            diagonal.iter().map(|h| softabs(*h, self.alpha)).unzip();
+        let (values, slopes): (Vec<f64>, Vec<f64>) = diagonal
+            .iter()
+            .map(|h| softabs(h + self.shift, self.alpha))
+            .unzip();
         if !values.iter().all(|g| g.is_finite() && *g > 0.0)
             || !slopes.iter().all(|s| s.is_finite())
         {

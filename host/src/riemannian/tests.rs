@@ -548,6 +548,105 @@ fn rank_one_metrics_match_the_general_loops() {
     check_derivatives(&metric, &q, &[0.3, -0.7, 1.2, 0.5, 0.1]);
 }
 
+/// A shifted network metric is the metric of `½ shift ‖q‖² + z(q)` (an anchored surrogate's):
+/// SoftAbs of the network's Hessian plus `shift·I`, whole or its diagonal, with the network's
+/// own derivatives (the quadratic's are zero), on the rank-one path as on the general one.
+#[test]
+fn shifted_network_metrics_add_the_quadratics_curvature() {
+    let (d, alpha, shift) = (4, 1.0, 1.5);
+    let net = random_network(d, 90, 8);
+    let q = [0.4, -0.2, 1.1, -0.6];
+    let u = [0.5, 1.5, -0.8, 0.3];
+    let mut h = DMatrix::zeros(d, d);
+    net.hessian(&q, h.as_mut_slice());
+    for k in 0..d {
+        h[(k, k)] += shift;
+    }
+    // SoftAbs, written out: x coth(αx).
+    let softabs = |x: f64| x / (alpha * x).tanh();
+
+    let diagonal = NetworkDiagonalSoftAbs::new(&net, alpha)
+        .unwrap()
+        .shifted(shift)
+        .unwrap();
+    let matrix = diagonal.at(&q).unwrap().matrix();
+    for j in 0..d {
+        let g = softabs(h[(j, j)]);
+        assert!((matrix[(j, j)] - g).abs() < 1e-12 * g, "G{j}{j}");
+    }
+    check_derivatives(&diagonal, &q, &u);
+    let general = NetworkDiagonalSoftAbs::general(&net, alpha).unwrap();
+    assert_same_metric(
+        "shifted diagonal",
+        &diagonal,
+        &general.shifted(shift).unwrap(),
+        &q,
+    );
+
+    let dense = NetworkSoftAbs::new(&net, alpha)
+        .unwrap()
+        .shifted(shift)
+        .unwrap();
+    let eigen = h.clone().symmetric_eigen();
+    let expected = &eigen.eigenvectors
+        * DMatrix::from_diagonal(&eigen.eigenvalues.map(softabs))
+        * eigen.eigenvectors.transpose();
+    let matrix = dense.at(&q).unwrap().matrix();
+    assert!(
+        (&matrix - &expected).amax() < 1e-10 * expected.amax(),
+        "dense G"
+    );
+    check_derivatives(&dense, &q, &u);
+    let general = NetworkSoftAbs::general(&net, alpha).unwrap();
+    assert_same_metric(
+        "shifted dense",
+        &dense,
+        &general.shifted(shift).unwrap(),
+        &q,
+    );
+    // The product without a factorization is the shifted Hessian's.
+    let x = [1.0, -2.0, 0.5, 3.0];
+    let mut gx = [0.0; 4];
+    assert!(dense.product(&q, &x, &mut gx));
+    let reference = &h * DVector::from_column_slice(&x);
+    assert!((DVector::from_column_slice(&gx) - &reference).amax() < 1e-10 * reference.amax());
+    assert!(
+        NetworkSoftAbs::new(&net, alpha)
+            .unwrap()
+            .shifted(f64::NAN)
+            .is_err()
+    );
+}
+
+/// The position solve's small inverse agrees with nalgebra's to 10⁻¹² relative, whatever
+/// rows it pivots, and refuses a singular matrix.
+#[test]
+fn the_small_inverse_matches_nalgebras() {
+    let mut rng = Pcg64::seed_from_u64(11);
+    for d in [1, 2, 5, 20, 33] {
+        let mut entries = vec![0.0; d * d];
+        fill_standard_normal(&mut rng, &mut entries);
+        // A zero in the top-left corner forces a pivot at the first step.
+        entries[0] = 0.0;
+        let a = DMatrix::from_vec(d, d, entries);
+        if d == 1 {
+            assert!(integrator::inverse(a).is_none());
+            continue;
+        }
+        let expected = a.clone().try_inverse().unwrap();
+        let ours = integrator::inverse(a.clone()).unwrap();
+        assert!(
+            (&ours - &expected).amax() < 1e-12 * expected.amax(),
+            "d = {d}: {}",
+            (&ours - &expected).amax()
+        );
+        assert!((&a * &ours - DMatrix::identity(d, d)).amax() < 1e-10);
+    }
+    let mut singular = DMatrix::from_fn(4, 4, |i, j| 1.0 + (i * j) as f64);
+    singular.column_mut(2).fill(0.0);
+    assert!(integrator::inverse(singular).is_none());
+}
+
 /// The diagonal metric is the full path's diagonal: `G = diag(g(∂ⱼ²z))` from the network's
 /// Hessian, its log-determinant `Σ log g`, and its derivatives `g'(∂ⱼ²z) ∂ₖ∂ⱼ²z` from the
 /// diagonals of the network's third derivatives `∂ₖ∇²z`.

@@ -209,10 +209,17 @@ impl SampleConfig {
     }
 
     /// The methods a Laplace mass matrix does not apply to: RMHMC integrates under its own
-    /// position-dependent metric, SGLD has no momentum, and a saved surrogate was fitted in the
-    /// coordinates of the run that trained it, not in these.
+    /// position-dependent metric (RNS-RMHMC trained on the Laplace approximation runs in its
+    /// coordinates, as every chain whose network trains there, but under the network's metric
+    /// in them), SGLD has no momentum, and a saved surrogate was fitted in the coordinates of
+    /// the run that trained it, not in these.
     fn validate_laplace(&self) -> Result<()> {
         let refusal = match &self.method {
+            Method::RnsRmhmc(s, _)
+                if s.laplace_states().is_some() && self.metric != MassMatrix::Laplace =>
+            {
+                None
+            }
             Method::Rmhmc(_) | Method::RnsRmhmc(..) => {
                 Some("rmhmc and rns-rmhmc integrate under their own position-dependent metric")
             }

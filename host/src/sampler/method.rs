@@ -452,10 +452,12 @@ impl Method {
             Method::Sgld(s) => return s.validate(),
             Method::Rmhmc(r) => return r.validate(warmup),
             Method::RnsRmhmc(s, r) => {
-                r.validate(
-                    s.exact_warmup
-                        .map_or(0, |exact| warmup.saturating_sub(exact)),
-                )?;
+                // The warmup RMHMC runs in: all of it for a network trained before sampling.
+                let adapt_warmup = match (s.laplace_states(), s.exact_warmup) {
+                    (Some(_), _) => warmup,
+                    (None, exact) => exact.map_or(0, |exact| warmup.saturating_sub(exact)),
+                };
+                r.validate(adapt_warmup)?;
                 if s.grid.is_some() || s.approximate_acceptance {
                     return Err(Error::invalid(
                         "rns-rmhmc's metric is the network's Hessian: it needs a network \
@@ -499,15 +501,15 @@ impl Method {
             ));
         }
         if let Some(states) = s.laplace_states() {
-            if !matches!(self, Method::RnsHmc(_))
+            if !matches!(self, Method::RnsHmc(_) | Method::RnsRmhmc(..))
                 || s.grid.is_some()
                 || s.surrogate_file.is_some()
                 || s.exact_warmup.is_some()
             {
                 return Err(Error::setting(
                     "train_from",
-                    "laplace is for rns-hmc's network, fitted once before sampling (not with a \
-                     grid, a saved surrogate or an exact warmup)",
+                    "laplace is for rns-hmc's network (and rns-rmhmc's), fitted once before \
+                     sampling (not with a grid, a saved surrogate or an exact warmup)",
                 ));
             }
             if states < MIN_LAPLACE_STATES {

@@ -95,6 +95,15 @@ impl Potential for Anchored {
         }
         q + z
     }
+
+    /// The residual network's gradient alone (no unit's value: RNS-RMHMC's generalized leapfrog
+    /// asks for gradients only), plus the quadratic's `g₀ + x`.
+    fn gradient(&self, x: &[f64], grad: &mut [f64]) {
+        self.residual.gradient(x, grad);
+        for ((g, g0), xi) in grad.iter_mut().zip(&self.gradient).zip(x) {
+            *g += g0 + xi;
+        }
+    }
 }
 
 /// The identity plus the network's Hessian.
@@ -129,6 +138,15 @@ impl Surrogate for Anchored {
 
     fn curvature(&self) -> Option<&dyn Curvature> {
         Some(self)
+    }
+
+    /// The residual network: the surrogate's Hessian is its Hessian plus the identity.
+    fn network(&self) -> Option<&DynNetwork> {
+        Some(self.residual.network())
+    }
+
+    fn network_shift(&self) -> f64 {
+        1.0
     }
 
     fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()> {
@@ -342,9 +360,22 @@ mod tests {
             let fd = (surrogate.value(&up) - surrogate.value(&down)) / (2.0 * h);
             assert!((fd - grad[k]).abs() < 1e-6, "{k}: {fd} vs {}", grad[k]);
         }
+        // The gradient alone is value_and_gradient's, bit for bit.
+        let mut alone = [0.0; 3];
+        surrogate.gradient(&x, &mut alone);
+        assert_eq!(alone.map(f64::to_bits), grad.map(f64::to_bits));
         let mut hessian = [0.0; 9];
         surrogate.curvature().unwrap().hessian(&x, &mut hessian);
         assert!(hessian[0] > 0.5 && (hessian[1] - hessian[3]).abs() < 1e-12);
+        // The network RNS-RMHMC's metric is built from, and its shift, give the same Hessian.
+        let mut network = [0.0; 9];
+        surrogate.network().unwrap().hessian(&x, &mut network);
+        for k in 0..3 {
+            network[4 * k] += surrogate.network_shift();
+        }
+        for (a, b) in hessian.iter().zip(&network) {
+            assert!((a - b).abs() < 1e-12, "{hessian:?} vs {network:?}");
+        }
     }
 
     /// Saved and loaded, the surrogate proposes bit for bit as before.

@@ -111,9 +111,18 @@ pub trait Surrogate: Potential + Debug + Send + Sync {
     }
 
     /// The random network behind the surrogate, if it is one: RNS-RMHMC builds its metric from
-    /// the network's Hessian and third derivatives. `None`: a kind without them (a grid).
+    /// the network's Hessian and third derivatives. The surrogate's Hessian is the network's
+    /// plus [`network_shift`](Self::network_shift) times the identity. `None`: a kind without
+    /// them (a grid).
     fn network(&self) -> Option<&shmc_core::Network<shmc_core::Dyn, shmc_core::Dyn>> {
         None
+    }
+
+    /// What the surrogate adds to its [`network`](Self::network)'s Hessian's diagonal: 0 for the
+    /// network alone, 1 for an anchored surrogate (the quadratic `½‖x‖²` plus a residual
+    /// network).
+    fn network_shift(&self) -> f64 {
+        0.0
     }
 
     /// Learning state by state, if its kind can (the network can; a grid cannot). `None` keeps
@@ -215,6 +224,9 @@ impl Surrogate for Shared {
     }
     fn network(&self) -> Option<&shmc_core::Network<shmc_core::Dyn, shmc_core::Dyn>> {
         self.0.network()
+    }
+    fn network_shift(&self) -> f64 {
+        self.0.network_shift()
     }
     fn sup_error_estimate(&self) -> Option<f64> {
         self.0.sup_error_estimate()

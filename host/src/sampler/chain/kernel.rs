@@ -105,14 +105,16 @@ impl Riemannian {
         &self,
         surrogate: Option<&'a dyn Surrogate>,
     ) -> Result<Box<dyn RiemannianMetric + 'a>> {
-        let network = surrogate.and_then(|s| s.network()).ok_or_else(|| {
-            Error::invalid("rns-rmhmc's metric is a network's Hessian: its surrogate has none")
-        })?;
+        let (network, shift) = surrogate
+            .and_then(|s| Some((s.network()?, s.network_shift())))
+            .ok_or_else(|| {
+                Error::invalid("rns-rmhmc's metric is a network's Hessian: its surrogate has none")
+            })?;
         let alpha = self.settings.softabs_alpha;
         Ok(if self.settings.diagonal {
-            Box::new(NetworkDiagonalSoftAbs::new(network, alpha)?)
+            Box::new(NetworkDiagonalSoftAbs::new(network, alpha)?.shifted(shift)?)
         } else {
-            Box::new(NetworkSoftAbs::new(network, alpha)?)
+            Box::new(NetworkSoftAbs::new(network, alpha)?.shifted(shift)?)
         })
     }
 
