@@ -104,6 +104,30 @@ pub trait Surrogate: Potential + Debug + Send + Sync {
         true
     }
 
+    /// `Ũ(q)` if `q` lies in the surrogate's domain ([`Surrogate::contains`]), else `None`.
+    /// [`Fallback`] asks this instead of `contains` and then the value, so that a kind whose
+    /// evaluation finds out anyway whether `q` is inside (a grid's cell lookup) overrides it and
+    /// tests the domain once per leapfrog step, not twice.
+    fn value_within(&self, q: &[f64]) -> Option<f64> {
+        self.contains(q).then(|| self.value(q))
+    }
+
+    /// Writes `∇Ũ(q)` into `grad` and returns `Ũ(q)` if `q` lies in the surrogate's domain;
+    /// else `None`, with `grad` untouched (see [`Surrogate::value_within`]).
+    fn value_and_gradient_within(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
+        self.contains(q).then(|| self.value_and_gradient(q, grad))
+    }
+
+    /// Writes `∇Ũ(q)` into `grad` and returns `true` if `q` lies in the surrogate's domain;
+    /// else `false`, with `grad` untouched (see [`Surrogate::value_within`]).
+    fn gradient_within(&self, q: &[f64], grad: &mut [f64]) -> bool {
+        let inside = self.contains(q);
+        if inside {
+            self.gradient(q, grad);
+        }
+        inside
+    }
+
     /// The surrogate's curvature, if its kind knows it: the trajectory lengths can then be
     /// chosen from it. `None` keeps the exact phase's lengths.
     fn curvature(&self) -> Option<&dyn Curvature> {
@@ -210,6 +234,15 @@ impl Surrogate for Shared {
     fn contains(&self, q: &[f64]) -> bool {
         self.0.contains(q)
     }
+    fn value_within(&self, q: &[f64]) -> Option<f64> {
+        self.0.value_within(q)
+    }
+    fn value_and_gradient_within(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
+        self.0.value_and_gradient_within(q, grad)
+    }
+    fn gradient_within(&self, q: &[f64], grad: &mut [f64]) -> bool {
+        self.0.gradient_within(q, grad)
+    }
     fn curvature(&self) -> Option<&dyn Curvature> {
         self.0.curvature()
     }
@@ -259,25 +292,21 @@ impl Potential for Fallback<'_> {
     }
 
     fn value(&self, q: &[f64]) -> f64 {
-        if self.surrogate.contains(q) {
-            self.surrogate.value(q)
-        } else {
-            self.exact.value(q)
+        match self.surrogate.value_within(q) {
+            Some(value) => value,
+            None => self.exact.value(q),
         }
     }
 
     fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
-        if self.surrogate.contains(q) {
-            self.surrogate.value_and_gradient(q, grad)
-        } else {
-            self.exact.value_and_gradient(q, grad)
+        match self.surrogate.value_and_gradient_within(q, grad) {
+            Some(value) => value,
+            None => self.exact.value_and_gradient(q, grad),
         }
     }
 
     fn gradient(&self, q: &[f64], grad: &mut [f64]) {
-        if self.surrogate.contains(q) {
-            self.surrogate.gradient(q, grad)
-        } else {
+        if !self.surrogate.gradient_within(q, grad) {
             self.exact.gradient(q, grad)
         }
     }
