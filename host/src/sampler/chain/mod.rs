@@ -46,7 +46,7 @@ pub use kernel::{KernelWork, RiemannianReport};
 pub use learning::Recorder;
 
 use self::adaptation::Adaptation;
-use self::checkpoint::{Checkpoint, Resumed};
+use self::checkpoint::{Checkpoint, Due, Resumed};
 use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
 use self::guard::Guard;
 use self::kernel::Riemannian;
@@ -157,8 +157,8 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
     training_seconds: f64,
     /// Where the chain started.
     start: Vec<f64>,
-    /// When the latest checkpoint was saved.
-    saved_at: Instant,
+    /// When the next checkpoint is due.
+    due: Due,
     /// Whether the chain was resumed from a checkpoint (its warmup is behind it).
     resumed: bool,
     /// Whether sampling is over (all draws made, or the target ESS reached).
@@ -264,7 +264,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             done: 0,
             training_seconds: 0.0,
             start,
-            saved_at: Instant::now(),
+            due: Due::new(Instant::now()),
             resumed: false,
             finished: false,
             sampling_clock: None,
@@ -368,7 +368,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             {
                 self.finished = true;
             }
-            if !self.finished && self.saved_at.elapsed() >= checkpoint::EVERY {
+            if !self.finished && self.due.tick(Instant::now) {
                 self.checkpoint(false)?;
             }
         }
@@ -516,7 +516,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         };
         self.outlets.sink.checkpoint(&checkpoint, surrogate)?;
         self.saved_surrogate = checkpoint.saved_surrogate;
-        self.saved_at = Instant::now();
+        self.due.saved(Instant::now());
         Ok(())
     }
 
