@@ -589,7 +589,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
 
     /// One transition, counted, written when kept (or when warmup is saved) and reported;
     /// `None` once the run is interrupted. Returns the transition and the acceptance statistic
-    /// adaptation learns from.
+    /// adaptation learns from (in sampling, where nothing adapts, the exact one).
     fn iterate(&mut self) -> Result<Option<(Transition, f64)>> {
         if self.outlets.interrupt.load(Ordering::Relaxed) {
             self.result.interrupted = true;
@@ -627,6 +627,8 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             self.learning.observe(self.done + 1, states, t.accept_prob);
         }
         let approximate = self.approximate();
+        // Sampling adapts nothing, so it skips the surrogate's own statistic (an `exp`, a
+        // noticeable part of a cheap model's iteration) and returns the exact one.
         let stat = if let Some(stat) = generalized_stat {
             stat
         } else if proposed && !approximate {
@@ -634,7 +636,11 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             if t.accepted {
                 self.proposal_value = end.proposal;
             }
-            surrogate_accept_stat(&t, u0, v0, end).unwrap_or(t.accept_prob)
+            if warmup {
+                surrogate_accept_stat(&t, u0, v0, end).unwrap_or(t.accept_prob)
+            } else {
+                t.accept_prob
+            }
         } else {
             t.accept_prob
         };
