@@ -12,7 +12,7 @@ use super::*;
 use crate::models::gaussian::ConjugateGaussian;
 use crate::optimize::{MapEstimate, MapOptions, find_map};
 use crate::surrogates::file::SurrogateFile;
-use crate::surrogates::{Fallback, Shared, Surrogate, SurrogateMeta, kinds};
+use crate::surrogates::{Fallback, Held, Shared, Surrogate, SurrogateMeta, kinds};
 
 fn rng(seed: u64) -> Pcg64 {
     Pcg64::seed_from_u64(seed)
@@ -512,9 +512,12 @@ fn fallback_uses_the_grid_inside_and_the_exact_potential_outside() {
     let domain = Domain::new(vec![-1.0, -0.5], vec![1.5, 2.0]).unwrap();
     let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
     let sparse = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
-    let check = |reference: std::sync::Arc<dyn Surrogate>| {
+    let check = |reference: std::sync::Arc<dyn Surrogate>, behind_shared: bool| {
         let fallback = Fallback {
-            surrogate: Box::new(Shared(reference.clone())),
+            surrogate: match behind_shared {
+                true => Held::Own(Box::new(Shared(reference.clone()))),
+                false => Held::Shared(reference.clone()),
+            },
             exact: &Wavy,
         };
         assert_eq!(fallback.dim(), 2);
@@ -548,8 +551,11 @@ fn fallback_uses_the_grid_inside_and_the_exact_potential_outside() {
         Wavy.gradient(&q, &mut b);
         assert_eq!(a, b);
     };
-    check(std::sync::Arc::new(force));
-    check(std::sync::Arc::new(sparse));
+    let (force, sparse) = (std::sync::Arc::new(force), std::sync::Arc::new(sparse));
+    for behind_shared in [false, true] {
+        check(force.clone(), behind_shared);
+        check(sparse.clone(), behind_shared);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
