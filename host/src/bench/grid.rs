@@ -329,19 +329,21 @@ fn compare(
         grid: Some(grid.clone()),
         ..SurrogateSettings::default()
     };
-    let methods: [(&str, String, &dyn Fn(u64) -> Method); 3] = [
-        ("hmc", "HMC".to_string(), &|_| Method::Hmc),
-        ("rns", "RNS-HMC (score fit)".to_string(), &|seed| {
-            Method::RnsHmc(network(hidden, burn_in / 4, seed))
-        }),
-        ("grid", grid_label.to_string(), &|_| {
-            Method::RnsHmc(grid_settings.clone())
-        }),
+    let methods = [
+        ("hmc", "HMC".to_string()),
+        ("rns", "RNS-HMC (score fit)".to_string()),
+        ("grid", grid_label.to_string()),
     ];
+    // The method of `key` for the replicate seeded `seed` (the network's draws, too).
+    let method = |key: &str, seed: u64| match key {
+        "hmc" => Method::Hmc,
+        "rns" => Method::RnsHmc(network(hidden, burn_in / 4, seed)),
+        _ => Method::RnsHmc(grid_settings.clone()),
+    };
     let mut rows = Vec::new();
     for &(problem, model) in forms {
         let mut form = Vec::new();
-        for (key, label, method) in &methods {
+        for (key, label) in &methods {
             log(&format!("  {problem}: running {label} ..."));
             let mut merged: Option<Run> = None;
             let (mut geyer, mut sampling, mut waited) = (Vec::new(), 0.0, 0.0);
@@ -360,7 +362,7 @@ fn compare(
                     save_warmup: false,
                     max_energy_error: 1000.0,
                     lockstep: true,
-                    method: method(seed),
+                    method: method(key, seed),
                     ..SampleConfig::default()
                 };
                 let (run, runs) = fastest(model, &config)?;
