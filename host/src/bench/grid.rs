@@ -297,6 +297,60 @@ fn same_draws(a: &Run, b: &Run) -> bool {
     bits(a) == bits(b)
 }
 
+/// A method's replicates: their chains in one run, each parameter's Geyer ESS summed over them,
+/// their summed sampling seconds and seconds waited (warmup, sampling and a precompute), and
+/// how many identical runs [`fastest`] made of each.
+struct Replicated {
+    run: Run,
+    geyer: Vec<f64>,
+    sampling: f64,
+    waited: f64,
+    repeats: Vec<usize>,
+}
+
+/// Runs `config(r)`, replicate `r`'s configuration, for `r` in `0..replicates` on `model`
+/// (each timed by [`fastest`]).
+fn replicated(
+    model: &dyn Model,
+    replicates: u64,
+    config: impl Fn(u64) -> SampleConfig,
+) -> Result<Replicated> {
+    let mut all: Option<Replicated> = None;
+    for replicate in 0..replicates {
+        let config = config(replicate);
+        let (run, runs) = fastest(model, &config)?;
+        let chain = &run.chains[0];
+        let geyer: Vec<f64> = (0..run.names.len())
+            .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
+            .collect();
+        let (sampling, waited) = (
+            chain.sampling_seconds,
+            chain.warmup_seconds
+                + chain.sampling_seconds
+                + run.precompute.map_or(0.0, |p| p.seconds),
+        );
+        match all.as_mut() {
+            None => {
+                all = Some(Replicated {
+                    run,
+                    geyer,
+                    sampling,
+                    waited,
+                    repeats: vec![runs],
+                })
+            }
+            Some(all) => {
+                all.geyer.iter_mut().zip(&geyer).for_each(|(a, b)| *a += b);
+                all.sampling += sampling;
+                all.waited += waited;
+                all.repeats.push(runs);
+                all.run.chains.extend(run.chains);
+            }
+        }
+    }
+    all.ok_or_else(|| Error::invalid("a comparison needs at least one replicate"))
+}
+
 /// Runs HMC, RNS-HMC and `grid` on each of `forms` (models of one posterior, named for the
 /// rows' `problem`), all from the first form's MAP with the step size a pilot of exact HMC finds
 /// on it, each method `replicates` times (seeds `seed`, `seed + 1`, …; see the module's doc);
@@ -321,9 +375,14 @@ fn compare(
     let names: Vec<&str> = forms.iter().map(|(name, _)| *name).collect();
     log(&format!(
         "{}: d = {}, step size {step_size:.4} (pilot HMC at acceptance 0.9), steps 1..={steps}, \
-         {replicates} replicates per method",
+         {replicates} {} per method",
         names.join(", "),
-        first.dim()
+        first.dim(),
+        if replicates == 1 {
+            "chain"
+        } else {
+            "replicates"
+        }
     ));
     let grid_settings = SurrogateSettings {
         grid: Some(grid.clone()),
@@ -345,12 +404,15 @@ fn compare(
         let mut form = Vec::new();
         for (key, label) in &methods {
             log(&format!("  {problem}: running {label} ..."));
-            let mut merged: Option<Run> = None;
-            let (mut geyer, mut sampling, mut waited) = (Vec::new(), 0.0, 0.0);
-            let mut repeats = Vec::new();
-            for replicate in 0..replicates {
+            let Replicated {
+                run,
+                geyer,
+                sampling,
+                waited,
+                repeats,
+            } = replicated(model, replicates, |replicate| {
                 let seed = seed.wrapping_add(replicate);
-                let config = SampleConfig {
+                SampleConfig {
                     chains: 1,
                     warmup: burn_in,
                     draws,
@@ -364,33 +426,11 @@ fn compare(
                     lockstep: true,
                     method: method(key, seed),
                     ..SampleConfig::default()
-                };
-                let (run, runs) = fastest(model, &config)?;
-                repeats.push(runs.to_string());
-                let chain = &run.chains[0];
-                let ess_here =
-                    (0..run.names.len()).map(|p| ess(&Draws::from_chain(chain.parameter(p))));
-                geyer = if geyer.is_empty() {
-                    ess_here.collect()
-                } else {
-                    geyer.iter().zip(ess_here).map(|(a, b)| a + b).collect()
-                };
-                sampling += chain.sampling_seconds;
-                waited += chain.warmup_seconds
-                    + chain.sampling_seconds
-                    + run.precompute.map_or(0.0, |p| p.seconds);
-                match merged.as_mut() {
-                    None => merged = Some(run),
-                    Some(all) => all.chains.extend(run.chains),
                 }
-            }
-            let Some(run) = merged else {
-                return Err(Error::invalid("a comparison needs at least one replicate"));
-            };
+            })?;
             log(&format!(
                 "    sampling {sampling:.4} s in all, each replicate the fastest of its identical \
-                 runs ({})",
-                repeats.join(", ")
+                 runs ({repeats:?})"
             ));
             let exact_u = exact_potential_seconds(model, &map.position);
             let mut r = row(key, label, &run, exact_u, &geyer, waited);
@@ -693,6 +733,43 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Replicates are their runs side by side: each parameter's ESS and the sampling seconds
+    /// summed over them, every chain kept (seeded, each replicate makes the draws it makes
+    /// alone).
+    #[test]
+    fn replicates_sum_their_ess_and_their_seconds() {
+        let model = Banana::simulate(Banana::PAPER_N, 3).unwrap();
+        let config = |replicate: u64| SampleConfig {
+            chains: 1,
+            warmup: 100,
+            draws: 300,
+            seed: 5 + replicate,
+            step_size: StepSize::Fixed(0.1),
+            steps: Steps::Jittered(10),
+            adapt_mass: false,
+            init: Init::Values(vec![0.0, 0.0]),
+            ..SampleConfig::default()
+        };
+        let both = replicated(&model, 2, config).unwrap();
+        assert_eq!((both.run.chains.len(), both.repeats.len()), (2, 2));
+        let alone: Vec<Replicated> = (0..2)
+            .map(|r| replicated(&model, 1, |_| config(r)).unwrap())
+            .collect();
+        for p in 0..2 {
+            assert_eq!(both.geyer[p], alone[0].geyer[p] + alone[1].geyer[p]);
+            for (c, one) in alone.iter().enumerate() {
+                assert_eq!(
+                    both.run.chains[c].parameter(p),
+                    one.run.chains[0].parameter(p)
+                );
+            }
+        }
+        let chain_seconds: f64 = both.run.chains.iter().map(|c| c.sampling_seconds).sum();
+        assert_eq!(both.sampling, chain_seconds);
+        assert!(both.waited > both.sampling);
+        assert!(replicated(&model, 0, config).is_err());
     }
 
     /// The paper's 2-D logistic regression puts its posterior inside the paper's box.
