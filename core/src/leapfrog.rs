@@ -32,9 +32,7 @@ where
     let half = T::of(0.5) * eps;
     let mut end_potential = T::of(f64::NAN);
     for step in 1..=n {
-        axpy(-half, grad, p);
-        metric.drift(eps, p, q);
-        if !all_finite(q) {
+        if !metric.kick_drift(half, eps, grad, p, q) {
             return T::of(f64::NAN);
         }
         if step == n {
@@ -118,6 +116,90 @@ mod tests {
                 (3.0..5.0).contains(&ratio),
                 "ratio {ratio} ({e1}, {e2}, {e3})"
             );
+        }
+    }
+
+    /// A metric that makes the leapfrog's three passes ([`Metric::kick_drift`]'s default).
+    struct Unfused<'a>(&'a DiagonalMetric<nalgebra::Dyn>);
+
+    impl Metric for Unfused<'_> {
+        fn kick_drift(&self, half: f64, eps: f64, g: &[f64], p: &mut [f64], q: &mut [f64]) -> bool {
+            // The trait's default, spelled out here so that the test does not depend on it.
+            crate::linalg::axpy(-half, g, p);
+            self.drift(eps, p, q);
+            crate::linalg::all_finite(q)
+        }
+        fn kinetic(&self, p: &[f64]) -> f64 {
+            self.0.kinetic(p)
+        }
+        fn drift(&self, eps: f64, p: &[f64], q: &mut [f64]) {
+            self.0.drift(eps, p, q)
+        }
+        fn draw_momentum<R: rand_core::Rng + ?Sized>(&self, rng: &mut R, p: &mut [f64]) {
+            self.0.draw_momentum(rng, p)
+        }
+    }
+
+    /// `U(q) = Σ (k + 1) q_k² + q₀⁴`: anharmonic, so rounding differences would grow.
+    struct Bowl(usize);
+
+    impl Potential for Bowl {
+        fn dim(&self) -> usize {
+            self.0
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            let s: f64 = q
+                .iter()
+                .enumerate()
+                .map(|(k, x)| (k + 1) as f64 * x * x)
+                .sum();
+            s + q[0].powi(4)
+        }
+        fn value_and_gradient(&self, q: &[f64], g: &mut [f64]) -> f64 {
+            for (k, gk) in g.iter_mut().enumerate() {
+                *gk = 2.0 * (k + 1) as f64 * q[k];
+            }
+            g[0] += 4.0 * q[0].powi(3);
+            self.value(q)
+        }
+    }
+
+    /// The diagonal metric's fused kick and drift make the very trajectories of the three
+    /// passes, bit for bit, in every dimension (end point, momentum, gradient and `U`), and
+    /// stop a trajectory whose position overflows the same way.
+    #[test]
+    fn fused_kick_and_drift_are_the_three_passes_bit_for_bit() {
+        let mut rng = crate::random::SplitMix64(11);
+        for d in 1..=7 {
+            let inv_mass: nalgebra::DVector<f64> =
+                nalgebra::DVector::from_fn(d, |k, _| 0.3 + 0.4 * k as f64);
+            let metric = DiagonalMetric::new(inv_mass).unwrap();
+            for trial in 0..20 {
+                let mut q0 = std::vec![0.0; d];
+                let mut p0 = std::vec![0.0; d];
+                crate::random::fill_standard_normal(&mut rng, &mut q0);
+                crate::random::fill_standard_normal(&mut rng, &mut p0);
+                if trial == 0 {
+                    // The first drift leaves the finite numbers: both stop there with NaN.
+                    q0[0] = f64::MAX;
+                }
+                let run = |fused: bool| {
+                    let (mut q, mut p, mut g) = (q0.clone(), p0.clone(), std::vec![0.0; d]);
+                    Bowl(d).gradient(&q, &mut g);
+                    let u = if fused {
+                        leapfrog(&Exact(Bowl(d)), &metric, 0.07, 9, &mut q, &mut p, &mut g)
+                    } else {
+                        let unfused = Unfused(&metric);
+                        leapfrog(&Exact(Bowl(d)), &unfused, 0.07, 9, &mut q, &mut p, &mut g)
+                    };
+                    let bits =
+                        |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<std::vec::Vec<_>>();
+                    (u.to_bits(), bits(&q), bits(&p), bits(&g))
+                };
+                let fused = run(true);
+                assert_eq!(fused, run(false), "d = {d}, trial {trial}");
+                assert_eq!(f64::from_bits(fused.0).is_nan(), trial == 0);
+            }
         }
     }
 

@@ -14,6 +14,14 @@
 //! evaluations, seconds) reported apart from sampling; RNS-HMC trains on the burn-in. ESS is
 //! Geyer's per parameter and min ESS/s is per second of sampling, the paper's convention; a run
 //! of under half a second is repeated and its fastest repetition timed (`fastest`).
+//!
+//! One chain of 3200 draws estimates its ESS to some ±10–15 %, so a ratio of two such chains'
+//! ESS/s is half noise. Each method therefore runs the protocol several times, independent
+//! replicates with seeds `seed`, `seed + 1`, … (the same seeds for every method; the 2-D
+//! problems, whose chains take milliseconds, [`TWO_D_REPLICATES`] times, the others
+//! [`REPLICATES`] times; the dimension sweep's, once), and a row reports each parameter's ESS summed over the replicates and
+//! min ESS/s as the smallest summed ESS over the summed sampling seconds: one long measurement
+//! rather than one draw of luck. The step size comes from one pilot, shared by all.
 
 use std::time::Instant;
 
@@ -100,7 +108,15 @@ struct Problem {
     steps: u32,
     /// Hidden units of RNS-HMC's network.
     hidden: usize,
+    /// Independent replicates of the protocol per method.
+    replicates: u64,
 }
+
+/// Replicates per method of the 2-D problems (whose chains take milliseconds).
+pub const TWO_D_REPLICATES: u64 = 10;
+
+/// Replicates per method of the problems whose chains take seconds (gp-hyper, pde-5).
+pub const REPLICATES: u64 = 3;
 
 /// The paper's logistic regression of section 4.1: `N = 100` rows of two standard normal
 /// features, `β = (−1, 1)`, prior `N(0, 100 I)`.
@@ -146,6 +162,7 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
             grid: grid(GridKind::Force { cell: 0.1 }, explicit("-3:0.5,-0.5:3")?),
             steps: 10,
             hidden: 100,
+            replicates: TWO_D_REPLICATES,
         },
         Problem {
             forms: vec![
@@ -162,6 +179,7 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
             grid: grid(GridKind::Force { cell: 0.1 }, explicit("-4:4,-4:4")?),
             steps: 10,
             hidden: 200,
+            replicates: TWO_D_REPLICATES,
         },
         Problem {
             forms: vec![(
@@ -175,6 +193,7 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
             ),
             steps: 10,
             hidden: 200,
+            replicates: REPLICATES,
         },
         Problem {
             forms: vec![("pde-5", Box::new(EllipticPde::simulate(pde)?))],
@@ -189,6 +208,7 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
             ),
             steps: 10,
             hidden: 300,
+            replicates: REPLICATES,
         },
     ])
 }
@@ -277,9 +297,64 @@ fn same_draws(a: &Run, b: &Run) -> bool {
     bits(a) == bits(b)
 }
 
+/// A method's replicates: their chains in one run, each parameter's Geyer ESS summed over them,
+/// their summed sampling seconds and seconds waited (warmup, sampling and a precompute), and
+/// how many identical runs [`fastest`] made of each.
+struct Replicated {
+    run: Run,
+    geyer: Vec<f64>,
+    sampling: f64,
+    waited: f64,
+    repeats: Vec<usize>,
+}
+
+/// Runs `config(r)`, replicate `r`'s configuration, for `r` in `0..replicates` on `model`
+/// (each timed by [`fastest`]).
+fn replicated(
+    model: &dyn Model,
+    replicates: u64,
+    config: impl Fn(u64) -> SampleConfig,
+) -> Result<Replicated> {
+    let mut all: Option<Replicated> = None;
+    for replicate in 0..replicates {
+        let config = config(replicate);
+        let (run, runs) = fastest(model, &config)?;
+        let chain = &run.chains[0];
+        let geyer: Vec<f64> = (0..run.names.len())
+            .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
+            .collect();
+        let (sampling, waited) = (
+            chain.sampling_seconds,
+            chain.warmup_seconds
+                + chain.sampling_seconds
+                + run.precompute.map_or(0.0, |p| p.seconds),
+        );
+        match all.as_mut() {
+            None => {
+                all = Some(Replicated {
+                    run,
+                    geyer,
+                    sampling,
+                    waited,
+                    repeats: vec![runs],
+                })
+            }
+            Some(all) => {
+                all.geyer.iter_mut().zip(&geyer).for_each(|(a, b)| *a += b);
+                all.sampling += sampling;
+                all.waited += waited;
+                all.repeats.push(runs);
+                all.run.chains.extend(run.chains);
+            }
+        }
+    }
+    all.ok_or_else(|| Error::invalid("a comparison needs at least one replicate"))
+}
+
 /// Runs HMC, RNS-HMC and `grid` on each of `forms` (models of one posterior, named for the
 /// rows' `problem`), all from the first form's MAP with the step size a pilot of exact HMC finds
-/// on it; returns the rows, each form's speed-ups over its own HMC row.
+/// on it, each method `replicates` times (seeds `seed`, `seed + 1`, …; see the module's doc);
+/// returns the rows, each form's speed-ups over its own HMC row.
 #[allow(clippy::too_many_arguments)]
 fn compare(
     forms: &[(&str, &dyn Model)],
@@ -289,6 +364,7 @@ fn compare(
     hidden: usize,
     (burn_in, draws): (usize, usize),
     seed: u64,
+    replicates: u64,
     log: &dyn Fn(&str),
 ) -> Result<Vec<BenchRow>> {
     let Some(&(_, first)) = forms.first() else {
@@ -298,60 +374,69 @@ fn compare(
     let step_size = pilot_step_size(first, &map.position, steps, seed)?;
     let names: Vec<&str> = forms.iter().map(|(name, _)| *name).collect();
     log(&format!(
-        "{}: d = {}, step size {step_size:.4} (pilot HMC at acceptance 0.9), steps 1..={steps}",
+        "{}: d = {}, step size {step_size:.4} (pilot HMC at acceptance 0.9), steps 1..={steps}, \
+         {replicates} {} per method",
         names.join(", "),
-        first.dim()
+        first.dim(),
+        if replicates == 1 {
+            "chain"
+        } else {
+            "replicates"
+        }
     ));
     let grid_settings = SurrogateSettings {
         grid: Some(grid.clone()),
         ..SurrogateSettings::default()
     };
     let methods = [
-        ("hmc", "HMC".to_string(), Method::Hmc),
-        (
-            "rns",
-            "RNS-HMC (score fit)".to_string(),
-            Method::RnsHmc(network(hidden, burn_in / 4, seed)),
-        ),
-        (
-            "grid",
-            grid_label.to_string(),
-            Method::RnsHmc(grid_settings),
-        ),
+        ("hmc", "HMC".to_string()),
+        ("rns", "RNS-HMC (score fit)".to_string()),
+        ("grid", grid_label.to_string()),
     ];
+    // The method of `key` for the replicate seeded `seed` (the network's draws, too).
+    let method = |key: &str, seed: u64| match key {
+        "hmc" => Method::Hmc,
+        "rns" => Method::RnsHmc(network(hidden, burn_in / 4, seed)),
+        _ => Method::RnsHmc(grid_settings.clone()),
+    };
     let mut rows = Vec::new();
     for &(problem, model) in forms {
         let mut form = Vec::new();
-        for (key, label, method) in &methods {
-            let config = SampleConfig {
-                chains: 1,
-                warmup: burn_in,
-                draws,
-                seed,
-                step_size: StepSize::Fixed(step_size),
-                steps: Steps::Jittered(steps),
-                adapt_mass: false,
-                init: Init::Values(map.position.clone()),
-                save_warmup: false,
-                max_energy_error: 1000.0,
-                lockstep: true,
-                method: method.clone(),
-                ..SampleConfig::default()
-            };
+        for (key, label) in &methods {
             log(&format!("  {problem}: running {label} ..."));
-            let (run, runs) = fastest(model, &config)?;
-            let chain = &run.chains[0];
+            let Replicated {
+                run,
+                geyer,
+                sampling,
+                waited,
+                repeats,
+            } = replicated(model, replicates, |replicate| {
+                let seed = seed.wrapping_add(replicate);
+                SampleConfig {
+                    chains: 1,
+                    warmup: burn_in,
+                    draws,
+                    seed,
+                    step_size: StepSize::Fixed(step_size),
+                    steps: Steps::Jittered(steps),
+                    adapt_mass: false,
+                    init: Init::Values(map.position.clone()),
+                    save_warmup: false,
+                    max_energy_error: 1000.0,
+                    lockstep: true,
+                    method: method(key, seed),
+                    ..SampleConfig::default()
+                }
+            })?;
             log(&format!(
-                "    sampling {:.4} s, the fastest of {runs} identical runs",
-                chain.sampling_seconds
+                "    sampling {sampling:.4} s in all, each replicate the fastest of its identical \
+                 runs ({repeats:?})"
             ));
             let exact_u = exact_potential_seconds(model, &map.position);
-            let geyer: Vec<f64> = (0..run.names.len())
-                .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
-                .collect();
-            let precompute = run.precompute.map_or(0.0, |p| p.seconds);
-            let waited = chain.warmup_seconds + chain.sampling_seconds + precompute;
             let mut r = row(key, label, &run, exact_u, &geyer, waited);
+            // `row` divides by the longest chain's seconds, as for chains run side by side;
+            // the replicates ran one after another.
+            r.min_ess_per_second = r.ess_min / sampling;
             r.problem = problem.to_string();
             if let Some(p) = run.precompute {
                 r.precompute_seconds = p.seconds;
@@ -386,6 +471,7 @@ pub fn run_problems(quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<Vec<Be
             p.hidden,
             lengths(quick),
             seed,
+            p.replicates,
             log,
         )?);
     }
@@ -446,6 +532,7 @@ pub fn run_sweep(
             (d * (d + 1) / 2).max(100) + 50,
             lengths,
             seed,
+            1,
             log,
         )?;
         let (hmc, rns, sg) = (&rows[0], &rows[1], &rows[2]);
@@ -466,8 +553,8 @@ pub fn run_sweep(
     Ok((sweep, all))
 }
 
-/// The problems' table: per problem its title ([`PROBLEMS`]) and its three rows, the grid's
-/// precompute, and the published speed-up beside the measured one.
+/// The problems' table: per problem its title ([`PROBLEMS`]) with its replicates and its three
+/// rows, the grid's precompute, and the published speed-up beside the measured one.
 pub fn format_problems(rows: &[BenchRow]) -> String {
     let mut out = format!(
         "{:<14}{:<26}{:>8}{:>22}{:>11}{:>11}{:>9}{:>12}{:>11}\n",
@@ -485,9 +572,11 @@ pub fn format_problems(rows: &[BenchRow]) -> String {
         let problem = PROBLEMS.iter().find(|p| p.name == r.problem);
         if i == 0 || rows[i - 1].problem != r.problem {
             out.push_str(&format!(
-                "{}: {}\n",
+                "{}: {} ({} {} per method)\n",
                 r.problem,
-                problem.map_or("", |p| p.title)
+                problem.map_or("", |p| p.title),
+                r.chains,
+                if r.chains == 1 { "chain" } else { "replicates" }
             ));
         }
         let published = problem
@@ -511,6 +600,11 @@ pub fn format_problems(rows: &[BenchRow]) -> String {
             published
         ));
     }
+    out.push_str(
+        "ESS: each parameter's Geyer ESS summed over a method's replicates (independent chains of \
+         the paper's protocol, seeds seed, seed + 1, ...); minESS/s: the smallest summed ESS per \
+         second of their summed sampling\n",
+    );
     for r in rows.iter().filter(|r| r.precompute_evaluations > 0) {
         out.push_str(&format!(
             "{} {}: precomputed with {} exact evaluations in {:.3} s, before sampling\n",
@@ -639,6 +733,43 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Replicates are their runs side by side: each parameter's ESS and the sampling seconds
+    /// summed over them, every chain kept (seeded, each replicate makes the draws it makes
+    /// alone).
+    #[test]
+    fn replicates_sum_their_ess_and_their_seconds() {
+        let model = Banana::simulate(Banana::PAPER_N, 3).unwrap();
+        let config = |replicate: u64| SampleConfig {
+            chains: 1,
+            warmup: 100,
+            draws: 300,
+            seed: 5 + replicate,
+            step_size: StepSize::Fixed(0.1),
+            steps: Steps::Jittered(10),
+            adapt_mass: false,
+            init: Init::Values(vec![0.0, 0.0]),
+            ..SampleConfig::default()
+        };
+        let both = replicated(&model, 2, config).unwrap();
+        assert_eq!((both.run.chains.len(), both.repeats.len()), (2, 2));
+        let alone: Vec<Replicated> = (0..2)
+            .map(|r| replicated(&model, 1, |_| config(r)).unwrap())
+            .collect();
+        for p in 0..2 {
+            assert_eq!(both.geyer[p], alone[0].geyer[p] + alone[1].geyer[p]);
+            for (c, one) in alone.iter().enumerate() {
+                assert_eq!(
+                    both.run.chains[c].parameter(p),
+                    one.run.chains[0].parameter(p)
+                );
+            }
+        }
+        let chain_seconds: f64 = both.run.chains.iter().map(|c| c.sampling_seconds).sum();
+        assert_eq!(both.sampling, chain_seconds);
+        assert!(both.waited > both.sampling);
+        assert!(replicated(&model, 0, config).is_err());
     }
 
     /// The paper's 2-D logistic regression puts its posterior inside the paper's box.

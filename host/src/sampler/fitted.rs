@@ -16,7 +16,7 @@ use super::method::SurrogateSettings;
 use super::proposer::{ForResume, Precompute, Proposer, SurrogateReport};
 use super::trajectory::{AUTO_CAP_FACTOR, SurrogateSteps, choose_steps, lengthen};
 use crate::surrogates::states::TrainingSet;
-use crate::surrogates::{Fallback, Fitter, Shared, Surrogate, kinds};
+use crate::surrogates::{Fallback, Fitter, Held, Surrogate, kinds};
 use crate::{Error, Model, Result};
 
 /// The fewest collected states a fit accepts.
@@ -117,7 +117,7 @@ impl<'m> FittedPhase<'m> {
                 });
                 report.kl_bound_estimate = kl_bound(settings, p.surrogate.as_ref());
                 Some(Fallback {
-                    surrogate: Box::new(Shared(Arc::clone(&p.surrogate))),
+                    surrogate: Held::Shared(Arc::clone(&p.surrogate)),
                     exact,
                 })
             }
@@ -126,7 +126,10 @@ impl<'m> FittedPhase<'m> {
                 report.scale = meta.scale;
                 report.holdout_gradient_error = meta.holdout_gradient_error;
                 report.started_at = Some(0);
-                Some(Fallback { surrogate, exact })
+                Some(Fallback {
+                    surrogate: surrogate.into(),
+                    exact,
+                })
             }
             (None, None) => None,
         };
@@ -201,7 +204,7 @@ impl<'m> FittedPhase<'m> {
             self.online_since = Some(0);
         }
         self.proposal = Some(Fallback {
-            surrogate,
+            surrogate: surrogate.into(),
             exact: self.exact,
         });
         Ok(true)
@@ -257,7 +260,7 @@ impl Proposer for FittedPhase<'_> {
     }
 
     fn surrogate(&self) -> Option<&dyn Surrogate> {
-        self.proposal.as_ref().map(|p| p.surrogate.as_ref())
+        self.proposal.as_ref().map(|p| &*p.surrogate)
     }
 
     fn for_resume(&self) -> ForResume<'_> {
@@ -269,7 +272,7 @@ impl Proposer for FittedPhase<'_> {
     }
 
     fn into_surrogate(self: Box<Self>) -> Option<Box<dyn Surrogate>> {
-        self.proposal.map(|p| p.surrogate)
+        self.proposal.map(|p| p.surrogate.into_box())
     }
 
     /// Collects the accepted states of the exact phase (their `U` and exact `∇U` are in

@@ -247,7 +247,12 @@ impl ChainResult {
     pub(crate) fn new(chain: usize, parameters: usize, draws: usize) -> Self {
         Self {
             chain,
-            columns: vec![Vec::with_capacity(draws); SAMPLER_COLUMNS.len() + parameters],
+            // Each its own capacity: `vec![Vec::with_capacity(draws); n]` would clone the
+            // first, and a clone of an empty vector has none, so all but one column would grow
+            // by reallocating and copying as the draws come.
+            columns: (0..SAMPLER_COLUMNS.len() + parameters)
+                .map(|_| Vec::with_capacity(draws))
+                .collect(),
             step_size: f64::NAN,
             inv_mass: Vec::new(),
             warmup_seconds: 0.0,
@@ -700,6 +705,16 @@ fn in_standard_coordinates(config: &SampleConfig, laplace: &Laplace) -> SampleCo
 mod tests {
     use super::*;
     use crate::models::logistic::LogisticRegression;
+
+    /// Every column holds the run's draws without reallocating as they are kept.
+    #[test]
+    fn every_column_of_a_chain_result_has_room_for_all_its_draws() {
+        let result = ChainResult::new(1, 3, 500);
+        assert_eq!(result.columns.len(), SAMPLER_COLUMNS.len() + 3);
+        for column in &result.columns {
+            assert!(column.capacity() >= 500, "{}", column.capacity());
+        }
+    }
 
     /// Given initial values are moved to the chains' coordinates (the mode is their origin, and
     /// the chains report them back unchanged); random ones stay as they are, to be drawn there.

@@ -26,6 +26,7 @@ pub mod network;
 pub mod states;
 
 use std::fmt::Debug;
+use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -102,6 +103,30 @@ pub trait Surrogate: Potential + Debug + Send + Sync {
     /// grid over a box) knows nothing outside it; the default, everywhere, is the network's.
     fn contains(&self, _q: &[f64]) -> bool {
         true
+    }
+
+    /// `Ũ(q)` if `q` lies in the surrogate's domain ([`Surrogate::contains`]), else `None`.
+    /// [`Fallback`] asks this instead of `contains` and then the value, so that a kind whose
+    /// evaluation finds out anyway whether `q` is inside (a grid's cell lookup) overrides it and
+    /// tests the domain once per leapfrog step, not twice.
+    fn value_within(&self, q: &[f64]) -> Option<f64> {
+        self.contains(q).then(|| self.value(q))
+    }
+
+    /// Writes `∇Ũ(q)` into `grad` and returns `Ũ(q)` if `q` lies in the surrogate's domain;
+    /// else `None`, with `grad` untouched (see [`Surrogate::value_within`]).
+    fn value_and_gradient_within(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
+        self.contains(q).then(|| self.value_and_gradient(q, grad))
+    }
+
+    /// Writes `∇Ũ(q)` into `grad` and returns `true` if `q` lies in the surrogate's domain;
+    /// else `false`, with `grad` untouched (see [`Surrogate::value_within`]).
+    fn gradient_within(&self, q: &[f64], grad: &mut [f64]) -> bool {
+        let inside = self.contains(q);
+        if inside {
+            self.gradient(q, grad);
+        }
+        inside
     }
 
     /// The surrogate's curvature, if its kind knows it: the trajectory lengths can then be
@@ -219,6 +244,15 @@ impl Surrogate for Shared {
     fn contains(&self, q: &[f64]) -> bool {
         self.0.contains(q)
     }
+    fn value_within(&self, q: &[f64]) -> Option<f64> {
+        self.0.value_within(q)
+    }
+    fn value_and_gradient_within(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
+        self.0.value_and_gradient_within(q, grad)
+    }
+    fn gradient_within(&self, q: &[f64], grad: &mut [f64]) -> bool {
+        self.0.gradient_within(q, grad)
+    }
     fn curvature(&self) -> Option<&dyn Curvature> {
         self.0.curvature()
     }
@@ -253,6 +287,54 @@ impl Potential for Box<dyn Surrogate> {
     }
 }
 
+/// A surrogate as a [`Fallback`] holds it: its own (a chain's fit, which may learn online), or
+/// one shared by every chain (a grid precomputed before sampling). Either way a lookup is one
+/// dynamic call to the surrogate's kind: a shared one is not wrapped in [`Shared`], a second
+/// layer that every leapfrog step would go through.
+#[derive(Debug)]
+pub enum Held {
+    /// The chain's own surrogate.
+    Own(Box<dyn Surrogate>),
+    /// A surrogate every chain proposes with, which none changes.
+    Shared(Arc<dyn Surrogate>),
+}
+
+impl Deref for Held {
+    type Target = dyn Surrogate;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Held::Own(surrogate) => surrogate.as_ref(),
+            Held::Shared(surrogate) => surrogate.as_ref(),
+        }
+    }
+}
+
+impl From<Box<dyn Surrogate>> for Held {
+    fn from(surrogate: Box<dyn Surrogate>) -> Self {
+        Held::Own(surrogate)
+    }
+}
+
+impl Held {
+    /// Online learning, for a surrogate of the chain's own whose kind learns online; a shared
+    /// one changes for no chain.
+    pub fn online(&mut self) -> Option<&mut dyn Online> {
+        match self {
+            Held::Own(surrogate) => surrogate.online(),
+            Held::Shared(_) => None,
+        }
+    }
+
+    /// The surrogate as a box (a shared one behind [`Shared`]).
+    pub fn into_box(self) -> Box<dyn Surrogate> {
+        match self {
+            Held::Own(surrogate) => surrogate,
+            Held::Shared(surrogate) => Box::new(Shared(surrogate)),
+        }
+    }
+}
+
 /// A surrogate as a chain's proposal: the surrogate inside its domain and the exact potential
 /// outside it, so that a surrogate fitted on a bounded region never drives a trajectory where it
 /// knows nothing. Pair it with the exact `U` in [`shmc_core::Surrogate`]: leapfrog under any
@@ -260,7 +342,7 @@ impl Potential for Box<dyn Surrogate> {
 /// the surrogate's or the exact one, whichever side `q` is on).
 pub struct Fallback<'a> {
     /// The trained surrogate.
-    pub surrogate: Box<dyn Surrogate>,
+    pub surrogate: Held,
     /// The exact potential, used outside the surrogate's domain.
     pub exact: &'a dyn Potential,
 }
@@ -271,25 +353,21 @@ impl Potential for Fallback<'_> {
     }
 
     fn value(&self, q: &[f64]) -> f64 {
-        if self.surrogate.contains(q) {
-            self.surrogate.value(q)
-        } else {
-            self.exact.value(q)
+        match self.surrogate.value_within(q) {
+            Some(value) => value,
+            None => self.exact.value(q),
         }
     }
 
     fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
-        if self.surrogate.contains(q) {
-            self.surrogate.value_and_gradient(q, grad)
-        } else {
-            self.exact.value_and_gradient(q, grad)
+        match self.surrogate.value_and_gradient_within(q, grad) {
+            Some(value) => value,
+            None => self.exact.value_and_gradient(q, grad),
         }
     }
 
     fn gradient(&self, q: &[f64], grad: &mut [f64]) {
-        if self.surrogate.contains(q) {
-            self.surrogate.gradient(q, grad)
-        } else {
+        if !self.surrogate.gradient_within(q, grad) {
             self.exact.gradient(q, grad)
         }
     }
@@ -340,27 +418,42 @@ mod tests {
         }
     }
 
+    /// Whether the chain owns the surrogate or shares it, and behind [`Shared`] or not.
     #[test]
     fn the_proposal_is_the_surrogate_inside_its_domain_and_exact_outside() {
-        let proposal = Fallback {
-            surrogate: Box::new(InTheBox),
-            exact: &Quadratic,
-        };
-        assert_eq!(proposal.dim(), 2);
-        let mut grad = [0.0; 2];
-        for (q, inside) in [
-            ([0.5, -1.0], true),
-            ([1.5, 0.0], false),
-            ([0.0, -2.0], false),
-        ] {
-            let u = Quadratic.value(&q);
-            let (want_u, factor) = if inside { (u - 1.0, 2.0) } else { (u, 1.0) };
-            assert_eq!(proposal.value(&q), want_u, "{q:?}");
-            assert_eq!(proposal.value_and_gradient(&q, &mut grad), want_u, "{q:?}");
-            assert_eq!(grad, [factor * q[0], factor * q[1]], "{q:?}");
-            grad = [f64::NAN; 2];
-            proposal.gradient(&q, &mut grad);
-            assert_eq!(grad, [factor * q[0], factor * q[1]], "{q:?}");
+        let helds = [
+            Held::Own(Box::new(InTheBox)),
+            Held::Shared(Arc::new(InTheBox)),
+            Held::Own(Box::new(Shared(Arc::new(InTheBox)))),
+        ];
+        for held in helds {
+            let proposal = Fallback {
+                surrogate: held,
+                exact: &Quadratic,
+            };
+            assert_eq!(proposal.dim(), 2);
+            let mut grad = [0.0; 2];
+            for (q, inside) in [
+                ([0.5, -1.0], true),
+                ([1.5, 0.0], false),
+                ([0.0, -2.0], false),
+            ] {
+                let u = Quadratic.value(&q);
+                let (want_u, factor) = if inside { (u - 1.0, 2.0) } else { (u, 1.0) };
+                assert_eq!(proposal.value(&q), want_u, "{q:?}");
+                assert_eq!(proposal.value_and_gradient(&q, &mut grad), want_u, "{q:?}");
+                assert_eq!(grad, [factor * q[0], factor * q[1]], "{q:?}");
+                grad = [f64::NAN; 2];
+                proposal.gradient(&q, &mut grad);
+                assert_eq!(grad, [factor * q[0], factor * q[1]], "{q:?}");
+            }
+            // A shared surrogate learns nothing online; as a box it is the same surrogate.
+            let mut held = proposal.surrogate;
+            let own = matches!(held, Held::Own(_));
+            assert!(held.online().is_none());
+            let boxed = held.into_box();
+            assert!(boxed.contains(&[0.5, -1.0]) && !boxed.contains(&[1.5, 0.0]));
+            assert_eq!(boxed.value(&[0.5, -1.0]), 0.625 - 1.0, "own: {own}");
         }
     }
 }

@@ -15,7 +15,7 @@
 //! and being seeded, makes the same draws.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
@@ -30,6 +30,68 @@ use crate::surrogates::{Surrogate, exact_floats};
 /// How often a sampling chain saves its checkpoint: a killed run makes again at most this much
 /// of its work when resumed.
 pub const EVERY: Duration = Duration::from_secs(1);
+
+/// How often, at most, [`Due`] reads the clock once iterations are cheap.
+const LOOK_EVERY: Duration = Duration::from_millis(5);
+
+/// The most iterations [`Due`] lets pass between two reads of the clock.
+const MOST_STRIDE: u32 = 1 << 12;
+
+/// When a sampling chain's next checkpoint is due ([`EVERY`] after the last), found without
+/// reading the clock every iteration: a read costs some 20 ns in a virtual machine, a tenth
+/// of a whole iteration of a cheap model (grid HMC on a 2-D posterior). The clock is read every
+/// `stride` iterations; the stride doubles while reads come less than [`LOOK_EVERY`] apart (up
+/// to [`MOST_STRIDE`]) and drops to 1 when one comes later, so a model whose iterations take
+/// milliseconds still reads it every iteration, and a checkpoint is late by at most about
+/// [`LOOK_EVERY`] (by one stride's iterations, once, if they suddenly slow down).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Due {
+    /// When the latest checkpoint was saved.
+    saved_at: Instant,
+    /// When the clock was last read.
+    looked_at: Instant,
+    /// Iterations since then.
+    since: u32,
+    /// Iterations between reads.
+    stride: u32,
+}
+
+impl Due {
+    /// A checkpoint just saved at `now`.
+    pub(super) fn new(now: Instant) -> Self {
+        Self {
+            saved_at: now,
+            looked_at: now,
+            since: 0,
+            stride: 1,
+        }
+    }
+
+    /// A checkpoint was saved at `now`.
+    pub(super) fn saved(&mut self, now: Instant) {
+        self.saved_at = now;
+        self.looked_at = now;
+        self.since = 0;
+    }
+
+    /// Counts an iteration; whether the next checkpoint is due, asking `now` for the time only
+    /// every `stride` iterations.
+    pub(super) fn tick(&mut self, now: impl FnOnce() -> Instant) -> bool {
+        self.since += 1;
+        if self.since < self.stride {
+            return false;
+        }
+        let now = now();
+        self.stride = if now.duration_since(self.looked_at) < LOOK_EVERY {
+            (self.stride * 2).min(MOST_STRIDE)
+        } else {
+            1
+        };
+        self.looked_at = now;
+        self.since = 0;
+        now.duration_since(self.saved_at) >= EVERY
+    }
+}
 
 /// A chain's state between two iterations after warmup.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -127,7 +189,58 @@ pub(crate) enum StepsRecord {
 mod tests {
     use rand::Rng;
 
+    use super::*;
     use crate::random::chain_rng;
+
+    /// Runs [`Due`] over iterations of `cost` each from a checkpoint at time 0 until the next is
+    /// due (at most `most` iterations): when it came due, and how often it read the clock.
+    fn first_due(cost: Duration, most: u32) -> (Option<Duration>, u32) {
+        let start = Instant::now();
+        let mut due = Due::new(start);
+        let (mut elapsed, mut reads) = (Duration::ZERO, 0);
+        for _ in 0..most {
+            elapsed += cost;
+            if due.tick(|| {
+                reads += 1;
+                start + elapsed
+            }) {
+                return (Some(elapsed), reads);
+            }
+        }
+        (None, reads)
+    }
+
+    /// Cheap iterations read the clock rarely and are checkpointed at most [`LOOK_EVERY`] late;
+    /// slow ones read it every iteration and are checkpointed at the first iteration past
+    /// [`EVERY`]; in between, on time too.
+    #[test]
+    fn checkpoints_come_on_time_without_reading_the_clock_every_iteration() {
+        let cheap = Duration::from_nanos(300);
+        let iterations = (EVERY.as_nanos() / cheap.as_nanos()) as u32 * 2;
+        let (when, reads) = first_due(cheap, iterations);
+        let when = when.expect("a checkpoint within two seconds of cheap iterations");
+        assert!(
+            when >= EVERY && when <= EVERY + LOOK_EVERY + cheap * MOST_STRIDE,
+            "{when:?}"
+        );
+        assert!(reads < 2000, "{reads} reads of the clock");
+        let slow = Duration::from_millis(7);
+        let (when, reads) = first_due(slow, 1000);
+        assert_eq!(
+            when,
+            Some(slow * 143),
+            "the first multiple of 7 ms from 1 s"
+        );
+        assert_eq!(reads, 143);
+        for cost in [Duration::from_micros(40), Duration::from_micros(900)] {
+            let (when, _) = first_due(cost, 10_000_000);
+            let when = when.expect("a checkpoint");
+            assert!(
+                when >= EVERY && when <= EVERY + LOOK_EVERY * 2,
+                "{cost:?}: {when:?}"
+            );
+        }
+    }
 
     /// The random stream reads back as it was written, whatever its 128-bit state.
     #[test]

@@ -46,7 +46,7 @@ pub use kernel::{KernelWork, RiemannianReport};
 pub use learning::Recorder;
 
 use self::adaptation::Adaptation;
-use self::checkpoint::{Checkpoint, Resumed};
+use self::checkpoint::{Checkpoint, Due, Resumed};
 use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
 use self::guard::Guard;
 use self::kernel::Riemannian;
@@ -157,8 +157,8 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
     training_seconds: f64,
     /// Where the chain started.
     start: Vec<f64>,
-    /// When the latest checkpoint was saved.
-    saved_at: Instant,
+    /// When the next checkpoint is due.
+    due: Due,
     /// Whether the chain was resumed from a checkpoint (its warmup is behind it).
     resumed: bool,
     /// Whether sampling is over (all draws made, or the target ESS reached).
@@ -264,7 +264,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             done: 0,
             training_seconds: 0.0,
             start,
-            saved_at: Instant::now(),
+            due: Due::new(Instant::now()),
             resumed: false,
             finished: false,
             sampling_clock: None,
@@ -368,7 +368,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             {
                 self.finished = true;
             }
-            if !self.finished && self.saved_at.elapsed() >= checkpoint::EVERY {
+            if !self.finished && self.due.tick(Instant::now) {
                 self.checkpoint(false)?;
             }
         }
@@ -516,7 +516,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         };
         self.outlets.sink.checkpoint(&checkpoint, surrogate)?;
         self.saved_surrogate = checkpoint.saved_surrogate;
-        self.saved_at = Instant::now();
+        self.due.saved(Instant::now());
         Ok(())
     }
 
@@ -589,7 +589,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
 
     /// One transition, counted, written when kept (or when warmup is saved) and reported;
     /// `None` once the run is interrupted. Returns the transition and the acceptance statistic
-    /// adaptation learns from.
+    /// adaptation learns from (in sampling, where nothing adapts, the exact one).
     fn iterate(&mut self) -> Result<Option<(Transition, f64)>> {
         if self.outlets.interrupt.load(Ordering::Relaxed) {
             self.result.interrupted = true;
@@ -627,6 +627,8 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             self.learning.observe(self.done + 1, states, t.accept_prob);
         }
         let approximate = self.approximate();
+        // Sampling adapts nothing, so it skips the surrogate's own statistic (an `exp`, a
+        // noticeable part of a cheap model's iteration) and returns the exact one.
         let stat = if let Some(stat) = generalized_stat {
             stat
         } else if proposed && !approximate {
@@ -634,7 +636,11 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             if t.accepted {
                 self.proposal_value = end.proposal;
             }
-            surrogate_accept_stat(&t, u0, v0, end).unwrap_or(t.accept_prob)
+            if warmup {
+                surrogate_accept_stat(&t, u0, v0, end).unwrap_or(t.accept_prob)
+            } else {
+                t.accept_prob
+            }
         } else {
             t.accept_prob
         };

@@ -41,15 +41,29 @@ pub struct ForceGrid {
     cells: Vec<usize>,
     /// Cell width per coordinate: the box's width over the cell count, at most `h (1 + 1e-9)`.
     widths: Vec<f64>,
-    /// `1 / widths`, for the lookup.
-    inverse_widths: Vec<f64>,
-    /// Flat-index stride per coordinate (the last coordinate has stride 1).
-    strides: Vec<usize>,
+    /// What the lookup reads per coordinate, side by side ([`Axis`]).
+    axes: Vec<Axis>,
     /// `U` at each cell centre.
     values: Vec<f64>,
     /// `∇U` at each cell centre, `d` per cell, cell after cell.
     gradients: Vec<f64>,
     precomputation: Precomputation,
+}
+
+/// What locating a point's cell needs of one coordinate, in one place: a leapfrog step of a
+/// cheap model is a lookup and little else, so the lookup reads one record per coordinate (the
+/// box test and the cell index in one pass) instead of four tables with a bounds check each.
+#[derive(Clone, Copy, Debug)]
+struct Axis {
+    /// The box's bounds in this coordinate (the domain's, copied).
+    lower: f64,
+    upper: f64,
+    /// `1 / width` of a cell.
+    inverse_width: f64,
+    /// The last cell's index (cells − 1): the upper face belongs to it.
+    last: usize,
+    /// Flat-index stride (the last coordinate has stride 1).
+    stride: usize,
 }
 
 /// The number of cells of width at most `h` that tile `extent` (see [`CELL_COUNT_SLACK`]), or
@@ -168,17 +182,24 @@ impl ForceGrid {
     ) -> Self {
         let d = domain.dim();
         let widths = widths_of(&domain, &cells);
-        let inverse_widths = widths.iter().map(|w| 1.0 / w).collect();
         let mut strides = vec![1usize; d];
         for k in (0..d.saturating_sub(1)).rev() {
             strides[k] = strides[k + 1] * cells[k + 1];
         }
+        let axes = (0..d)
+            .map(|k| Axis {
+                lower: domain.lower()[k],
+                upper: domain.upper()[k],
+                inverse_width: 1.0 / widths[k],
+                last: cells[k] - 1,
+                stride: strides[k],
+            })
+            .collect();
         Self {
             domain,
             cells,
             widths,
-            inverse_widths,
-            strides,
+            axes,
             values,
             gradients,
             precomputation,
@@ -235,20 +256,31 @@ impl ForceGrid {
         8 * (self.values.len() + self.gradients.len())
     }
 
-    /// The flat index of the cell holding `q`, or `None` outside the box.
+    /// The flat index of the cell holding `q`, or `None` outside the box (or for a point of
+    /// another dimension): the box test of [`Domain::contains`] (NaN is outside) and the index in
+    /// one pass over the coordinates.
     fn cell(&self, q: &[f64]) -> Option<usize> {
-        if !self.domain.contains(q) {
+        if q.len() != self.axes.len() {
             return None;
         }
-        let lower = self.domain.lower();
         let mut index = 0;
-        for k in 0..q.len() {
-            // Non-negative inside the box, so the cast floors; the upper face goes to the
-            // last cell.
-            let i = (((q[k] - lower[k]) * self.inverse_widths[k]) as usize).min(self.cells[k] - 1);
-            index += i * self.strides[k];
+        for (&x, axis) in q.iter().zip(&self.axes) {
+            if !(axis.lower <= x && x <= axis.upper) {
+                return None;
+            }
+            // Finite and non-negative inside the box, so the cast floors; the upper face goes
+            // to the last cell. Through `i64`, which x86-64 converts in one instruction (to
+            // `usize` it takes a dozen), with the same result for these values.
+            let i = (((x - axis.lower) * axis.inverse_width) as i64 as usize).min(axis.last);
+            index += i * axis.stride;
         }
         Some(index)
+    }
+
+    /// Writes `∇U` at the centre of cell `c` into `grad`.
+    fn write_gradient(&self, c: usize, grad: &mut [f64]) {
+        let d = self.axes.len();
+        copy_small(&self.gradients[c * d..(c + 1) * d], grad);
     }
 
     /// Reads the force grid of a surrogate file of kind [`FORCE_GRID_KIND`] (for
@@ -271,9 +303,34 @@ impl ForceGrid {
     /// `None` outside the box, with `grad` untouched.
     pub fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
         let c = self.cell(q)?;
-        let d = self.domain.dim();
-        grad.copy_from_slice(&self.gradients[c * d..(c + 1) * d]);
+        self.write_gradient(c, grad);
         Some(self.values[c])
+    }
+}
+
+/// `dst.copy_from_slice(src)`, as register moves for the lengths of a grid that fits in memory
+/// (up to 4; longer ones call `copy_from_slice`): for so few floats, the call to `memcpy` that
+/// a slice copy (or a loop the compiler recognizes as one) makes costs more than the rest of a
+/// cell lookup. Panics, as `copy_from_slice` does, if the lengths differ.
+fn copy_small(src: &[f64], dst: &mut [f64]) {
+    fn fixed<const N: usize>(src: &[f64], dst: &mut [f64]) -> bool {
+        match (<&[f64; N]>::try_from(src), <&mut [f64; N]>::try_from(dst)) {
+            (Ok(src), Ok(dst)) => {
+                *dst = *src;
+                true
+            }
+            _ => false,
+        }
+    }
+    let copied = match src.len() {
+        1 => fixed::<1>(src, dst),
+        2 => fixed::<2>(src, dst),
+        3 => fixed::<3>(src, dst),
+        4 => fixed::<4>(src, dst),
+        _ => false,
+    };
+    if !copied {
+        dst.copy_from_slice(src);
     }
 }
 
@@ -326,6 +383,27 @@ impl Potential for ForceGrid {
 impl Surrogate for ForceGrid {
     fn contains(&self, q: &[f64]) -> bool {
         self.domain.contains(q)
+    }
+
+    /// One pass: the cell lookup is the box test.
+    fn value_within(&self, q: &[f64]) -> Option<f64> {
+        self.try_value(q)
+    }
+
+    /// One pass: the cell lookup is the box test.
+    fn value_and_gradient_within(&self, q: &[f64], grad: &mut [f64]) -> Option<f64> {
+        self.try_value_and_gradient(q, grad)
+    }
+
+    /// One pass: the cell lookup is the box test.
+    fn gradient_within(&self, q: &[f64], grad: &mut [f64]) -> bool {
+        match self.cell(q) {
+            Some(c) => {
+                self.write_gradient(c, grad);
+                true
+            }
+            None => false,
+        }
     }
 
     /// [`ForceGrid::error_estimate`], from the tabulated gradients.

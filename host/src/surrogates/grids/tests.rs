@@ -12,7 +12,7 @@ use super::*;
 use crate::models::gaussian::ConjugateGaussian;
 use crate::optimize::{MapEstimate, MapOptions, find_map};
 use crate::surrogates::file::SurrogateFile;
-use crate::surrogates::{Fallback, Shared, Surrogate, SurrogateMeta, kinds};
+use crate::surrogates::{Fallback, Held, Shared, Surrogate, SurrogateMeta, kinds};
 
 fn rng(seed: u64) -> Pcg64 {
     Pcg64::seed_from_u64(seed)
@@ -325,6 +325,112 @@ fn force_grid_returns_the_centre_value_of_the_cell_holding_a_point() {
     assert!(grad.iter().all(|g| g.is_nan()));
 }
 
+/// `U(q) = Σₖ (k + 1) qₖ² + q₀ q_{d−1}` in any dimension, with its exact gradient: every
+/// coordinate of every cell centre gets its own gradient entry.
+struct Bowl(usize);
+
+impl Potential for Bowl {
+    fn dim(&self) -> usize {
+        self.0
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        let squares: f64 = q
+            .iter()
+            .enumerate()
+            .map(|(k, x)| (k + 1) as f64 * x * x)
+            .sum();
+        squares + q[0] * q[self.0 - 1]
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        let d = self.0;
+        for (k, g) in grad.iter_mut().enumerate() {
+            *g = 2.0 * (k + 1) as f64 * q[k];
+        }
+        grad[0] += q[d - 1];
+        grad[d - 1] += q[0];
+        self.value(q)
+    }
+}
+
+/// The one-pass lookups (`*_within`, which a sampler's [`Fallback`] asks every leapfrog step)
+/// agree bit for bit with a reference written from the definition: inside the box (faces and
+/// corners included), `U` and `∇U` at the centre of the cell `⌊(q − l)/w⌋` (the upper face in
+/// the last cell); outside, or for a NaN coordinate or a point of another dimension, nothing,
+/// with the gradient untouched. In dimensions 1 to 5: the lookup copies up to 4 gradient
+/// entries by register moves and more by a slice copy.
+#[test]
+fn force_grid_one_pass_lookups_match_the_definition_in_every_dimension() {
+    for d in 1..=5 {
+        let lower: Vec<f64> = (0..d).map(|k| -1.0 - 0.25 * k as f64).collect();
+        let upper: Vec<f64> = (0..d).map(|k| 0.5 + 0.5 * k as f64).collect();
+        let domain = Domain::new(lower.clone(), upper.clone()).unwrap();
+        let grid = ForceGrid::build(&Bowl(d), domain.clone(), 0.3, GIB).unwrap();
+        let (cells, widths) = (grid.cells().to_vec(), grid.widths().to_vec());
+        let reference = |q: &[f64]| -> Option<(f64, Vec<f64>)> {
+            if !domain.contains(q) {
+                return None;
+            }
+            let centre: Vec<f64> = (0..d)
+                .map(|k| {
+                    let i = ((q[k] - lower[k]) * (1.0 / widths[k])).floor() as usize;
+                    lower[k] + (i.min(cells[k] - 1) as f64 + 0.5) * widths[k]
+                })
+                .collect();
+            let mut gradient = vec![0.0; d];
+            let value = Bowl(d).value_and_gradient(&centre, &mut gradient);
+            Some((value, gradient))
+        };
+        let mut r = rng(d as u64);
+        let mut points: Vec<Vec<f64>> = (0..300).map(|_| point_in(&domain, &mut r)).collect();
+        for k in 0..d {
+            for x in [
+                lower[k],
+                upper[k],
+                lower[k].next_down(),
+                upper[k].next_up(),
+                f64::NAN,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+            ] {
+                let mut q = point_in(&domain, &mut r);
+                q[k] = x;
+                points.push(q);
+            }
+        }
+        points.push(lower.clone());
+        points.push(upper.clone());
+        points.push(vec![0.0; d + 1]);
+        points.push(Vec::new());
+        let (mut inside, mut outside) = (0, 0);
+        for q in &points {
+            let mut grad = vec![7.0; q.len()];
+            let expected = if q.len() == d { reference(q) } else { None };
+            let bits = |v: Option<f64>| v.map(f64::to_bits);
+            assert_eq!(
+                bits(grid.value_within(q)),
+                bits(expected.as_ref().map(|e| e.0))
+            );
+            let value = grid.value_and_gradient_within(q, &mut grad);
+            assert_eq!(bits(value), bits(expected.as_ref().map(|e| e.0)), "{q:?}");
+            let untouched = vec![7.0; q.len()];
+            let wanted = expected.as_ref().map_or(&untouched, |e| &e.1);
+            assert_eq!(&grad, wanted, "d = {d}, q = {q:?}");
+            grad.fill(7.0);
+            assert_eq!(grid.gradient_within(q, &mut grad), expected.is_some());
+            assert_eq!(&grad, wanted, "d = {d}, q = {q:?}");
+            if expected.is_some() {
+                inside += 1;
+            } else {
+                outside += 1;
+            }
+        }
+        assert!(
+            inside >= 300 + 2 * d && outside >= 5 * d + 2,
+            "{inside}, {outside}"
+        );
+    }
+}
+
 #[test]
 fn force_grid_cell_counts_round_to_the_box() {
     /// `U(q) = q`: finite everywhere, with a finite gradient.
@@ -406,9 +512,12 @@ fn fallback_uses_the_grid_inside_and_the_exact_potential_outside() {
     let domain = Domain::new(vec![-1.0, -0.5], vec![1.5, 2.0]).unwrap();
     let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
     let sparse = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
-    let check = |reference: std::sync::Arc<dyn Surrogate>| {
+    let check = |reference: std::sync::Arc<dyn Surrogate>, behind_shared: bool| {
         let fallback = Fallback {
-            surrogate: Box::new(Shared(reference.clone())),
+            surrogate: match behind_shared {
+                true => Held::Own(Box::new(Shared(reference.clone()))),
+                false => Held::Shared(reference.clone()),
+            },
             exact: &Wavy,
         };
         assert_eq!(fallback.dim(), 2);
@@ -442,8 +551,11 @@ fn fallback_uses_the_grid_inside_and_the_exact_potential_outside() {
         Wavy.gradient(&q, &mut b);
         assert_eq!(a, b);
     };
-    check(std::sync::Arc::new(force));
-    check(std::sync::Arc::new(sparse));
+    let (force, sparse) = (std::sync::Arc::new(force), std::sync::Arc::new(sparse));
+    for behind_shared in [false, true] {
+        check(force.clone(), behind_shared);
+        check(sparse.clone(), behind_shared);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
