@@ -63,6 +63,15 @@ pub trait RowSum: Sync {
     /// not need may be left as it is. `index < segments()`.
     fn segment(&self, index: usize, queries: &[Query<'_>], out: &mut [f64]);
 
+    /// The point the segments are computed at for a point asked for, when it differs: a row
+    /// sum that is a change of variables of another (the Laplace coordinates) maps each point
+    /// here, once per pass, instead of once in every segment. Callers of [`Self::segment`] pass
+    /// it the mapped points ([`mapped_queries`]); [`Self::finish`] still gets the point asked
+    /// for. `None`, the default, is the point itself.
+    fn segment_point(&self, _point: &[f64]) -> Option<Vec<f64>> {
+        None
+    }
+
     /// The number of rows `N` the row sum adds up (its segments together).
     fn rows(&self) -> usize;
 
@@ -76,6 +85,30 @@ pub trait RowSum: Sync {
     /// to `value` if `need` asks for the value, and its gradient to `grad` if it asks for the
     /// gradient.
     fn finish(&self, point: &[f64], need: Need, value: &mut f64, grad: &mut [f64]);
+}
+
+/// Each query's [`RowSum::segment_point`], where it has one.
+pub(crate) fn segment_points<S: RowSum + ?Sized>(
+    sum: &S,
+    queries: &[Query<'_>],
+) -> Vec<Option<Vec<f64>>> {
+    queries.iter().map(|q| sum.segment_point(q.point)).collect()
+}
+
+/// The queries [`RowSum::segment`] takes: each at its mapped point from [`segment_points`], or
+/// at its own.
+pub(crate) fn mapped_queries<'a>(
+    queries: &[Query<'a>],
+    mapped: &'a [Option<Vec<f64>>],
+) -> Vec<Query<'a>> {
+    queries
+        .iter()
+        .zip(mapped)
+        .map(|(q, m)| Query {
+            point: m.as_deref().unwrap_or(q.point),
+            need: q.need,
+        })
+        .collect()
 }
 
 /// The running total of one point's segment partials, in segment order.
@@ -137,7 +170,11 @@ pub fn evaluate<S: RowSum + ?Sized>(sum: &S, point: &[f64], need: Need, grad: &m
         heap.resize(width, 0.0);
         &mut heap[..]
     };
-    let query = [Query { point, need }];
+    let mapped = sum.segment_point(point);
+    let query = [Query {
+        point: mapped.as_deref().unwrap_or(point),
+        need,
+    }];
     let mut total = Total::new(need, grad);
     for index in 0..sum.segments() {
         sum.segment(index, &query, record);
@@ -164,6 +201,8 @@ pub fn evaluate_many<S: RowSum + ?Sized>(sum: &S, points: &[Vec<f64>]) -> Vec<(f
             need: Need::ValueAndGradient,
         })
         .collect();
+    let mapped = segment_points(sum, &queries);
+    let queries = mapped_queries(&queries, &mapped);
     let partials: Vec<Vec<f64>> = (0..sum.segments())
         .into_par_iter()
         .map(|index| {

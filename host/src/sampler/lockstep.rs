@@ -290,6 +290,8 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
                 need: r.need,
             })
             .collect();
+        let mapped = row_sum::segment_points(self.sum, &queries);
+        let queries = row_sum::mapped_queries(&queries, &mapped);
         let width = queries.len() * (1 + self.dim);
         let segments = self.segments;
         loop {

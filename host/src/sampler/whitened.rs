@@ -113,17 +113,15 @@ impl RowSum for Whitened<'_> {
         self.inner().segments()
     }
 
+    /// The queries' points are already on `q` ([`RowSum::segment_point`]).
     fn segment(&self, index: usize, queries: &[Query<'_>], out: &mut [f64]) {
-        let points: Vec<Vec<f64>> = queries.iter().map(|q| self.position(q.point)).collect();
-        let mapped: Vec<Query<'_>> = points
-            .iter()
-            .zip(queries)
-            .map(|(point, q)| Query {
-                point,
-                need: q.need,
-            })
-            .collect();
-        self.inner().segment(index, &mapped, out);
+        self.inner().segment(index, queries, out);
+    }
+
+    /// `q = θ̂ + C⁻ᵀ z`, then whatever the model's own row sum maps `q` to.
+    fn segment_point(&self, z: &[f64]) -> Option<Vec<f64>> {
+        let q = self.position(z);
+        Some(self.inner().segment_point(&q).unwrap_or(q))
     }
 
     fn rows(&self) -> usize {
@@ -257,6 +255,8 @@ mod tests {
             .collect();
         let mut totals = [(0.0, [0.0; 4]), (0.0, [0.0; 4])];
         let mut out = vec![0.0; 2 * 5];
+        let mapped = row_sum::segment_points(sum, &queries);
+        let queries = row_sum::mapped_queries(&queries, &mapped);
         for index in 0..sum.segments() {
             sum.segment(index, &queries, &mut out);
             for (k, (value, grad)) in totals.iter_mut().enumerate() {
