@@ -22,12 +22,12 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A logistic regression small enough for a few seconds of sampling: 2 chains, 20 000 draws
+/// A logistic regression small enough for a few seconds of sampling: 2 chains, 60 000 draws
 /// after `warmup` iterations.
 fn run_args<'a>(method: &'a str, warmup: &'a str, dir: &'a Path) -> Vec<&'a str> {
     let mut args = vec![
         "sample", "--model", "logistic", "--n", "2000", "--d", "5", "--chains", "2", "--warmup",
-        warmup, "--draws", "20000", "--seed", "7", "--quiet", "--method", method,
+        warmup, "--draws", "60000", "--seed", "7", "--quiet", "--method", method,
     ];
     if method != "hmc" {
         args.extend(["--hidden", "60"]);
