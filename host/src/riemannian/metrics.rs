@@ -18,7 +18,7 @@
 use std::cell::{Cell, OnceCell};
 
 use nalgebra::{DMatrix, DMatrixView, DVector, Dyn, SymmetricEigen};
-use shmc_core::fastmath::softplus_logistic;
+use shmc_core::fastmath::logistic;
 use shmc_core::{Network, Nodes};
 
 use super::{DenseFactor, MetricAt, RiemannianMetric};
@@ -123,7 +123,7 @@ impl RiemannianMetric for LogisticFisher {
         let mut root = DVector::zeros(z.len());
         let mut third = DVector::zeros(z.len());
         for (n, &zn) in z.iter().enumerate() {
-            let (_, pi) = softplus_logistic(zn);
+            let pi = logistic(zn);
             let w = pi * (1.0 - pi);
             third[n] = w * (1.0 - 2.0 * pi);
             root[n] = w.sqrt();
@@ -157,7 +157,7 @@ impl RiemannianMetric for LogisticFisher {
         let weighted = DVector::from_iterator(
             zt.nrows(),
             zt.row_iter().map(|row| {
-                let (_, pi) = softplus_logistic(row[0]);
+                let pi = logistic(row[0]);
                 pi * (1.0 - pi) * row[1]
             }),
         );
