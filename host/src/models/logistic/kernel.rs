@@ -150,11 +150,11 @@ impl<const FUSED: bool> WithSimd for Pass<'_, FUSED> {
         let mut lanes = vec![[0.0f64; ROWS]; queries];
         let mut sums = vec![0.0f64; queries * d * ROWS];
         let mut resid = vec![[[0.0f64; ROWS]; TILE]; queries];
+        let mut products = vec![[1.0f64; ROWS]; queries];
         for tile in (self.start..self.end).step_by(TILE * ROWS) {
             let rows = (self.end - tile).min(TILE * ROWS);
             let xt = &self.blocked.x[tile * d..][..rows.div_ceil(ROWS) * ROWS * d];
             let yt = &self.blocked.y[tile..][..rows.div_ceil(ROWS) * ROWS];
-            let mut products = vec![[1.0f64; ROWS]; queries];
             // Every point takes its terms from a block while it is in the L1 cache, so the pass
             // reads memory in one stream that the prefetcher keeps ahead of the arithmetic (point
             // by point over a tile, the second point's work left the memory idle).
@@ -176,8 +176,9 @@ impl<const FUSED: bool> WithSimd for Pass<'_, FUSED> {
             for (k, query) in self.queries.iter().enumerate() {
                 if query.need.value() {
                     // At most TILE factors in [1, 2] per lane: far from overflow.
-                    for (lane, product) in lanes[k].iter_mut().zip(products[k]) {
-                        *lane += ln_at_least_one(product);
+                    for (lane, product) in lanes[k].iter_mut().zip(&mut products[k]) {
+                        *lane += ln_at_least_one(*product);
+                        *product = 1.0;
                     }
                 }
                 if query.need.gradient() {
