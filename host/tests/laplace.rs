@@ -15,10 +15,7 @@ use shmc::models::logistic::LogisticRegression;
 use shmc::output::read_stan_csv;
 use shmc::sampler::{
     MassMatrix, Method, NutsSettings, Phase, SampleConfig, SurrogateSettings, SurrogateSteps,
-    TrainFrom,
 };
-use shmc::surrogates::FitMethod;
-use shmc::surrogates::network::TrainOptions;
 
 mod common;
 use common::{assert_mean_within_4_mcse, banana_moments, run, series};
@@ -239,15 +236,8 @@ fn files_report_the_dense_metric_and_the_cli_refuses_what_it_cannot_take() {
 /// RNS-HMC with its network trained on 200 draws of the Laplace approximation.
 fn trained_on_laplace() -> Method {
     Method::RnsHmc(SurrogateSettings {
-        train: TrainOptions {
-            hidden: 100,
-            seed: 2,
-            ..TrainOptions::default()
-        },
-        fit: FitMethod::Score,
-        train_from: TrainFrom::Laplace { states: 200 },
         trajectory: SurrogateSteps::Auto,
-        ..SurrogateSettings::default()
+        ..SurrogateSettings::laplace_trained(100, 200, 2)
     })
 }
 

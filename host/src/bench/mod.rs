@@ -38,7 +38,7 @@ use crate::optimize::{MapOptions, find_map};
 use crate::output::format_kernel_work;
 use crate::sampler::{
     DrawSink, Init, KernelWork, MassMatrix, Method, NullSink, RmhmcSettings, Run, SampleConfig,
-    StepSize, SurrogateSettings, SurrogateSteps, TrainFrom, sample,
+    StepSize, SurrogateSettings, SurrogateSteps, sample,
 };
 use crate::surrogates::FitMethod;
 use crate::surrogates::network::TrainOptions;
@@ -485,15 +485,8 @@ fn all_in_row(
     let start = Instant::now();
     let work_before = model.work();
     let surrogate = SurrogateSettings {
-        train: TrainOptions {
-            hidden,
-            seed: settings.seed,
-            ..TrainOptions::default()
-        },
-        fit: FitMethod::Score,
-        train_from: TrainFrom::Laplace { states },
         trajectory: SurrogateSteps::Auto,
-        ..SurrogateSettings::default()
+        ..SurrogateSettings::laplace_trained(hidden, states, settings.seed)
     };
     let config = SampleConfig {
         chains,
@@ -622,16 +615,7 @@ pub fn run_experiment(
     // surrogate's Hessian there); elsewhere on the burn-in, as the papers do.
     let rns_rmhmc = if experiment == Experiment::Pde {
         let (hidden, states) = PDE_RNS_RMHMC_PLAN;
-        SurrogateSettings {
-            train: TrainOptions {
-                hidden,
-                seed: settings.seed,
-                ..TrainOptions::default()
-            },
-            fit: FitMethod::Score,
-            train_from: TrainFrom::Laplace { states },
-            ..SurrogateSettings::default()
-        }
+        SurrogateSettings::laplace_trained(hidden, states, settings.seed)
     } else {
         surrogate.clone()
     };

@@ -26,10 +26,8 @@ use super::nuts::run_nuts;
 use super::{BenchSettings, Experiment};
 use crate::sampler::{
     DrawSink, EssCheck, MassMatrix, Method, NullSink, Phase, Run, SampleConfig, StepSize,
-    SurrogateSettings, SurrogateSteps, TrainFrom, check_ess, sample,
+    SurrogateSettings, SurrogateSteps, check_ess, sample,
 };
-use crate::surrogates::FitMethod;
-use crate::surrogates::network::TrainOptions;
 use crate::{Model, Result};
 
 /// The label of the NUTS row with Stan's defaults, the one every row is compared with.
@@ -238,15 +236,8 @@ fn surrogate_row(
 ) -> Result<TtrRow> {
     let (hidden, states, warmup) = SURROGATE_PLAN;
     let surrogate = SurrogateSettings {
-        train: TrainOptions {
-            hidden,
-            seed: settings.seed,
-            ..TrainOptions::default()
-        },
-        fit: FitMethod::Score,
-        train_from: TrainFrom::Laplace { states },
         trajectory: SurrogateSteps::Auto,
-        ..SurrogateSettings::default()
+        ..SurrogateSettings::laplace_trained(hidden, states, settings.seed)
     };
     let config = SampleConfig {
         chains: CHAINS,

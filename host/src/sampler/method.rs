@@ -356,6 +356,22 @@ impl Default for SurrogateSettings {
 }
 
 impl SurrogateSettings {
+    /// A network of `hidden` residual units score-matched at `states` draws of the Laplace
+    /// approximation ([`TrainFrom::Laplace`]) and seeded by `seed`, the rest the defaults: what
+    /// the benches' fastest rows run.
+    pub fn laplace_trained(hidden: usize, states: usize, seed: u64) -> Self {
+        Self {
+            train: TrainOptions {
+                hidden,
+                seed,
+                ..TrainOptions::default()
+            },
+            fit: FitMethod::Score,
+            train_from: TrainFrom::Laplace { states },
+            ..Self::default()
+        }
+    }
+
     /// Whether the surrogate is fitted once before the chains start, shared by all of them: a
     /// grid over a box known in advance, or a network trained on the Laplace approximation's
     /// draws (not a saved one, which is loaded).
