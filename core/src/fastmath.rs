@@ -253,7 +253,8 @@ pub fn softplus_logistic(x: f64) -> (f64, f64) {
 /// softplus terms: one `ln` then serves many of them): `x = 2ᵉ m` with `m ∈ [1, 2)`, and
 /// `ln x = e ln 2 + log1p(m − 1)` by [`log1p_parts`]'s recipe, `e ln 2` in two parts so that it is
 /// exact. Branch-free, so a loop over lanes vectorizes; within a few ulp of `libm`'s `log`
-/// (≤ 7·10⁻¹⁶ relative, like [`softplus`]). `+∞` and NaN pass through; arguments below 1 are not supported.
+/// (≤ 7·10⁻¹⁶ relative, like [`softplus`]). `+∞` and NaN pass through; arguments below 1 are
+/// not supported.
 #[inline(always)]
 pub fn ln_at_least_one(x: f64) -> f64 {
     const MANTISSA: u64 = (1 << 52) - 1;

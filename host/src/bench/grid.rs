@@ -19,9 +19,10 @@
 //! ESS/s is half noise. Each method therefore runs the protocol several times, independent
 //! replicates with seeds `seed`, `seed + 1`, … (the same seeds for every method; the 2-D
 //! problems, whose chains take milliseconds, [`TWO_D_REPLICATES`] times, the others
-//! [`REPLICATES`] times; the dimension sweep's, once), and a row reports each parameter's ESS summed over the replicates and
-//! min ESS/s as the smallest summed ESS over the summed sampling seconds: one long measurement
-//! rather than one draw of luck. The step size comes from one pilot, shared by all.
+//! [`REPLICATES`] times; the dimension sweep's, once), and a row reports each parameter's ESS
+//! summed over the replicates and min ESS/s as the smallest summed ESS over the summed sampling
+//! seconds: one long measurement rather than one draw of luck. The step size comes from one
+//! pilot, shared by all.
 
 use std::time::Instant;
 
