@@ -75,6 +75,8 @@ type Partials = Vec<RwLock<Vec<f64>>>;
 /// partials.
 struct Pass {
     requests: Vec<Request>,
+    /// The requests' [`RowSum::segment_point`]s, mapped once for every thread of the pass.
+    segment_points: Vec<Option<Vec<f64>>>,
     partials: Partials,
     sealed_at: Instant,
     next: AtomicUsize,
@@ -265,8 +267,13 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
                 .map(|_| RwLock::new(Vec::new()))
                 .collect()
         });
+        let segment_points = requests
+            .iter()
+            .map(|r| self.sum.segment_point(&r.point))
+            .collect();
         let pass = Arc::new(Pass {
             requests,
+            segment_points,
             partials,
             sealed_at: Instant::now(),
             next: AtomicUsize::new(0),
@@ -290,8 +297,7 @@ impl<'m, M: Model + ?Sized> Lockstep<'m, M> {
                 need: r.need,
             })
             .collect();
-        let mapped = row_sum::segment_points(self.sum, &queries);
-        let queries = row_sum::mapped_queries(&queries, &mapped);
+        let queries = row_sum::mapped_queries(&queries, &pass.segment_points);
         let width = queries.len() * (1 + self.dim);
         let segments = self.segments;
         loop {
