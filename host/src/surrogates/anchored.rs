@@ -178,7 +178,9 @@ impl Anchored {
 }
 
 /// Fits an [`Anchored`] surrogate: the network of `network` to the residuals of the states
-/// against the quadratic with `u₀ = value` and `g₀ = gradient`.
+/// against the quadratic with `u₀ = value` and `g₀ = gradient`. The states are independent
+/// draws (of the Laplace approximation whose quadratic anchors the surrogate), and the residual
+/// network's reach is theirs ([`Reach::of_draws`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AnchoredFitter {
     /// `U` at the origin.
@@ -221,7 +223,7 @@ impl Fitter for AnchoredFitter {
                 self.network.method,
                 self.network.options.ridge,
             )
-            .with_reach(Reach::of(states)),
+            .with_reach(Reach::of_draws(states)),
             None => return Err(Error::invalid("the residual fit gave no network")),
         };
         let surrogate = Anchored::new(self.value, self.gradient.clone(), residual)?;
