@@ -70,7 +70,13 @@ fn grid_methods_are_exact_on_the_banana() {
             let report = c.surrogate.as_ref().expect("surrogate report");
             let precompute = report.precompute.expect("a grid is precomputed");
             assert!(precompute.evaluations > 0, "{name}: {report:?}");
-            assert_eq!(c.sampling_evaluations.exact_gradients, 0, "{name}");
+            // The paper's box holds the chains; the box of the exact phase's states most of
+            // their steps (the banana's arms reach past the 200 states now and then: 2 %).
+            let e = &c.sampling_evaluations;
+            match name.contains("states") {
+                true => assert!(10 * e.exact_gradients < e.surrogate_gradients, "{e:?}"),
+                false => assert_eq!(e.exact_gradients, 0, "{name}"),
+            }
         }
         assert_eq!(
             run.precompute.is_some(),
@@ -91,7 +97,8 @@ fn grid_methods_are_exact_on_the_banana() {
 
 /// Grid HMC and sparse-grid HMC on a correlated 3-D Gaussian, over the Laplace box at 0.99 per
 /// coordinate (so the chains leave the box now and then, and the exact gradient takes over):
-/// means and variances within 4 MCSE.
+/// means and variances within 4 MCSE, and the steps outside counted as exact gradients, a
+/// small share of them.
 #[test]
 fn grid_methods_are_exact_on_a_3d_gaussian() {
     let model = CorrelatedGaussian::new(3, 1.0, 0.25).unwrap();
@@ -116,6 +123,13 @@ fn grid_methods_are_exact_on_a_3d_gaussian() {
         };
         let run = run(&model, &config);
         assert!(run.precompute.is_some(), "{name}");
+        for c in &run.chains {
+            let e = &c.sampling_evaluations;
+            assert!(
+                e.exact_gradients > 0 && 10 * e.exact_gradients < e.surrogate_gradients,
+                "{name}: {e:?}"
+            );
+        }
         for i in 0..3 {
             assert_mean_within_4_mcse(&format!("{name} mean {i}"), &series(&run, |q| q[i]), 0.0);
             assert_mean_within_4_mcse(

@@ -253,8 +253,9 @@ fn assert_fitted_before_the_chains(run: &shmc::sampler::Run) {
     }
 }
 
-/// As [`assert_fitted_before_the_chains`], and no chain evaluates an exact gradient: one exact
-/// `U` per iteration, warmup included.
+/// As [`assert_fitted_before_the_chains`], and one exact `U` per iteration, warmup included,
+/// with exact gradients only where a trajectory leaves the network's reach (a handful, mostly
+/// while the first step sizes are tried: at most one leapfrog step in twenty).
 fn assert_trained_before_the_chains(run: &shmc::sampler::Run, warmup: usize) {
     let precompute = run.precompute.expect("fitted before sampling");
     assert_eq!(precompute.evaluations, 201);
@@ -266,7 +267,11 @@ fn assert_trained_before_the_chains(run: &shmc::sampler::Run, warmup: usize) {
         assert_eq!(report.training_states, 200);
         assert_eq!(report.collapse, None, "chain {}: {report:?}", c.chain);
         for e in [&c.warmup_evaluations, &c.sampling_evaluations] {
-            assert_eq!(e.exact_gradients, 0, "chain {}", c.chain);
+            assert!(
+                20 * e.exact_gradients <= e.surrogate_gradients,
+                "chain {}: {e:?}",
+                c.chain
+            );
             assert_eq!(e.exact_values, e.iterations, "chain {}", c.chain);
         }
     }

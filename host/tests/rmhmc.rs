@@ -121,7 +121,9 @@ fn rns_rmhmc_recovers_the_banana() {
     for c in &run.chains {
         let report = c.surrogate.as_ref().unwrap();
         assert_eq!(report.collapse, None, "chain {}: {report:?}", c.chain);
-        assert_eq!(c.sampling_evaluations.exact_gradients, 0);
+        // Exact gradients only where a trajectory leaves the network's reach (1.6 % here).
+        let e = &c.sampling_evaluations;
+        assert!(20 * e.exact_gradients < e.surrogate_gradients, "{e:?}");
         assert!(c.sampling_evaluations.surrogate_gradients > 0);
     }
     assert_banana_moments(&run, &model);
@@ -209,7 +211,12 @@ fn rmhmc_and_rns_rmhmc_recover_a_logistic_posterior() {
             for c in &run.chains {
                 let kernel = c.riemannian.unwrap();
                 assert_eq!(kernel.warmup.transitions, warmup as u64, "{name}");
-                assert_eq!(c.warmup_evaluations.exact_gradients, 0, "{name}");
+                // No exact phase: exact gradients only outside the network's reach.
+                let e = &c.warmup_evaluations;
+                assert!(
+                    20 * e.exact_gradients < e.surrogate_gradients,
+                    "{name}: {e:?}"
+                );
             }
         }
         for (k, ((mean, mcse), (expected, ref_mcse))) in

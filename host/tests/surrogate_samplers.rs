@@ -60,10 +60,10 @@ fn surrogate_methods_are_exact_on_the_32d_gaussian() {
         for c in &run.chains {
             let report = c.surrogate.as_ref().expect("surrogate report");
             assert!(report.training_states >= 100, "{name}: {report:?}");
-            assert_eq!(
-                c.sampling_evaluations.exact_gradients, 0,
-                "{name} used exact gradients"
-            );
+            // The 64-unit net's trajectories leave the reach of its training states at up to
+            // a third of their steps (the exact gradient takes over there); 600 units' at few.
+            let e = &c.sampling_evaluations;
+            assert!(e.exact_gradients < e.surrogate_gradients, "{name}: {e:?}");
             assert_eq!(report.trajectory.is_some(), auto, "{name}: {report:?}");
         }
         let along = |q: &[f64]| q.iter().sum::<f64>() / d.sqrt();
@@ -294,9 +294,11 @@ fn hmc_and_rns_hmc_agree_on_the_coarse_five_mode_posterior() {
         .as_ref()
         .expect("a surrogate report");
     assert!(report.started_at.is_some(), "the surrogate never proposed");
+    // Exact gradients only where a trajectory leaves the network's reach (0.4 % of its steps).
+    let e = &rns.chains[0].sampling_evaluations;
     assert!(
-        rns.chains[0].sampling_evaluations.exact_gradients == 0,
-        "RNS-HMC's draws should cost no exact gradient"
+        50 * e.exact_gradients < e.surrogate_gradients,
+        "RNS-HMC's draws should cost few exact gradients: {e:?}"
     );
     assert!(rns.mean_accept_stat() > 0.5, "{}", rns.mean_accept_stat());
     for p in 0..5 {

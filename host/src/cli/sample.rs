@@ -12,8 +12,8 @@ use crate::output::{
     format_comparison, format_kernel_work, format_model_work, format_summary,
 };
 use crate::sampler::{
-    DrawSink, Init, MassMatrix, Method, NullSink, NutsSettings, Resumed, Run, SampleConfig,
-    StepSize, resume, sample,
+    DrawSink, Evaluations, Init, MassMatrix, Method, NullSink, NutsSettings, Resumed, Run,
+    SampleConfig, StepSize, resume, sample,
 };
 use crate::{Error, Model, Result, models};
 
@@ -103,6 +103,20 @@ pub struct SampleArgs {
     /// thread per chain; the draws are the same either way.
     #[arg(long)]
     no_lockstep: bool,
+}
+
+/// What a surrogate chain's sampling cost in evaluations: `N exact values and N surrogate
+/// gradients`, and the exact gradients when there were any (leapfrog steps outside the
+/// surrogate's domain, or exact trajectories after its acceptance collapsed).
+fn sampling_cost(e: &Evaluations) -> String {
+    let exact = match e.exact_gradients {
+        0 => String::new(),
+        n => format!(", {n} exact gradients"),
+    };
+    format!(
+        "{} exact values{exact} and {} surrogate gradients",
+        e.exact_values, e.surrogate_gradients
+    )
 }
 
 fn read_init(path: &Path) -> Result<Vec<f64>> {
@@ -451,10 +465,9 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
                         String::new()
                     };
                     println!(
-                        "chain {}: proposing with the precomputed surrogate{fit}; sampling used {} exact values and {} surrogate gradients",
+                        "chain {}: proposing with the precomputed surrogate{fit}; sampling used {}",
                         c.chain,
-                        c.sampling_evaluations.exact_values,
-                        c.sampling_evaluations.surrogate_gradients
+                        sampling_cost(&c.sampling_evaluations)
                     );
                     if let Some(t) = &s.trajectory {
                         println!("chain {}: surrogate trajectories of {t}", c.chain);
@@ -468,7 +481,7 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
                 None => {}
             }
             println!(
-                "chain {}: surrogate trained on {} states in {:.2} s (online updates {} in {:.2} s), scale {}, held-out gradient error {:.3}; sampling used {} exact values and {} surrogate gradients",
+                "chain {}: surrogate trained on {} states in {:.2} s (online updates {} in {:.2} s), scale {}, held-out gradient error {:.3}; sampling used {}",
                 c.chain,
                 s.training_states,
                 s.training_seconds,
@@ -476,8 +489,7 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
                 s.online_seconds,
                 s.scale,
                 s.holdout_gradient_error,
-                c.sampling_evaluations.exact_values,
-                c.sampling_evaluations.surrogate_gradients
+                sampling_cost(&c.sampling_evaluations)
             );
             if let Some(t) = &s.trajectory {
                 println!("chain {}: surrogate trajectories of {t}", c.chain);

@@ -116,20 +116,14 @@ impl<'m> FittedPhase<'m> {
                     before_sampling: true,
                 });
                 report.kl_bound_estimate = kl_bound(settings, p.surrogate.as_ref());
-                Some(Fallback {
-                    surrogate: Held::Shared(Arc::clone(&p.surrogate)),
-                    exact,
-                })
+                Some(Fallback::new(Held::Shared(Arc::clone(&p.surrogate)), exact))
             }
             (Some(path), _) => {
                 let (surrogate, meta) = kinds::load(path, exact.dim())?;
                 report.scale = meta.scale;
                 report.holdout_gradient_error = meta.holdout_gradient_error;
                 report.started_at = Some(0);
-                Some(Fallback {
-                    surrogate: surrogate.into(),
-                    exact,
-                })
+                Some(Fallback::new(surrogate.into(), exact))
             }
             (None, None) => None,
         };
@@ -203,10 +197,7 @@ impl<'m> FittedPhase<'m> {
             self.report.training_seconds += seconds;
             self.online_since = Some(0);
         }
-        self.proposal = Some(Fallback {
-            surrogate: surrogate.into(),
-            exact: self.exact,
-        });
+        self.proposal = Some(Fallback::new(surrogate.into(), self.exact));
         Ok(true)
     }
 }
@@ -261,6 +252,10 @@ impl Proposer for FittedPhase<'_> {
 
     fn surrogate(&self) -> Option<&dyn Surrogate> {
         self.proposal.as_ref().map(|p| &*p.surrogate)
+    }
+
+    fn take_outside(&self) -> u64 {
+        self.proposal.as_ref().map_or(0, Fallback::take_outside)
     }
 
     fn for_resume(&self) -> ForResume<'_> {

@@ -161,6 +161,14 @@ impl Evaluations {
 
     /// Counts transition `t`, proposed by the surrogate or exactly, and judged by the exact `U`
     /// or (VHMC's approximate rule) by the surrogate.
+    /// Moves `outside` of the surrogate gradients counted to the exact ones: the proposal
+    /// handed them to the exact potential, outside the surrogate's domain.
+    fn record_outside(&mut self, outside: u64) {
+        let moved = outside.min(self.surrogate_gradients);
+        self.surrogate_gradients -= moved;
+        self.exact_gradients += outside;
+    }
+
     fn record(&mut self, t: &shmc_core::Transition, surrogate: bool, exact_judge: bool) {
         self.iterations += 1;
         if surrogate {

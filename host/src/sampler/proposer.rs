@@ -57,6 +57,12 @@ pub trait Proposer {
         None
     }
 
+    /// The evaluations the proposal handed to the exact potential since the last call (outside
+    /// the surrogate's domain), which the chain counts as exact gradients, not the surrogate's.
+    fn take_outside(&self) -> u64 {
+        0
+    }
+
     /// The fitted surrogate behind the proposal, once there is one (RNS-RMHMC's metric comes
     /// from its network). `None` for a method whose proposal is not a surrogate of its own.
     fn surrogate(&self) -> Option<&dyn Surrogate> {

@@ -655,6 +655,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             }
             _ => counts.record(&t, proposed, !(proposed && approximate)),
         }
+        if let Some(proposer) = self.proposer.as_deref() {
+            counts.record_outside(proposer.take_outside());
+        }
         if warmup {
             self.result.warmup_divergences += usize::from(t.divergent);
         }

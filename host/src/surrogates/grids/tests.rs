@@ -513,13 +513,11 @@ fn fallback_uses_the_grid_inside_and_the_exact_potential_outside() {
     let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
     let sparse = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
     let check = |reference: std::sync::Arc<dyn Surrogate>, behind_shared: bool| {
-        let fallback = Fallback {
-            surrogate: match behind_shared {
-                true => Held::Own(Box::new(Shared(reference.clone()))),
-                false => Held::Shared(reference.clone()),
-            },
-            exact: &Wavy,
+        let held = match behind_shared {
+            true => Held::Own(Box::new(Shared(reference.clone()))),
+            false => Held::Shared(reference.clone()),
         };
+        let fallback = Fallback::new(held, &Wavy);
         assert_eq!(fallback.dim(), 2);
         let (mut a, mut b) = ([0.0; 2], [0.0; 2]);
         let mut r = rng(2);
