@@ -26,6 +26,17 @@ struct Window {
     sampling: bool,
 }
 
+impl Window {
+    /// Counts a proposal made at `iteration` by a surrogate that had learned from `states`
+    /// states, accepted with probability `acceptance`.
+    fn add(&mut self, iteration: usize, states: usize, acceptance: f64) {
+        self.sum += acceptance;
+        self.point.iteration = iteration;
+        self.point.states = states;
+        self.point.proposals += 1;
+    }
+}
+
 /// Collects a chain's learning curve as its surrogate proposes (saved with a checkpoint, so that
 /// a resumed chain's curve is an uninterrupted one's).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -49,8 +60,27 @@ impl Recorder {
 
     /// Records a surrogate proposal made at `iteration` (1-based, warmup included) by a
     /// surrogate that had learned from `states` states, accepted with probability `acceptance`.
+    #[inline]
     pub fn observe(&mut self, iteration: usize, states: usize, acceptance: f64) {
         let sampling = iteration > self.warmup;
+        // Sampling's proposals all go to its one open window: counted here, inlined into the
+        // chain's iteration (a call and the general path below cost more than the counting).
+        if sampling && let Some(window) = self.open.as_mut().filter(|w| w.sampling) {
+            window.add(iteration, states, acceptance);
+            return;
+        }
+        self.observe_opening(iteration, states, acceptance, sampling);
+    }
+
+    /// [`Recorder::observe`] where a window may open or close.
+    #[inline(never)]
+    fn observe_opening(
+        &mut self,
+        iteration: usize,
+        states: usize,
+        acceptance: f64,
+        sampling: bool,
+    ) {
         if self.open.is_some_and(|w| w.sampling != sampling) {
             self.close();
         }
@@ -64,10 +94,7 @@ impl Recorder {
             },
             sampling,
         });
-        window.sum += acceptance;
-        window.point.iteration = iteration;
-        window.point.states = states;
-        window.point.proposals += 1;
+        window.add(iteration, states, acceptance);
         if !sampling && window.point.proposals == self.window {
             self.close();
         }
