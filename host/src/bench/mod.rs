@@ -594,7 +594,24 @@ pub fn run_experiment(
     let rmhmc = RmhmcSettings {
         step_size: StepSize::Fixed(settings.rmhmc_step_size),
         // The journal jitters the trajectory lengths of HMC and RNS-HMC only (section 5); its
-        // RMHMC rows take all L steps every iteration, twice the average of 1..=L.
+        // RMHMC rows take all L steps every iteration, twice the average of 1..=L. On the PDE
+        // jittering would not buy robustness either (RNS-RMHMC, seeds 1-5, min ESS of 5000
+        // draws): fixed L = 3 gives 4849, 2216, 4959, 3784, 1780; 1..=3 gives 2028, 1475,
+        // 1933, 1570, 2049 and 2..=4 gives 2127, 1877, 2545, 2306, 4147. Three steps of 0.8 in
+        // the near-standard-normal coordinates turn the phase by about 2.4 rad, so accepted
+        // draws are antithetic (lag-1 autocorrelation near -0.15, median ESS above the draw
+        // count), and shorter trajectories lose that. The low seeds are no periodicity: each
+        // is one long stay (28 iterations on seed 2, 26 on seed 5) at a point 3-4 posterior
+        // sds out where the surrogate's own Hamiltonian is conserved (acceptance under it
+        // 0.93-1.0) but the exact one is not (0.06-0.17): the surrogate's error U - Ũ is
+        // lower there than around it. That error is mostly the cubic term the Laplace
+        // quadratic misses, which the residual network barely fits (see
+        // `PDE_RNS_RMHMC_PLAN`). Measured on 2000 exact gradients at draws 1.2x wider than
+        // the approximation (seed 1): quadratic alone, held-out relative gradient error 0.19
+        // and sd of U - Ũ 0.78; random softplus units (50-600) 0.16-0.18 and 0.55-0.62; a
+        // cubic polynomial score-fitted on 400 of the draws 0.076 and 0.25. A cubic
+        // correction to the anchored surrogate is the fix: jittering L is not, and jittering
+        // ε cannot shorten a stay that the integration error does not cause.
         steps: Steps::Fixed(settings.rmhmc_steps),
         // The journal's RNS-RMHMC metric for the PDE is the network Hessian's diagonal; for the
         // regressions it is the Hessian itself, which SoftAbs with α = 100 leaves unchanged
