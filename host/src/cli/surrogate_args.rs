@@ -237,6 +237,7 @@ impl SurrogateArgs {
                     states: self.train_states,
                 },
             },
+            cubic: false,
             train_after: self
                 .train_after
                 .unwrap_or(self.exact_warmup.map_or(warmup / 5, |n| n / 3)),

@@ -69,6 +69,7 @@ pub(super) fn fit(
             options: settings.train.clone(),
             method: settings.fit,
         },
+        cubic: settings.cubic,
     };
     let fitted = fitter.fit(model, &training)?;
     let whole = Fitted {

@@ -309,6 +309,10 @@ pub struct SurrogateSettings {
     pub fit: FitMethod,
     /// Where the training states come from: each chain's warmup, or the Laplace approximation.
     pub train_from: TrainFrom,
+    /// A network trained on the Laplace approximation: also fit a cubic term to what its
+    /// quadratic misses ([`crate::surrogates::cubic`]), before the network (small dimensions
+    /// only). Ignored for other training.
+    pub cubic: bool,
     /// Warmup iterations before states are collected (the papers: 1000).
     pub train_after: usize,
     /// RNS-HMC: the warmup iterations of exact HMC after which the surrogate is fitted and
@@ -342,6 +346,7 @@ impl Default for SurrogateSettings {
             train: TrainOptions::default(),
             fit: FitMethod::Potential,
             train_from: TrainFrom::Warmup,
+            cubic: false,
             train_after: 1000,
             exact_warmup: None,
             start_after: 300,

@@ -17,6 +17,7 @@
 //! approximation (VHMC). None of them knows a sampler.
 
 pub mod anchored;
+pub mod cubic;
 pub mod exact_floats;
 pub mod file;
 pub mod grids;
