@@ -397,5 +397,40 @@ fn laplace_training_refuses_what_it_cannot_take() {
         );
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     }
+    // The cubic term sits between the Laplace quadratic and the network: only with it.
+    let out = shmc(&[
+        "sample", "--model", "banana", "--method", "rns-hmc", "--cubic",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "error: --cubic is for --train-from laplace (the cubic sits between the Laplace \
+         approximation's quadratic and the network)"
+    );
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "banana",
+        "--method",
+        "rns-hmc",
+        "--train-from",
+        "laplace",
+        "--cubic",
+        "--warmup",
+        "50",
+        "--draws",
+        "50",
+        "--chains",
+        "1",
+        "--quiet",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
