@@ -33,7 +33,7 @@ use serde::Serialize;
 use shmc_core::Steps;
 use shmc_core::random::{fill_standard_normal, uniform};
 
-use super::{BenchRow, exact_potential_seconds, row};
+use super::{BenchRow, Seconds, exact_potential_seconds, row};
 use crate::data::Dataset;
 use crate::diagnostics::{Draws, ess};
 use crate::models::banana::{Banana, SummedBanana};
@@ -455,10 +455,12 @@ fn compare(
                  runs ({repeats:?})"
             ));
             let exact_u = exact_potential_seconds(model, &map.position);
-            let mut r = row(key, label, &run, exact_u, &geyer, waited);
-            // `row` divides by the longest chain's seconds, as for chains run side by side;
-            // the replicates ran one after another.
-            r.min_ess_per_second = r.ess_min / sampling;
+            // The replicates ran one after another: their sampling seconds add up.
+            let seconds = Seconds {
+                sampling,
+                with_training: waited,
+            };
+            let mut r = row(key, label, &run, exact_u, &geyer, seconds);
             r.problem = problem.to_string();
             if let Some(p) = run.precompute {
                 r.precompute_seconds = p.seconds;

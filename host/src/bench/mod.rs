@@ -401,15 +401,23 @@ fn smallest(values: &[f64]) -> f64 {
     values.iter().copied().fold(f64::NAN, f64::min)
 }
 
-/// The row of `run` (all its chains) given each parameter's ESS and the seconds a user waited
-/// for it (burn-in, training and sampling, or wall time).
+/// What a row's ESS per second divides by.
+struct Seconds {
+    /// Sampling alone: the longest chain's, for chains run side by side
+    /// ([`Run::sampling_seconds`]), or their sum, for runs made one after another.
+    sampling: f64,
+    /// What a user waited: burn-in, training and sampling, or wall time.
+    with_training: f64,
+}
+
+/// The row of `run` (all its chains) given each parameter's ESS and the `seconds` it took.
 fn row(
     key: &str,
     label: &str,
     run: &Run,
     exact_u: f64,
     ess_values: &[f64],
-    seconds_with_training: f64,
+    seconds: Seconds,
 ) -> BenchRow {
     let tail = smallest(&per_parameter(run.names.len(), |p| run.series(p), ess_tail));
     let e = ess_summary(ess_values).unwrap_or(crate::diagnostics::EssSummary {
@@ -438,8 +446,8 @@ fn row(
         mean_gradient_evaluations_per_iteration: total(&|c| {
             c.sampling_evaluations.exact_gradients as f64
         }) / kept,
-        min_ess_per_second: e.min / run.sampling_seconds(),
-        min_ess_per_second_with_training: e.min / seconds_with_training,
+        min_ess_per_second: e.min / seconds.sampling,
+        min_ess_per_second_with_training: e.min / seconds.with_training,
         speedup: f64::NAN,
         training_seconds: report.training_seconds,
         precompute_seconds: 0.0,
@@ -522,13 +530,17 @@ fn all_in_row(
     }
     let work = work_since(&work_before, &model.work());
     let bulk = per_parameter(run.names.len(), |p| run.series(p), ess_bulk);
+    let seconds = Seconds {
+        sampling: run.sampling_seconds(),
+        with_training: wall,
+    };
     let mut all_in = row(
         "all-in",
         "RNS-HMC all-in (4 chains)",
         &run,
         exact_u,
         &bulk,
-        wall,
+        seconds,
     );
     all_in.work_per_iteration = per_iteration(&work, (chains * (warmup + settings.draws)) as f64);
     // The quick run's posterior is smaller than the one nutpie's figure is for.
@@ -741,8 +753,11 @@ pub fn run_experiment(
         let geyer: Vec<f64> = (0..run.names.len())
             .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
             .collect();
-        let waited = chain.warmup_seconds + chain.sampling_seconds;
-        let mut r = row(key, label, &run, exact_u, &geyer, waited);
+        let seconds = Seconds {
+            sampling: run.sampling_seconds(),
+            with_training: chain.warmup_seconds + chain.sampling_seconds,
+        };
+        let mut r = row(key, label, &run, exact_u, &geyer, seconds);
         r.work_per_iteration = per_iteration(&work, (burn_in + draws) as f64);
         rows.push(r);
     }
