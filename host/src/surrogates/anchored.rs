@@ -337,6 +337,26 @@ mod tests {
     use rand_pcg::Pcg64;
     use shmc_core::random::fill_standard_normal;
 
+    /// Asserts that `surrogate`'s gradient at `x` is its values' (central differences, 1e-6),
+    /// that `value_and_gradient`'s value is `value`'s, and that the gradient alone is
+    /// `value_and_gradient`'s bit for bit.
+    fn assert_gradient_is_the_values(surrogate: &dyn Surrogate, x: [f64; 3]) {
+        let mut grad = [0.0; 3];
+        let u = surrogate.value_and_gradient(&x, &mut grad);
+        assert_eq!(u, surrogate.value(&x));
+        for k in 0..3 {
+            let h = 1e-6;
+            let (mut up, mut down) = (x, x);
+            up[k] += h;
+            down[k] -= h;
+            let fd = (surrogate.value(&up) - surrogate.value(&down)) / (2.0 * h);
+            assert!((fd - grad[k]).abs() < 1e-6, "{k}: {fd} vs {}", grad[k]);
+        }
+        let mut alone = [0.0; 3];
+        surrogate.gradient(&x, &mut alone);
+        assert_eq!(alone.map(f64::to_bits), grad.map(f64::to_bits));
+    }
+
     /// `U(x) = 3 + 0.1·x₀ + ½‖x‖² + 0.05 Σ xᵢ³/3 + 0.02 Σ xᵢ⁴`: a standard normal's potential
     /// with a small skew and tails, the shape of a near-Gaussian posterior in its Laplace
     /// coordinates.
@@ -420,21 +440,7 @@ mod tests {
         let held = fitted.holdout_gradient_error;
         assert!(held < quadratic / 5.0 && held > 0.0, "held-out {held}");
         let x = [0.3, -0.7, 1.1];
-        let mut grad = [0.0; 3];
-        let u = surrogate.value_and_gradient(&x, &mut grad);
-        assert_eq!(u, surrogate.value(&x));
-        for k in 0..3 {
-            let h = 1e-6;
-            let (mut up, mut down) = (x, x);
-            up[k] += h;
-            down[k] -= h;
-            let fd = (surrogate.value(&up) - surrogate.value(&down)) / (2.0 * h);
-            assert!((fd - grad[k]).abs() < 1e-6, "{k}: {fd} vs {}", grad[k]);
-        }
-        // The gradient alone is value_and_gradient's, bit for bit.
-        let mut alone = [0.0; 3];
-        surrogate.gradient(&x, &mut alone);
-        assert_eq!(alone.map(f64::to_bits), grad.map(f64::to_bits));
+        assert_gradient_is_the_values(surrogate, x);
         let mut hessian = [0.0; 9];
         surrogate.curvature().unwrap().hessian(&x, &mut hessian);
         assert!(hessian[0] > 0.5 && (hessian[1] - hessian[3]).abs() < 1e-12);
@@ -492,21 +498,7 @@ mod tests {
         let with = fit(true).fit(&Skewed, &set).unwrap();
         let (a, b) = (without.holdout_gradient_error, with.holdout_gradient_error);
         assert!(a > 0.02 && b < 1e-3, "without the cubic {a}, with it {b}");
-        let surrogate = with.surrogate;
-        let x = [0.3, -0.7, 1.1];
-        let mut grad = [0.0; 3];
-        surrogate.value_and_gradient(&x, &mut grad);
-        for k in 0..3 {
-            let h = 1e-6;
-            let (mut up, mut down) = (x, x);
-            up[k] += h;
-            down[k] -= h;
-            let fd = (surrogate.value(&up) - surrogate.value(&down)) / (2.0 * h);
-            assert!((fd - grad[k]).abs() < 1e-6, "{k}: {fd} vs {}", grad[k]);
-        }
-        let mut alone = [0.0; 3];
-        surrogate.gradient(&x, &mut alone);
-        assert_eq!(alone.map(f64::to_bits), grad.map(f64::to_bits));
+        assert_gradient_is_the_values(with.surrogate.as_ref(), [0.3, -0.7, 1.1]);
     }
 
     /// Saved and loaded, the surrogate (with and without a cubic term) proposes bit for bit as
