@@ -15,6 +15,19 @@
 //! fit of the pilot plus every accepted state (the online recursion is exactly the batch ridge
 //! solution).
 //!
+//! # Within the network's reach (beyond the paper)
+//! The network stands for `U` only where it has seen states ([`Surrogate::contains`]):
+//! outside that region `V` is whatever the fit and the Laplace quadratic leave there, and
+//! trajectories driven by it may never leave the learned region. The MH step keeps such a chain
+//! invariant for the posterior, but a kernel that never proposes into the tails is practically
+//! reducible: on the banana (simulation-based calibration, `shmc bench sbc`) chains of 40 000
+//! draws never passed `|β₂| ≈ 1.1` where exact HMC reaches 1.8, and estimated `E[β₂²]` at 0.25
+//! against 0.42 by quadrature. So outside the reach the proposal is the exact potential, as for
+//! RNS-HMC's networks and the grids ([`crate::surrogates::Fallback`]); inside nothing changes.
+//! Under the published acceptance rule `V` stays the proposal everywhere: that chain targets
+//! `exp(−V)`, and `V` learned from scores is `U` only up to a constant, which a switch to `U`
+//! at the reach's edge would turn into a step in its target.
+//!
 //! # Exact or approximate
 //! By default the proposal is `V_t` and the MH step uses the exact `U`: the chain targets the
 //! exact posterior however good `V_t` is. With `exact_acceptance = false` the MH step uses `V_t`
@@ -45,11 +58,11 @@ pub const PILOT_STATES: usize = 100;
 const PILOT_STREAM: usize = 0x91_1075;
 
 /// VHMC's surrogate machinery for one chain.
-pub struct VhmcPhase {
+pub struct VhmcPhase<'m> {
     settings: VhmcSettings,
     /// `Lᵀ` for the Laplace precision `H = LLᵀ`: `θ_L + L⁻ᵀz` is a Laplace draw.
     factor: DMatrix<f64>,
-    potential: RegularizedSurrogate<Box<dyn Surrogate>>,
+    potential: Reached<'m>,
     /// The exact gradient at the latest accepted state, when it was not recorded.
     gradient: Vec<f64>,
     /// The exact gradient of the latest end point (exact MH rule, during warmup).
@@ -59,12 +72,12 @@ pub struct VhmcPhase {
     report: SurrogateReport,
 }
 
-impl VhmcPhase {
+impl<'m> VhmcPhase<'m> {
     /// The MAP and Laplace approximation from `start`, the pilot, and the regularized potential
     /// at `μ_0 = 0`.
     pub fn new(
         settings: &VhmcSettings,
-        model: &(dyn Potential + Sync),
+        model: &'m (dyn Potential + Sync),
         start: &[f64],
     ) -> Result<Self> {
         let begin = Instant::now();
@@ -116,7 +129,11 @@ impl VhmcPhase {
         Ok(Self {
             settings: settings.clone(),
             factor,
-            potential: RegularizedSurrogate::new(surrogate, map.position, precision)?,
+            potential: Reached {
+                blend: RegularizedSurrogate::new(surrogate, map.position, precision)?,
+                exact: model,
+                fallback: settings.exact_acceptance,
+            },
             gradient,
             end_gradient: RefCell::default(),
             training: true,
@@ -142,13 +159,51 @@ fn laplace_draw(mode: &[f64], factor: &DMatrix<f64>, rng: &mut Pcg64) -> Vec<f64
     mode.iter().zip(&offset).map(|(m, o)| m + o).collect()
 }
 
-impl Proposer for VhmcPhase {
+/// VHMC's proposal potential: the blend `V_t` within its network's reach, the exact potential
+/// outside it under the exact acceptance rule (see the [module docs](self)).
+struct Reached<'m> {
+    blend: RegularizedSurrogate<Box<dyn Surrogate>>,
+    exact: &'m (dyn Potential + Sync),
+    /// Whether the exact potential takes over outside the reach (exact acceptance).
+    fallback: bool,
+}
+
+impl Reached<'_> {
+    /// The potential that stands for `U` at `q`.
+    fn at(&self, q: &[f64]) -> &dyn Potential {
+        if !self.fallback || self.blend.surrogate().contains(q) {
+            &self.blend
+        } else {
+            self.exact
+        }
+    }
+}
+
+impl Potential for Reached<'_> {
+    fn dim(&self) -> usize {
+        self.exact.dim()
+    }
+
+    fn value(&self, q: &[f64]) -> f64 {
+        self.at(q).value(q)
+    }
+
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        self.at(q).value_and_gradient(q, grad)
+    }
+
+    fn gradient(&self, q: &[f64], grad: &mut [f64]) {
+        self.at(q).gradient(q, grad)
+    }
+}
+
+impl Proposer for VhmcPhase<'_> {
     /// A draw from the Laplace approximation: every chain starts where `V` was trained, each at
     /// its own point. (A random start far out in the tails leaves the chain where the network
     /// has never seen a state; its proposals are then rejected, the step size adapts down,
     /// and the chain crawls.)
     fn initial_position(&self, rng: &mut Pcg64) -> Option<Vec<f64>> {
-        Some(laplace_draw(self.potential.mode(), &self.factor, rng))
+        Some(laplace_draw(self.potential.blend.mode(), &self.factor, rng))
     }
 
     fn proposal(&self) -> Option<&dyn Potential> {
@@ -170,7 +225,7 @@ impl Proposer for VhmcPhase {
     }
 
     fn into_surrogate(self: Box<Self>) -> Option<Box<dyn Surrogate>> {
-        Some(self.potential.into_surrogate())
+        Some(self.potential.blend.into_surrogate())
     }
 
     /// Through warmup: adds each accepted state's exact gradient to the score matching and
@@ -202,7 +257,7 @@ impl Proposer for VhmcPhase {
             }
             let gradient = &recorded.gradient;
             if gradient.iter().all(|g| g.is_finite()) {
-                let online = learning(self.potential.surrogate_mut().as_mut())?;
+                let online = learning(self.potential.blend.surrogate_mut().as_mut())?;
                 online.learn(q, state.potential, Some(gradient))?;
                 online.publish()?;
                 self.report.online_updates += 1;
@@ -210,7 +265,9 @@ impl Proposer for VhmcPhase {
             }
         }
         self.training = i + 1 < warmup;
-        self.potential.advance(i as u64 + 1, self.settings.tau)?;
+        self.potential
+            .blend
+            .advance(i as u64 + 1, self.settings.tau)?;
         let seconds = begin.elapsed().as_secs_f64();
         self.report.online_seconds += seconds;
         self.report.training_seconds += seconds;

@@ -6,7 +6,6 @@
 use shmc::Model;
 use shmc::core::Potential;
 use shmc::diagnostics::{Draws, mcse_mean};
-use shmc::models::banana::Banana;
 use shmc::sampler::{DrawSink, NullSink, Run, SampleConfig, sample};
 
 pub fn run(model: &dyn Model, config: &SampleConfig) -> Run {
@@ -46,7 +45,7 @@ pub fn assert_mean_within_4_mcse(what: &str, chains: &[Vec<f64>], expected: f64)
 
 /// `E[β₁]`, `E[β₂]`, `E[β₁²]`, `E[β₂²]` of the banana by the midpoint rule on a 1200² grid over
 /// `[−6, 6]²`, which holds all but a negligible part of its mass.
-pub fn banana_moments(model: &Banana) -> [f64; 4] {
+pub fn banana_moments<M: Potential + ?Sized>(model: &M) -> [f64; 4] {
     let (n, lo, hi) = (1200, -6.0, 6.0);
     let h = (hi - lo) / n as f64;
     let at = |i: usize| lo + (i as f64 + 0.5) * h;
