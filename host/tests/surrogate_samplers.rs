@@ -232,8 +232,13 @@ fn vhmc_matches_long_hmc_on_probit() {
         },
     );
     for c in &vhmc.chains {
-        assert_eq!(c.sampling_evaluations.exact_gradients, 0, "{name}");
-        assert!(c.sampling_evaluations.exact_values > 0, "{name}");
+        // Exact gradients only where a trajectory leaves the network's reach (0.05 % here).
+        let e = &c.sampling_evaluations;
+        assert!(
+            100 * e.exact_gradients < e.surrogate_gradients,
+            "{name}: {e:?}"
+        );
+        assert!(e.exact_values > 0, "{name}");
     }
     for (k, ((m, se), (r, se_r))) in means_and_mcse(&vhmc).iter().zip(&reference).enumerate() {
         let tolerance = 4.0 * se.hypot(*se_r);
@@ -346,6 +351,12 @@ fn vhmc_reaches_the_tails_of_a_banana_outside_its_networks_training_states() {
             }),
             ..SampleConfig::default()
         },
+    );
+    // The steps outside the reach are counted as exact gradients: a small share.
+    let e = &run.chains[0].sampling_evaluations;
+    assert!(
+        e.exact_gradients > 0 && 10 * e.exact_gradients < e.surrogate_gradients,
+        "{e:?}"
     );
     let [mean_1, _, _, square_2] = banana_moments(posterior);
     assert_mean_within_4_mcse("vhmc mean 1", &series(&run, |q| q[0]), mean_1);

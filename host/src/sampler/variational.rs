@@ -34,7 +34,7 @@
 //! too, as published: the chain then targets `exp(−V_t)`, **approximate inference**, and every
 //! output says so.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::time::Instant;
 
 use nalgebra::{DMatrix, DVector};
@@ -133,6 +133,7 @@ impl<'m> VhmcPhase<'m> {
                 blend: RegularizedSurrogate::new(surrogate, map.position, precision)?,
                 exact: model,
                 fallback: settings.exact_acceptance,
+                outside: Cell::new(0),
             },
             gradient,
             end_gradient: RefCell::default(),
@@ -166,6 +167,8 @@ struct Reached<'m> {
     exact: &'m (dyn Potential + Sync),
     /// Whether the exact potential takes over outside the reach (exact acceptance).
     fallback: bool,
+    /// Evaluations handed to `exact` since the chain last asked ([`Proposer::take_outside`]).
+    outside: Cell<u64>,
 }
 
 impl Reached<'_> {
@@ -174,6 +177,7 @@ impl Reached<'_> {
         if !self.fallback || self.blend.surrogate().contains(q) {
             &self.blend
         } else {
+            self.outside.set(self.outside.get() + 1);
             self.exact
         }
     }
@@ -226,6 +230,10 @@ impl Proposer for VhmcPhase<'_> {
 
     fn into_surrogate(self: Box<Self>) -> Option<Box<dyn Surrogate>> {
         Some(self.potential.blend.into_surrogate())
+    }
+
+    fn take_outside(&self) -> u64 {
+        self.potential.outside.take()
     }
 
     /// Through warmup: adds each accepted state's exact gradient to the score matching and
