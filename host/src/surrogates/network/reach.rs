@@ -265,23 +265,20 @@ mod tests {
             fill_standard_normal(&mut rng, &mut z);
             set.push(&z, 0.0, None);
         }
-        let (chain, reach) = (Reach::of(&set).unwrap(), Reach::of_draws(&set).unwrap());
-        let outside_chain = (0..fresh)
-            .filter(|_| {
-                fill_standard_normal(&mut rng, &mut z);
-                !chain.contains(&z)
-            })
-            .count();
+        let mut outside_of = |reach: &Reach| {
+            (0..fresh)
+                .filter(|_| {
+                    fill_standard_normal(&mut rng, &mut z);
+                    !reach.contains(&z)
+                })
+                .count()
+        };
+        let outside_chain = outside_of(&Reach::of(&set).unwrap());
         assert!(
             outside_chain > fresh / 20,
             "in-sample radius: {outside_chain} outside"
         );
-        let outside = (0..fresh)
-            .filter(|_| {
-                fill_standard_normal(&mut rng, &mut z);
-                !reach.contains(&z)
-            })
-            .count();
+        let outside = outside_of(&Reach::of_draws(&set).unwrap());
         assert!(
             outside * 500 <= fresh,
             "{outside} of {fresh} new points outside"
