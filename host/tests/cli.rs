@@ -232,7 +232,7 @@ fn auto_surrogate_trajectories_are_reported_and_used() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("surrogate trajectories of "), "{stdout}");
+    assert!(stdout.contains("surrogate trajectories: "), "{stdout}");
     let file = &csv_files(&dir)[0];
     let text = std::fs::read_to_string(file).unwrap();
     let range = text

@@ -28,7 +28,8 @@ fn small_net() -> SurrogateSettings {
 
 /// RNS-HMC and ARNS-HMC with an imperfect net on the 32-D Gaussian: the surrogate is off
 /// (acceptance well below HMC's), the chain must still be right; so must RNS-HMC with the
-/// trajectory lengths its curvature picks (a range of lengths drawn afresh each iteration).
+/// trajectory lengths its curvature picks (a range of lengths drawn afresh each iteration), and
+/// with NUTS's trees on the net, judged by delayed acceptance.
 #[test]
 fn surrogate_methods_are_exact_on_the_32d_gaussian() {
     let model = CorrelatedGaussian::journal();
@@ -43,10 +44,15 @@ fn surrogate_methods_are_exact_on_the_32d_gaussian() {
         },
         ..small_net()
     };
+    let nuts = SurrogateSettings {
+        trajectory: SurrogateSteps::Nuts,
+        ..small_net()
+    };
     for (method, name) in [
         (Method::RnsHmc(small_net()), "rns-hmc"),
         (Method::ArnsHmc(small_net()), "arns-hmc"),
         (Method::RnsHmc(auto), "rns-hmc, auto steps"),
+        (Method::RnsHmc(nuts), "rns-hmc, nuts trees"),
     ] {
         let auto = method.surrogate().unwrap().trajectory == SurrogateSteps::Auto;
         let config = SampleConfig {
@@ -361,4 +367,37 @@ fn vhmc_reaches_the_tails_of_a_banana_outside_its_networks_training_states() {
     let [mean_1, _, _, square_2] = banana_moments(posterior);
     assert_mean_within_4_mcse("vhmc mean 1", &series(&run, |q| q[0]), mean_1);
     assert_mean_within_4_mcse("vhmc square 2", &series(&run, |q| q[1] * q[1]), square_2);
+}
+
+/// NUTS's trees on a network trained on the banana's warmup, each draw judged by delayed
+/// acceptance against the exact `U`: the first two moments of both coordinates within 4 MCSE
+/// of quadrature, with one exact `U` per draw at most (none where a tree keeps its start).
+#[test]
+fn nuts_trees_on_a_warmup_trained_network_keep_the_banana_exact() {
+    let model =
+        shmc::models::banana::Banana::simulate(shmc::models::banana::Banana::PAPER_N, 1).unwrap();
+    let config = SampleConfig {
+        chains: 4,
+        warmup: 600,
+        draws: 3000,
+        seed: 4,
+        method: Method::RnsHmc(SurrogateSettings {
+            trajectory: SurrogateSteps::Nuts,
+            train_after: 200,
+            ..small_net()
+        }),
+        ..SampleConfig::default()
+    };
+    let run = run(&model, &config);
+    for c in &run.chains {
+        let report = c.surrogate.as_ref().expect("surrogate report");
+        assert!(report.nuts_trees, "{report:?}");
+        let e = &c.sampling_evaluations;
+        assert!(e.exact_values <= e.iterations, "{e:?}");
+    }
+    let names = ["E[b1]", "E[b2]", "E[b1^2]", "E[b2^2]"];
+    let fs: [fn(&[f64]) -> f64; 4] = [|q| q[0], |q| q[1], |q| q[0] * q[0], |q| q[1] * q[1]];
+    for ((name, f), expected) in names.iter().zip(fs).zip(banana_moments(&model)) {
+        assert_mean_within_4_mcse(name, &series(&run, f), expected);
+    }
 }

@@ -45,15 +45,16 @@ pub fn surrogate_scale(text: &str) -> Result<Scale> {
     }
 }
 
-/// `--surrogate-steps-factor`: `auto` or a whole number of at least 1.
+/// `--surrogate-steps-factor`: `auto`, `nuts` or a whole number of at least 1.
 pub fn surrogate_steps(text: &str) -> Result<SurrogateSteps> {
     match text {
         "auto" => Ok(SurrogateSteps::Auto),
+        "nuts" => Ok(SurrogateSteps::Nuts),
         _ => match text.parse::<u32>() {
             Ok(k) if k > 0 => Ok(SurrogateSteps::Factor(k)),
             _ => Err(Error::invalid(format!(
-                "--surrogate-steps-factor must be `auto` or a whole number of at least 1, got \
-                 {text:?}"
+                "--surrogate-steps-factor must be `auto`, `nuts` or a whole number of at least 1, \
+                 got {text:?}"
             ))),
         },
     }
@@ -82,6 +83,7 @@ mod tests {
         assert!(matches!(domain("-1:1,0:2"), Ok(DomainChoice::Explicit(d)) if d.dim() == 2));
         assert_eq!(surrogate_scale("2.5").unwrap(), Scale::Fixed(2.5));
         assert_eq!(surrogate_steps("3").unwrap(), SurrogateSteps::Factor(3));
+        assert_eq!(surrogate_steps("nuts").unwrap(), SurrogateSteps::Nuts);
         let path = Path::new("init.json");
         assert_eq!(init_values("[1, -2.5]", path).unwrap(), [1.0, -2.5]);
     }

@@ -9,7 +9,7 @@ use super::ModelArgs;
 use super::method_args::MethodArgs;
 use crate::output::{
     Cost, CsvHeader, CsvSink, Progress, RunTotals, approximate_label, chain_path,
-    format_comparison, format_kernel_work, format_model_work, format_summary,
+    format_comparison, format_kernel_work, format_model_work, format_summary, trajectories_line,
 };
 use crate::sampler::{
     DrawSink, Evaluations, Init, MassMatrix, Method, NullSink, NutsSettings, Resumed, Run,
@@ -469,8 +469,12 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
                         c.chain,
                         sampling_cost(&c.sampling_evaluations)
                     );
-                    if let Some(t) = &s.trajectory {
-                        println!("chain {}: surrogate trajectories of {t}", c.chain);
+                    if let Some(line) = c
+                        .surrogate
+                        .as_ref()
+                        .and_then(|s| trajectories_line(s, &c.sampling_evaluations))
+                    {
+                        println!("chain {}: surrogate trajectories: {line}", c.chain);
                     }
                     continue;
                 }
@@ -491,8 +495,12 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
                 s.holdout_gradient_error,
                 sampling_cost(&c.sampling_evaluations)
             );
-            if let Some(t) = &s.trajectory {
-                println!("chain {}: surrogate trajectories of {t}", c.chain);
+            if let Some(line) = c
+                .surrogate
+                .as_ref()
+                .and_then(|s| trajectories_line(s, &c.sampling_evaluations))
+            {
+                println!("chain {}: surrogate trajectories: {line}", c.chain);
             }
         }
     }

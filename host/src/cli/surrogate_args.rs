@@ -83,8 +83,11 @@ pub struct SurrogateArgs {
     pub adapt_rate: f64,
     /// Surrogate trajectories take K times --steps leapfrog steps, or with `auto` the range of
     /// lengths the trained network's curvature predicts mixes best for means and variances
-    /// alike (up to 8x --steps; reported).
-    #[arg(long, default_value = "1", value_name = "K|auto")]
+    /// alike (up to 8x --steps; reported), or with `nuts` NUTS's own trees on the surrogate
+    /// (Stan's, up to 2^10 - 1 steps), each draw then judged by delayed acceptance against
+    /// the exact U: one exact U per draw, none when the tree keeps its start; the most
+    /// effective draws of means per second, `auto` of variances and quantiles.
+    #[arg(long, default_value = "1", value_name = "K|auto|nuts")]
     pub surrogate_steps_factor: String,
     /// VHMC: the network's weight in the blended potential is mu_t = 1 - exp(-t/TAU) at warmup
     /// iteration t (the Laplace approximation has the rest).

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use shmc_core::Steps;
 
-use super::footer::{evaluations_line, learning_line};
+use super::footer::{evaluations_line, learning_line, trajectories_line};
 use super::resume;
 use crate::sampler::{
     ChainResult, Checkpoint, DrawSink, InverseMetric, MassMatrix, Method, Resumed, SAMPLER_COLUMNS,
@@ -420,7 +420,7 @@ impl DrawSink for CsvSink {
                 s.scale,
                 s.holdout_gradient_error
             ));
-            if let Some(t) = &s.trajectory {
+            if let Some(t) = trajectories_line(s, &chain.sampling_evaluations) {
                 text.push_str(&format!("# shmc surrogate trajectories: {t}\n"));
             }
             if !s.learning.is_empty() {

@@ -3,7 +3,7 @@
 //! curve. [`CsvSink`](super::CsvSink) writes them with the functions here and
 //! [`ChainFooter::parse`] reads them back, so the two never drift apart.
 
-use crate::sampler::{Evaluations, LearningPoint};
+use crate::sampler::{Evaluations, LearningPoint, SurrogateReport};
 
 /// What the line of the learning curve starts with, after `shmc `.
 const LEARNING: &str = "learning curve (iteration:states learned:surrogate proposals:mean \
@@ -15,6 +15,22 @@ pub fn evaluations_line(phase: &str, e: &Evaluations) -> String {
         "shmc {phase}: {} iterations, {} exact gradients, {} exact values, {} surrogate gradients",
         e.iterations, e.exact_gradients, e.exact_values, e.surrogate_gradients
     )
+}
+
+/// How a surrogate chain's trajectories were made (after `surrogate trajectories: `): NUTS's
+/// trees with their mean size over `sampling`'s draws, or the lengths chosen from the
+/// surrogate's curvature; `None` for the lengths the run gave.
+pub fn trajectories_line(report: &SurrogateReport, sampling: &Evaluations) -> Option<String> {
+    if report.nuts_trees {
+        let e = sampling;
+        let steps = (e.surrogate_gradients + e.exact_gradients) as f64 / e.iterations.max(1) as f64;
+        return Some(format!(
+            "NUTS trees ({steps:.1} leapfrog steps per draw), each draw judged by delayed \
+             acceptance ({} exact values in {} draws)",
+            e.exact_values, e.iterations
+        ));
+    }
+    report.trajectory.map(|t| t.to_string())
 }
 
 /// The line of the learning curve `points`, after `# `.

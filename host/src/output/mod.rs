@@ -12,7 +12,7 @@ pub use cmdstan::{
     CsvHeader, CsvSink, Engine, StanCsv, approximate_label, chain_path, parse_stan_csv,
     read_stan_csv,
 };
-pub use footer::ChainFooter;
+pub use footer::{ChainFooter, trajectories_line};
 pub use progress::Progress;
 pub use table::{
     Cost, RunTotals, format_comparison, format_kernel_work, format_model_work, format_summary,

@@ -212,8 +212,14 @@ impl Proposer for FittedPhase<'_> {
     /// no training states, a kind without curvature, or a curvature that is not positive
     /// definite).
     fn trajectory(&mut self, base: Steps, inv_mass: &[f64], step_size: f64) -> Steps {
-        if let SurrogateSteps::Factor(k) = self.settings.trajectory {
-            return lengthen(base, k);
+        match self.settings.trajectory {
+            SurrogateSteps::Factor(k) => return lengthen(base, k),
+            // NUTS's trees find their own lengths.
+            SurrogateSteps::Nuts => {
+                self.report.nuts_trees = true;
+                return base;
+            }
+            SurrogateSteps::Auto => {}
         }
         let chosen = self
             .proposal

@@ -508,6 +508,14 @@ impl Method {
         if !(s.adapt_rate > 0.0 && s.adapt_rate <= 1.0) {
             return Err(Error::setting("adapt_rate", "must lie in (0, 1]"));
         }
+        if s.trajectory == SurrogateSteps::Nuts
+            && (matches!(self, Method::RnsRmhmc(..)) || s.approximate_acceptance)
+        {
+            return Err(Error::setting(
+                "surrogate_steps_factor",
+                "nuts trees on the surrogate are for rns-hmc and arns-hmc with the exact MH step                  (their draws are judged by delayed acceptance against the exact U)",
+            ));
+        }
         if s.trajectory == SurrogateSteps::Factor(0) {
             return Err(Error::setting(
                 "surrogate_steps_factor",

@@ -115,7 +115,7 @@ fn settings(config: &SampleConfig, nuts: &NutsSettings) -> DiagNutsSettings {
 /// `j`-th doubling adds between 1 and `2^(j−1)` steps (fewer when its subtree turns back or
 /// diverges part-way), so `j` doublings make `2^(j−1)` to `2^j − 1` steps: `j` is the bit length
 /// of the count. nuts-rs's own depth leaves out a last doubling that turned back.
-fn tree_depth(leapfrog_steps: u64) -> u32 {
+pub(super) fn tree_depth(leapfrog_steps: u64) -> u32 {
     u64::BITS - leapfrog_steps.leading_zeros()
 }
 

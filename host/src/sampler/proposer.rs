@@ -138,6 +138,10 @@ pub struct SurrogateReport {
     pub extra_exact_evaluations: u64,
     /// The trajectory lengths chosen from the surrogate's curvature, if they were.
     pub trajectory: Option<TrajectoryChoice>,
+    /// Whether NUTS's trees made the surrogate's trajectories, their draws judged by delayed
+    /// acceptance (`chain::delayed_nuts`).
+    #[serde(default)]
+    pub nuts_trees: bool,
     /// What precomputing the surrogate from the exact potential cost (a grid), if it was:
     /// `before_sampling` when fitted once for every chain, else after this chain's exact phase.
     pub precompute: Option<Precompute>,

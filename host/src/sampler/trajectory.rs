@@ -57,6 +57,9 @@ pub enum SurrogateSteps {
     /// The range [`choose_steps`] predicts mixes best, up to [`AUTO_CAP_FACTOR`] times the
     /// exact phase's longest trajectory.
     Auto,
+    /// No fixed length: NUTS on the surrogate, its draws judged by delayed acceptance (one
+    /// exact `U` per draw; see `chain::delayed_nuts`).
+    Nuts,
 }
 
 /// `steps` with every trajectory length multiplied by `factor`.

@@ -27,6 +27,7 @@
 
 mod adaptation;
 pub mod checkpoint;
+mod delayed_nuts;
 mod dynamics;
 mod guard;
 mod kernel;
@@ -47,14 +48,17 @@ pub use learning::Recorder;
 
 use self::adaptation::Adaptation;
 use self::checkpoint::{Checkpoint, Due, Resumed};
+use self::delayed_nuts::DelayedNuts;
 use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
 use self::guard::Guard;
 use self::kernel::Riemannian;
 use super::config::{Init, SampleConfig};
 use super::fitted::Precomputed;
 use super::method::{Method, StepSize};
+use super::nuts::tree_depth;
 use super::proposer::{ForResume, Proposer, SurrogateReport};
 use super::target_ess::{EssMonitor, Verdict};
+use super::trajectory::SurrogateSteps;
 use super::warmup::initial_step_size;
 use super::{ChainResult, DrawSink, InverseMetric, Phase, SAMPLER_COLUMNS};
 use crate::random::chain_rng;
@@ -137,6 +141,9 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
     adaptation: Option<Adaptation>,
     /// RMHMC's kernel, for the methods that have one.
     riemannian: Option<Riemannian>,
+    /// NUTS on the surrogate with delayed acceptance, for a method whose surrogate
+    /// trajectories are NUTS's ([`SurrogateSteps::Nuts`]).
+    nuts: Option<DelayedNuts>,
     /// RMHMC's metric: the model's own (RNS-RMHMC's is its network's, made per transition).
     model_metric: Option<Box<dyn RiemannianMetric + 'b>>,
     /// Whether the latest transition ran the generalized leapfrog.
@@ -228,6 +235,11 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             Some(settings) => Some(Riemannian::new(settings, config.max_energy_error)?),
             None => None,
         };
+        let nuts = config
+            .method
+            .surrogate()
+            .filter(|s| s.trajectory == SurrogateSteps::Nuts)
+            .map(|_| DelayedNuts::new(delayed_nuts::MAX_DEPTH, config.max_energy_error));
         let names = model.parameter_names().len();
         let hmc = Hmc::new(
             Dyn(dim),
@@ -252,6 +264,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             end: Cell::new(EndPoint::default()),
             adaptation: None,
             riemannian,
+            nuts,
             model_metric,
             ran_generalized: false,
             guard: Guard::default(),
@@ -602,9 +615,35 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         let step_size = self.step_size();
         // A trajectory that breaks off before its end point leaves no end point behind.
         self.end.set(EndPoint::default());
-        let (t, generalized_stat) = if generalized {
+        let approximate = self.approximate();
+        // The acceptance statistic of a kernel that computes its own (RMHMC's, NUTS's), and
+        // whether the exact `U` judged the proposal.
+        let mut exact_judge = !(proposed && approximate);
+        let mut ran_nuts = false;
+        let (t, kernel_stat) = if generalized {
             let (t, stat) = self.generalized_transition(warmup)?;
             (t, Some(stat))
+        } else if let (Some(nuts), Some(proposal), false) = (
+            self.nuts.as_mut(),
+            self.proposer
+                .as_deref()
+                .filter(|_| proposed)
+                .and_then(|p| p.proposal()),
+            approximate,
+        ) {
+            let out = nuts.transition(
+                &mut self.state,
+                self.proposal_value,
+                self.exact,
+                proposal,
+                &self.metric,
+                step_size,
+                &mut self.rng,
+            );
+            self.proposal_value = out.proposal_value;
+            exact_judge = out.exact_evaluated;
+            ran_nuts = true;
+            (out.transition, Some(out.tree_accept))
         } else {
             let Self {
                 hmc,
@@ -626,10 +665,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         if proposed && let Some(states) = self.learned() {
             self.learning.observe(self.done + 1, states, t.accept_prob);
         }
-        let approximate = self.approximate();
         // Sampling adapts nothing, so it skips the surrogate's own statistic (an `exp`, a
         // noticeable part of a cheap model's iteration) and returns the exact one.
-        let stat = if let Some(stat) = generalized_stat {
+        let stat = if let Some(stat) = kernel_stat {
             stat
         } else if proposed && !approximate {
             let end = self.end.get();
@@ -653,7 +691,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             Some(kernel) if generalized => {
                 counts.record_generalized(&t, proposed, kernel.gradients_per_step())
             }
-            _ => counts.record(&t, proposed, !(proposed && approximate)),
+            _ => counts.record(&t, proposed, exact_judge),
         }
         if let Some(proposer) = self.proposer.as_deref() {
             counts.record_outside(proposer.take_outside());
@@ -662,12 +700,19 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             self.result.warmup_divergences += usize::from(t.divergent);
         }
         if !warmup || self.config.save_warmup {
+            // Stan's tree depth, for a NUTS tree (0 for a fixed-length trajectory, as CmdStan
+            // writes for static HMC).
+            let depth = if ran_nuts {
+                tree_depth(u64::from(t.steps))
+            } else {
+                0
+            };
             self.row.clear();
             self.row.extend_from_slice(&[
                 -self.state.potential,
                 t.accept_prob,
                 step_size,
-                0.0,
+                f64::from(depth),
                 f64::from(t.steps),
                 f64::from(u8::from(t.divergent)),
                 t.energy,
