@@ -61,9 +61,10 @@ pub struct BenchArgs {
     hidden: Option<usize>,
     /// Run only these rows, comma-separated: hmc, rns, rns-score, arns, rns-long (RNS-HMC
     /// with 4x longer surrogate trajectories), rns-auto (with the lengths its curvature picks),
-    /// all-in (4 chains in lockstep, NUTS's trees on a network trained on the Laplace
-    /// approximation with each draw judged by delayed acceptance against the exact U, adapted
-    /// step size, timed from the MAP search to the last draw, as nutpie's figure is) and nuts (nutpie's NUTS on the same
+    /// all-in (4 chains in lockstep on a network trained on the Laplace approximation, with
+    /// NUTS's trees on it, each draw judged by delayed acceptance against the exact U, or on the
+    /// PDE the trajectory lengths its curvature picks; adapted step size; timed from the MAP
+    /// search to the last draw, as nutpie's figure is) and nuts (nutpie's NUTS on the same
     /// kernel, 4 chains, timed likewise). Default: all of them, all-in and nuts on lr-sim and pde
     /// only. Speed-ups need the hmc row. sbc: run only these methods: hmc, nuts, rns-hmc,
     /// rns-hmc-auto (trajectory lengths from the network's curvature), arns-hmc, vhmc,
