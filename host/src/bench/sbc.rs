@@ -46,12 +46,14 @@ pub const MODELS: [&str; 8] = [
 
 /// The methods, in the table's order: the exact ones, then the approximate ones beside their
 /// exact twins. `rns-hmc-auto` is RNS-HMC with the trajectory lengths its network's curvature
-/// picks; `-complete` is a grid's variant that also accepts with the grid's `U`.
-pub const METHODS: [&str; 13] = [
+/// picks, `rns-hmc-nuts` with NUTS's trees on its network judged by delayed acceptance;
+/// `-complete` is a grid's variant that also accepts with the grid's `U`.
+pub const METHODS: [&str; 14] = [
     "hmc",
     "nuts",
     "rns-hmc",
     "rns-hmc-auto",
+    "rns-hmc-nuts",
     "arns-hmc",
     "vhmc",
     "vhmc-approximate",
@@ -264,6 +266,10 @@ impl Sized {
             "rns-hmc" => Method::RnsHmc(self.surrogate(FitMethod::Score, seed)),
             "rns-hmc-auto" => Method::RnsHmc(SurrogateSettings {
                 trajectory: SurrogateSteps::Auto,
+                ..self.surrogate(FitMethod::Score, seed)
+            }),
+            "rns-hmc-nuts" => Method::RnsHmc(SurrogateSettings {
+                trajectory: SurrogateSteps::Nuts,
                 ..self.surrogate(FitMethod::Score, seed)
             }),
             "arns-hmc" => Method::ArnsHmc(self.surrogate(FitMethod::Potential, seed)),

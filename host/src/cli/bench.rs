@@ -67,7 +67,8 @@ pub struct BenchArgs {
     /// search to the last draw, as nutpie's figure is) and nuts (nutpie's NUTS on the same
     /// kernel, 4 chains, timed likewise). Default: all of them, all-in and nuts on lr-sim and pde
     /// only. Speed-ups need the hmc row. sbc: run only these methods: hmc, nuts, rns-hmc,
-    /// rns-hmc-auto (trajectory lengths from the network's curvature), arns-hmc, vhmc,
+    /// rns-hmc-auto (trajectory lengths from the network's curvature), rns-hmc-nuts (NUTS's trees
+    /// on the network, delayed acceptance), arns-hmc, vhmc,
     /// vhmc-approximate, rmhmc, rns-rmhmc, grid-hmc, grid-hmc-complete, sg-hmc, sg-hmc-complete.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     methods: Option<Vec<String>>,

@@ -68,14 +68,18 @@ impl Tree {
     }
 }
 
-/// What a transition did beyond [`Transition`]: the surrogate's own mean acceptance over the
-/// tree (what the step size adapts to), `Ũ` where the chain now is, and whether the exact `U`
-/// was evaluated (not when the first stage stayed at the start).
+/// What a transition did.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Outcome {
+    /// Accepted or not by the second stage, its acceptance probability, the exact energies,
+    /// and the tree's leapfrog steps.
     pub transition: Transition,
+    /// The surrogate's own mean acceptance over the tree's steps: what the step size adapts to
+    /// (see `super::dynamics` on why not the exact one).
     pub tree_accept: f64,
+    /// `Ũ` where the chain now is.
     pub proposal_value: f64,
+    /// Whether the exact `U` was evaluated (not when the tree kept its start).
     pub exact_evaluated: bool,
 }
 
