@@ -421,7 +421,7 @@ fn bad_input_gives_one_clear_line() {
             "--output",
             o,
         ],
-        "--surrogate-steps-factor must be `auto` or a whole number of at least 1, got \"long\"",
+        "--surrogate-steps-factor must be `auto`, `nuts` or a whole number of at least 1, got \"long\"",
     );
     assert_one_line_error(
         &[

@@ -24,7 +24,7 @@ use nuts_rs::{Chain, CpuLogpFunc, CpuMath, CpuMathError, DiagNutsSettings, LogpE
 use shmc_core::Potential;
 
 use super::chain::start::initial_state;
-use super::chain::{Leave, Outlets};
+use super::chain::{Leave, Outlets, tree_depth};
 use super::config::SampleConfig;
 use super::method::NutsSettings;
 use super::method::StepSize;
@@ -109,14 +109,6 @@ fn settings(config: &SampleConfig, nuts: &NutsSettings) -> DiagNutsSettings {
     step_size.jitter = None;
     settings.adapt_options.mass_matrix_options.store_mass_matrix = true;
     settings
-}
-
-/// Stan's `treedepth__` of a transition of `leapfrog_steps` steps: the doublings it began. The
-/// `j`-th doubling adds between 1 and `2^(j−1)` steps (fewer when its subtree turns back or
-/// diverges part-way), so `j` doublings make `2^(j−1)` to `2^j − 1` steps: `j` is the bit length
-/// of the count. nuts-rs's own depth leaves out a last doubling that turned back.
-pub(super) fn tree_depth(leapfrog_steps: u64) -> u32 {
-    u64::BITS - leapfrog_steps.leading_zeros()
 }
 
 /// The nuts-rs chain this module drives.
@@ -274,19 +266,5 @@ impl NutsChain<'_> {
             seconds,
         });
         seconds
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::tree_depth;
-
-    #[test]
-    fn tree_depth_counts_the_doublings_begun_as_stan_does() {
-        // One step: one doubling; a full tree of depth j: 2^j − 1 steps; a last doubling that
-        // turned back after its first step: 2^(j−1) steps, still depth j.
-        for (steps, depth) in [(1, 1), (2, 2), (3, 2), (4, 3), (7, 3), (11, 4), (1023, 10)] {
-            assert_eq!(tree_depth(steps), depth, "{steps} steps");
-        }
     }
 }

@@ -37,6 +37,14 @@ use shmc_core::{Dyn, Exact, Metric, Potential, State, Transition, leapfrog};
 /// Stan's default maximum tree depth: at most `2^10 − 1` leapfrog steps per draw.
 pub const MAX_DEPTH: u32 = 10;
 
+/// Stan's `treedepth__` of a transition of `leapfrog_steps` steps: the doublings it began. The
+/// `j`-th doubling adds between 1 and `2^(j−1)` steps (fewer when its subtree turns back or
+/// diverges part-way), so `j` doublings make `2^(j−1)` to `2^j − 1` steps: `j` is the bit length
+/// of the count. nuts-rs's own depth leaves out a last doubling that turned back.
+pub fn tree_depth(leapfrog_steps: u64) -> u32 {
+    u64::BITS - leapfrog_steps.leading_zeros()
+}
+
 /// A point of a trajectory: position, momentum, surrogate gradient and value, and `M⁻¹p`.
 #[derive(Clone)]
 struct Point {
@@ -517,5 +525,14 @@ mod tests {
             stayed > 100 && judged > 100,
             "stayed {stayed}, judged {judged}"
         );
+    }
+
+    #[test]
+    fn tree_depth_counts_the_doublings_begun_as_stan_does() {
+        // One step: one doubling; a full tree of depth j: 2^j − 1 steps; a last doubling that
+        // turned back after its first step: 2^(j−1) steps, still depth j.
+        for (steps, depth) in [(1, 1), (2, 2), (3, 2), (4, 3), (7, 3), (11, 4), (1023, 10)] {
+            assert_eq!(tree_depth(steps), depth, "{steps} steps");
+        }
     }
 }

@@ -42,6 +42,7 @@ use std::time::Instant;
 use rand_pcg::Pcg64;
 use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, HmcConfig, Potential, State, Transition};
 
+pub use delayed_nuts::tree_depth;
 pub use guard::{Collapse, WINDOW as COLLAPSE_WINDOW};
 pub use kernel::{KernelWork, RiemannianReport};
 pub use learning::Recorder;
@@ -55,7 +56,6 @@ use self::kernel::Riemannian;
 use super::config::{Init, SampleConfig};
 use super::fitted::Precomputed;
 use super::method::{Method, StepSize};
-use super::nuts::tree_depth;
 use super::proposer::{ForResume, Proposer, SurrogateReport};
 use super::target_ess::{EssMonitor, Verdict};
 use super::trajectory::SurrogateSteps;
