@@ -429,6 +429,22 @@ fn bad_input_gives_one_clear_line() {
             "--model",
             "banana",
             "--method",
+            "rns-rmhmc",
+            "--rmhmc-step-size",
+            "0.5",
+            "--surrogate-steps-factor",
+            "nuts",
+            "--output",
+            o,
+        ],
+        "--surrogate-steps-factor nuts is for rns-hmc and arns-hmc with the exact MH step",
+    );
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "banana",
+            "--method",
             "vhmc",
             "--surrogate-steps-factor",
             "auto",

@@ -513,7 +513,8 @@ impl Method {
         {
             return Err(Error::setting(
                 "surrogate_steps_factor",
-                "nuts trees on the surrogate are for rns-hmc and arns-hmc with the exact MH step                  (their draws are judged by delayed acceptance against the exact U)",
+                "nuts is for rns-hmc and arns-hmc with the exact MH step (delayed acceptance \
+                 judges the trees' draws against the exact U)",
             ));
         }
         if s.trajectory == SurrogateSteps::Factor(0) {
