@@ -5,7 +5,7 @@
 //! exactly `n` proposal gradients; the last one comes with the exact `U` at the end point
 //! through [`Dynamics::end_point`].
 
-use crate::linalg::{all_finite, axpy};
+use crate::linalg::axpy_finite;
 use crate::metric::Metric;
 use crate::potential::Dynamics;
 use crate::real::Real;
@@ -40,10 +40,10 @@ where
         } else {
             dynamics.proposal_gradient(q, grad);
         }
-        if !all_finite(grad) {
+        // The closing half kick, checking the new gradient in the same pass.
+        if !axpy_finite(-half, grad, p) {
             return T::of(f64::NAN);
         }
-        axpy(-half, grad, p);
     }
     end_potential
 }
