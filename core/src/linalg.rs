@@ -78,8 +78,10 @@ pub fn all_finite<T: Real>(x: &[T]) -> bool {
 /// `p ← p + α g` (as [`axpy`] computes it), returning whether every entry of `g` is finite: the
 /// leapfrog's closing half kick and its check of the new gradient in one pass, not two (in low
 /// dimension a pass's loop overhead outweighs its arithmetic). `p` is updated even when `g` is
-/// not finite; the caller then discards it.
-#[inline]
+/// not finite; the caller then discards it. Out of line with the `compact` feature (one copy
+/// for the leapfrog and [`crate::Metric::kick_kick_drift`]'s default).
+#[cfg_attr(feature = "compact", inline(never))]
+#[cfg_attr(not(feature = "compact"), inline)]
 pub fn axpy_finite<T: Real>(alpha: T, g: &[T], p: &mut [T]) -> bool {
     debug_assert_eq!(g.len(), p.len());
     let mut finite = true;
