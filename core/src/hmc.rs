@@ -238,6 +238,10 @@ where
         let divergent = !energy_error.is_finite() || energy_error > self.config.max_energy_error;
         let accept_prob = if divergent {
             0.0
+        } else if energy_error <= 0.0 {
+            // `exp` of a non-negative number is at least 1 (libm's too: 1 + x below 2⁻²⁸), so
+            // the minimum is 1 without it: an `exp` saved on about half the transitions.
+            1.0
         } else {
             libm::exp(-energy_error).min(1.0)
         };

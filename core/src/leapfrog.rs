@@ -5,7 +5,7 @@
 //! exactly `n` proposal gradients; the last one comes with the exact `U` at the end point
 //! through [`Dynamics::end_point`].
 
-use crate::linalg::{all_finite, axpy};
+use crate::linalg::axpy_finite;
 use crate::metric::Metric;
 use crate::potential::Dynamics;
 use crate::real::Real;
@@ -15,6 +15,10 @@ use crate::real::Real;
 /// On entry `grad` holds the proposal gradient at `q`; on exit `q`, `p` and `grad` hold the end
 /// point, and the exact `U` there is returned. If a gradient or a position turns non-finite the
 /// trajectory stops early and `NaN` is returned: the caller rejects it as divergent.
+///
+/// Between two gradients, one step's closing half kick and the next step's half kick and drift
+/// are one [`Metric::kick_kick_drift`], so that a fused metric keeps `p` in a register from the
+/// gradient to the next position (the same operations in the same order as step after step).
 pub fn leapfrog<T, Dy, M>(
     dynamics: &Dy,
     metric: &M,
@@ -30,20 +34,19 @@ where
     M: Metric<T> + ?Sized,
 {
     let half = T::of(0.5) * eps;
-    let mut end_potential = T::of(f64::NAN);
-    for step in 1..=n {
-        if !metric.kick_drift(half, eps, grad, p, q) {
+    if n == 0 || !metric.kick_drift(half, eps, grad, p, q) {
+        return T::of(f64::NAN);
+    }
+    for _ in 1..n {
+        dynamics.proposal_gradient(q, grad);
+        if !metric.kick_kick_drift(half, eps, grad, p, q) {
             return T::of(f64::NAN);
         }
-        if step == n {
-            end_potential = dynamics.end_point(q, grad);
-        } else {
-            dynamics.proposal_gradient(q, grad);
-        }
-        if !all_finite(grad) {
-            return T::of(f64::NAN);
-        }
-        axpy(-half, grad, p);
+    }
+    let end_potential = dynamics.end_point(q, grad);
+    // The closing half kick, checking the new gradient in the same pass.
+    if !axpy_finite(-half, grad, p) {
+        return T::of(f64::NAN);
     }
     end_potential
 }
@@ -164,9 +167,10 @@ mod tests {
         }
     }
 
-    /// The diagonal metric's fused kick and drift make the very trajectories of the three
-    /// passes, bit for bit, in every dimension (end point, momentum, gradient and `U`), and
-    /// stop a trajectory whose position overflows the same way.
+    /// The diagonal metric's fused kick and drift (and kick, kick and drift between two
+    /// gradients) make the very trajectories of the separate passes, bit for bit, in every
+    /// dimension (end point, momentum, gradient and `U`), and stop a trajectory whose position
+    /// overflows the same way.
     #[test]
     fn fused_kick_and_drift_are_the_three_passes_bit_for_bit() {
         let mut rng = crate::random::SplitMix64(11);

@@ -75,6 +75,23 @@ pub fn all_finite<T: Real>(x: &[T]) -> bool {
     x.iter().all(|v| v.is_finite())
 }
 
+/// `p ← p + α g` (as [`axpy`] computes it), returning whether every entry of `g` is finite: the
+/// leapfrog's closing half kick and its check of the new gradient in one pass, not two (in low
+/// dimension a pass's loop overhead outweighs its arithmetic). `p` is updated even when `g` is
+/// not finite; the caller then discards it. Out of line with the `compact` feature (one copy
+/// for the leapfrog and [`crate::Metric::kick_kick_drift`]'s default).
+#[cfg_attr(feature = "compact", inline(never))]
+#[cfg_attr(not(feature = "compact"), inline)]
+pub fn axpy_finite<T: Real>(alpha: T, g: &[T], p: &mut [T]) -> bool {
+    debug_assert_eq!(g.len(), p.len());
+    let mut finite = true;
+    for (pi, &gi) in p.iter_mut().zip(g) {
+        finite &= gi.is_finite();
+        *pi += alpha * gi;
+    }
+    finite
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +139,15 @@ mod tests {
         let mut y = [1.0, 2.0, 3.0];
         axpy(2.0, &[1.0, -1.0, 0.5], &mut y);
         assert_eq!(y, [3.0, 0.0, 4.0]);
+    }
+
+    #[test]
+    fn axpy_finite_is_axpy_and_reports_non_finite_entries() {
+        let mut y = [1.0, 2.0, 3.0];
+        assert!(axpy_finite(2.0, &[1.0, -1.0, 0.5], &mut y));
+        assert_eq!(y, [3.0, 0.0, 4.0]);
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert!(!axpy_finite(2.0, &[1.0, bad, 0.5], &mut y));
+        }
     }
 }

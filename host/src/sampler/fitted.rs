@@ -207,6 +207,10 @@ impl Proposer for FittedPhase<'_> {
         self.proposal.as_ref().map(|p| p as &dyn Potential)
     }
 
+    fn fallback(&self) -> Option<&Fallback<'_>> {
+        self.proposal.as_ref()
+    }
+
     /// A multiple of `base`, or (`Auto`) the range the fitted surrogate's curvature predicts
     /// mixes best, reported; `base` where no prediction applies (a loaded surrogate, which has
     /// no training states, a kind without curvature, or a curvature that is not positive

@@ -12,13 +12,21 @@ use shmc_core::{Dyn, Potential, State, Steps};
 
 use super::trajectory::TrajectoryChoice;
 use crate::Result;
-use crate::surrogates::{Surrogate, exact_floats};
+use crate::surrogates::{Fallback, Surrogate, exact_floats};
 
 /// What a chain needs from a surrogate method: the proposal potential (once there is one), how
 /// the Metropolis–Hastings step judges it, and a look at every warmup transition.
 pub trait Proposer {
     /// The potential whose gradient drives the leapfrog, once there is one (before: exact HMC).
     fn proposal(&self) -> Option<&dyn Potential>;
+
+    /// The proposal as the [`Fallback`] it is, for a method that proposes with a fitted
+    /// surrogate (the same potential as [`Proposer::proposal`]): the chain's transition then
+    /// compiles its lookup into the leapfrog ([`super::chain`]'s dynamics). `None`: another kind
+    /// of proposal, called through `dyn Potential`.
+    fn fallback(&self) -> Option<&Fallback<'_>> {
+        None
+    }
 
     /// Whether the MH step uses the proposal potential itself instead of the exact `U`
     /// (VHMC's published rule): the chain then targets `exp(−V)`, an approximation.

@@ -13,7 +13,8 @@
 
 use std::cell::{Cell, RefCell};
 
-use shmc_core::{Dynamics, Exact, Potential, Transition};
+use rand_pcg::Pcg64;
+use shmc_core::{DiagonalMetric, Dyn, Dynamics, Exact, Hmc, Potential, State, Transition};
 
 use crate::sampler::proposer::{EndGradient, Proposer};
 
@@ -39,18 +40,22 @@ impl Default for EndPoint {
 /// `∇U` into `record` for a method that learns from the exact gradients of accepted states:
 /// a fraction of a pass more instead of a separate gradient pass) and `Ũ` with its gradient,
 /// and keeps both potentials in `end`.
-pub struct Judged<'a> {
+///
+/// Generic over the proposal's type: a fitted surrogate's proposal is a
+/// [`Fallback`](crate::surrogates::Fallback), whose lookup then compiles into the leapfrog
+/// ([`hmc_transition`]): one dynamic call per step (to the surrogate's kind) instead of two.
+pub struct Judged<'a, P: Potential + ?Sized = dyn Potential> {
     /// The exact potential (MH step).
     pub target: &'a dyn Potential,
     /// The potential whose gradient drives the leapfrog.
-    pub proposal: &'a dyn Potential,
+    pub proposal: &'a P,
     /// Where the end point's exact gradient goes, if the method learns from it.
     pub record: Option<&'a RefCell<EndGradient>>,
     /// The end point's `U` and `Ũ`.
     pub end: &'a Cell<EndPoint>,
 }
 
-impl Dynamics for Judged<'_> {
+impl<P: Potential + ?Sized> Dynamics for Judged<'_, P> {
     fn dim(&self) -> usize {
         self.target.dim()
     }
@@ -86,29 +91,54 @@ pub enum Mode {
     Surrogate,
 }
 
-/// Calls `f` with the dynamics of `mode`: exact HMC, or once the surrogate proposes its
-/// trajectories judged by the exact `U` (or by the surrogate itself under VHMC's approximate
-/// rule). `end` receives the end point's potentials of judged trajectories.
-pub fn with_dynamics<T>(
+/// One HMC transition of `hmc` from `state` under the dynamics of `mode`: exact HMC, or once
+/// the surrogate proposes its trajectories judged by the exact `U` (or by the surrogate itself
+/// under VHMC's approximate rule). `end` receives the end point's potentials of judged
+/// trajectories.
+///
+/// The dynamics are chosen once per transition and the transition is compiled for each kind
+/// ([`Exact`], [`Judged`]), so that the leapfrog calls their gradients directly: called through
+/// `dyn Dynamics`, every leapfrog step of a cheap model paid a dynamic call and a frame more.
+#[allow(clippy::too_many_arguments)]
+pub fn hmc_transition(
+    hmc: &mut Hmc<Dyn>,
+    state: &mut State<Dyn>,
+    metric: &DiagonalMetric<Dyn>,
+    rng: &mut Pcg64,
     model: &dyn Potential,
     proposer: Option<&dyn Proposer>,
     mode: Mode,
     end: &Cell<EndPoint>,
-    f: impl FnOnce(&dyn Dynamics) -> T,
-) -> T {
-    let proposal = proposer.filter(|_| mode == Mode::Surrogate).and_then(|p| {
-        p.proposal()
-            .map(|proposal| (proposal, p.approximate(), p.end_gradient()))
-    });
-    match proposal {
-        None => f(&Exact(model)),
-        Some((proposal, true, _)) => f(&Exact(proposal)),
-        Some((proposal, false, record)) => f(&Judged {
-            target: model,
-            proposal,
-            record,
-            end,
-        }),
+) -> Transition {
+    let Some(proposer) = proposer.filter(|_| mode == Mode::Surrogate) else {
+        return hmc.transition(state, &Exact(model), metric, rng);
+    };
+    let Some(proposal) = proposer.proposal() else {
+        return hmc.transition(state, &Exact(model), metric, rng);
+    };
+    if proposer.approximate() {
+        return hmc.transition(state, &Exact(proposal), metric, rng);
+    }
+    let record = proposer.end_gradient();
+    match proposer.fallback() {
+        Some(fallback) => {
+            let judged = Judged {
+                target: model,
+                proposal: fallback,
+                record,
+                end,
+            };
+            hmc.transition(state, &judged, metric, rng)
+        }
+        None => {
+            let judged = Judged {
+                target: model,
+                proposal,
+                record,
+                end,
+            };
+            hmc.transition(state, &judged, metric, rng)
+        }
     }
 }
 

@@ -50,7 +50,7 @@ pub use learning::Recorder;
 use self::adaptation::Adaptation;
 use self::checkpoint::{Checkpoint, Due, Resumed};
 use self::delayed_nuts::DelayedNuts;
-use self::dynamics::{EndPoint, Mode, surrogate_accept_stat, with_dynamics};
+use self::dynamics::{EndPoint, Mode, hmc_transition, surrogate_accept_stat};
 use self::guard::Guard;
 use self::kernel::Riemannian;
 use super::config::{Init, SampleConfig};
@@ -645,19 +645,15 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             ran_nuts = true;
             (out.transition, Some(out.tree_accept))
         } else {
-            let Self {
-                hmc,
-                state,
-                metric,
-                rng,
-                ..
-            } = self;
-            let t = with_dynamics(
+            let t = hmc_transition(
+                &mut self.hmc,
+                &mut self.state,
+                &self.metric,
+                &mut self.rng,
                 self.exact,
                 self.proposer.as_deref(),
                 self.mode,
                 &self.end,
-                |d| hmc.transition(state, d, metric, rng),
             );
             (t, None)
         };

@@ -64,6 +64,8 @@ struct Axis {
     last: usize,
     /// Flat-index stride (the last coordinate has stride 1).
     stride: usize,
+    /// The stride times `d`: the step of the gradients' offset ([`ForceGrid::gradient_offset`]).
+    gradient_stride: usize,
 }
 
 /// The number of cells of width at most `h` that tile `extent` (see [`CELL_COUNT_SLACK`]), or
@@ -193,6 +195,7 @@ impl ForceGrid {
                 inverse_width: 1.0 / widths[k],
                 last: cells[k] - 1,
                 stride: strides[k],
+                gradient_stride: strides[k] * d,
             })
             .collect();
         Self {
@@ -257,9 +260,24 @@ impl ForceGrid {
     }
 
     /// The flat index of the cell holding `q`, or `None` outside the box (or for a point of
-    /// another dimension): the box test of [`Domain::contains`] (NaN is outside) and the index in
-    /// one pass over the coordinates.
+    /// another dimension).
     fn cell(&self, q: &[f64]) -> Option<usize> {
+        self.locate(q, |axis| axis.stride)
+    }
+
+    /// Where the gradient of the cell holding `q` starts in `gradients` (its flat index times
+    /// `d`), or `None` outside the box. From the strides times `d`, so that no multiplication
+    /// by `d` comes between the position and the load of the gradient: in a leapfrog step of a
+    /// cheap model, the lookup is most of the chain of dependent operations.
+    fn gradient_offset(&self, q: &[f64]) -> Option<usize> {
+        self.locate(q, |axis| axis.gradient_stride)
+    }
+
+    /// `Σₖ iₖ stride(axisₖ)` over the cell indices `iₖ` of `q`, or `None` outside the box (or
+    /// for a point of another dimension): the box test of [`Domain::contains`] (NaN is
+    /// outside) and the index in one pass over the coordinates.
+    #[inline(always)]
+    fn locate(&self, q: &[f64], stride: impl Fn(&Axis) -> usize) -> Option<usize> {
         if q.len() != self.axes.len() {
             return None;
         }
@@ -272,7 +290,7 @@ impl ForceGrid {
             // to the last cell. Through `i64`, which x86-64 converts in one instruction (to
             // `usize` it takes a dozen), with the same result for these values.
             let i = (((x - axis.lower) * axis.inverse_width) as i64 as usize).min(axis.last);
-            index += i * axis.stride;
+            index += i * stride(axis);
         }
         Some(index)
     }
@@ -397,9 +415,9 @@ impl Surrogate for ForceGrid {
 
     /// One pass: the cell lookup is the box test.
     fn gradient_within(&self, q: &[f64], grad: &mut [f64]) -> bool {
-        match self.cell(q) {
-            Some(c) => {
-                self.write_gradient(c, grad);
+        match self.gradient_offset(q) {
+            Some(offset) => {
+                copy_small(&self.gradients[offset..offset + self.axes.len()], grad);
                 true
             }
             None => false,
