@@ -19,6 +19,8 @@ use crate::real::Real;
 /// Between two gradients, one step's closing half kick and the next step's half kick and drift
 /// are one [`Metric::kick_kick_drift`], so that a fused metric keeps `p` in a register from the
 /// gradient to the next position (the same operations in the same order as step after step).
+/// Those steps read the gradient in place where the proposal stores it
+/// ([`Dynamics::proposal_gradient_ref`]); `grad` is written only at the end point.
 pub fn leapfrog<T, Dy, M>(
     dynamics: &Dy,
     metric: &M,
@@ -38,7 +40,7 @@ where
         return T::of(f64::NAN);
     }
     for _ in 1..n {
-        dynamics.proposal_gradient(q, grad);
+        let grad = dynamics.proposal_gradient_ref(q, grad);
         if !metric.kick_kick_drift(half, eps, grad, p, q) {
             return T::of(f64::NAN);
         }

@@ -30,6 +30,15 @@ pub trait Potential<T: Real = f64> {
     fn gradient(&self, q: &[T], grad: &mut [T]) {
         self.value_and_gradient(q, grad);
     }
+
+    /// `∇U(q)`: where the potential stores it, if it does (a table of precomputed gradients),
+    /// else written into `buf`, which is returned. The leapfrog's steps between the ends read
+    /// the gradient through this, so that a table lookup costs no copy: with a cheap proposal,
+    /// the copy's store and reload sit on the step's chain of dependent operations.
+    fn gradient_ref<'s>(&'s self, q: &[T], buf: &'s mut [T]) -> &'s [T] {
+        self.gradient(q, buf);
+        buf
+    }
 }
 
 impl<T: Real, P: Potential<T> + ?Sized> Potential<T> for &P {
@@ -45,6 +54,9 @@ impl<T: Real, P: Potential<T> + ?Sized> Potential<T> for &P {
     fn gradient(&self, q: &[T], grad: &mut [T]) {
         (**self).gradient(q, grad)
     }
+    fn gradient_ref<'s>(&'s self, q: &[T], buf: &'s mut [T]) -> &'s [T] {
+        (**self).gradient_ref(q, buf)
+    }
 }
 
 /// What a trajectory needs: the proposal gradient at every step, and at the end point both the
@@ -55,6 +67,13 @@ pub trait Dynamics<T: Real = f64> {
 
     /// Writes the gradient of the proposal potential at `q` into `grad`.
     fn proposal_gradient(&self, q: &[T], grad: &mut [T]);
+
+    /// The gradient of the proposal potential at `q`, read where the proposal stores it or
+    /// written into `buf` ([`Potential::gradient_ref`]).
+    fn proposal_gradient_ref<'s>(&'s self, q: &[T], buf: &'s mut [T]) -> &'s [T] {
+        self.proposal_gradient(q, buf);
+        buf
+    }
 
     /// Writes the proposal gradient at `q` into `grad` and returns the exact `U(q)`.
     fn end_point(&self, q: &[T], grad: &mut [T]) -> T;
@@ -71,6 +90,9 @@ impl<T: Real, P: Potential<T>> Dynamics<T> for Exact<P> {
     }
     fn proposal_gradient(&self, q: &[T], grad: &mut [T]) {
         self.0.gradient(q, grad);
+    }
+    fn proposal_gradient_ref<'s>(&'s self, q: &[T], buf: &'s mut [T]) -> &'s [T] {
+        self.0.gradient_ref(q, buf)
     }
     fn end_point(&self, q: &[T], grad: &mut [T]) -> T {
         self.0.value_and_gradient(q, grad)
@@ -97,6 +119,9 @@ impl<T: Real, E: Potential<T>, P: Potential<T>> Dynamics<T> for Surrogate<E, P> 
     }
     fn proposal_gradient(&self, q: &[T], grad: &mut [T]) {
         self.proposal.gradient(q, grad);
+    }
+    fn proposal_gradient_ref<'s>(&'s self, q: &[T], buf: &'s mut [T]) -> &'s [T] {
+        self.proposal.gradient_ref(q, buf)
     }
     fn end_point(&self, q: &[T], grad: &mut [T]) -> T {
         self.proposal.gradient(q, grad);

@@ -131,6 +131,14 @@ pub trait Surrogate: Potential + Debug + Send + Sync {
         inside
     }
 
+    /// `∇Ũ(q)` where the surrogate stores it, if `q` lies in its domain and its kind keeps
+    /// gradients in a table (a force grid's cells); `None` otherwise, and the caller asks
+    /// [`Surrogate::gradient_within`]. Read in place, a lookup costs no copy
+    /// ([`Potential::gradient_ref`]).
+    fn stored_gradient_within(&self, _q: &[f64]) -> Option<&[f64]> {
+        None
+    }
+
     /// The surrogate's curvature, if its kind knows it: the trajectory lengths can then be
     /// chosen from it. `None` keeps the exact phase's lengths.
     fn curvature(&self) -> Option<&dyn Curvature> {
@@ -254,6 +262,9 @@ impl Surrogate for Shared {
     }
     fn gradient_within(&self, q: &[f64], grad: &mut [f64]) -> bool {
         self.0.gradient_within(q, grad)
+    }
+    fn stored_gradient_within(&self, q: &[f64]) -> Option<&[f64]> {
+        self.0.stored_gradient_within(q)
     }
     fn curvature(&self) -> Option<&dyn Curvature> {
         self.0.curvature()
@@ -402,6 +413,14 @@ impl Potential for Fallback<'_> {
         if !self.surrogate.gradient_within(q, grad) {
             self.exact().gradient(q, grad)
         }
+    }
+
+    fn gradient_ref<'s>(&'s self, q: &[f64], buf: &'s mut [f64]) -> &'s [f64] {
+        if let Some(stored) = self.surrogate.stored_gradient_within(q) {
+            return stored;
+        }
+        self.gradient(q, buf);
+        buf
     }
 }
 

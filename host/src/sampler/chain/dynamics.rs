@@ -64,6 +64,10 @@ impl<P: Potential + ?Sized> Dynamics for Judged<'_, P> {
         self.proposal.gradient(q, grad);
     }
 
+    fn proposal_gradient_ref<'s>(&'s self, q: &[f64], buf: &'s mut [f64]) -> &'s [f64] {
+        self.proposal.gradient_ref(q, buf)
+    }
+
     fn end_point(&self, q: &[f64], grad: &mut [f64]) -> f64 {
         let exact = match self.record {
             Some(record) => {

@@ -424,6 +424,12 @@ impl Surrogate for ForceGrid {
         }
     }
 
+    /// The cell's row of the table: a leapfrog step reads it without copying.
+    fn stored_gradient_within(&self, q: &[f64]) -> Option<&[f64]> {
+        let offset = self.gradient_offset(q)?;
+        Some(&self.gradients[offset..offset + self.axes.len()])
+    }
+
     /// [`ForceGrid::error_estimate`], from the tabulated gradients.
     fn sup_error_estimate(&self) -> Option<f64> {
         Some(self.error_estimate())
