@@ -114,8 +114,15 @@ struct Problem {
     replicates: u64,
 }
 
-/// Replicates per method of the 2-D problems (whose chains take milliseconds).
-pub const TWO_D_REPLICATES: u64 = 10;
+/// Replicates per method of the 2-D problems (whose chains take milliseconds): ten summed
+/// chains still left the ratio of two methods' min ESS some ±6 % of noise (each chain's ESS
+/// ±10–15 %, two such sums in the ratio), enough to move the banana's grid speed-up across its
+/// published 1.7; forty halve it, for seconds of sampling. `--quick` runs
+/// [`QUICK_TWO_D_REPLICATES`].
+pub const TWO_D_REPLICATES: u64 = 40;
+
+/// [`TWO_D_REPLICATES`] of a `--quick` run.
+pub const QUICK_TWO_D_REPLICATES: u64 = 10;
 
 /// Replicates per method of the problems whose chains take seconds (gp-hyper, pde-5).
 pub const REPLICATES: u64 = 3;
@@ -146,6 +153,11 @@ fn explicit(text: &str) -> Result<DomainChoice> {
 /// The problems of [`PROBLEMS`], with the paper's boxes and cell size; `quick` coarsens the
 /// PDE's grid.
 fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
+    let two_d_replicates = if quick {
+        QUICK_TWO_D_REPLICATES
+    } else {
+        TWO_D_REPLICATES
+    };
     let grid = |kind, domain| GridFitter {
         kind,
         domain,
@@ -164,7 +176,7 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
             grid: grid(GridKind::Force { cell: 0.1 }, explicit("-3:0.5,-0.5:3")?),
             steps: 10,
             hidden: 100,
-            replicates: TWO_D_REPLICATES,
+            replicates: two_d_replicates,
         },
         Problem {
             forms: vec![
@@ -181,7 +193,7 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
             grid: grid(GridKind::Force { cell: 0.1 }, explicit("-4:4,-4:4")?),
             steps: 10,
             hidden: 200,
-            replicates: TWO_D_REPLICATES,
+            replicates: two_d_replicates,
         },
         Problem {
             forms: vec![(
