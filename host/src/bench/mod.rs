@@ -308,6 +308,9 @@ pub struct BenchRow {
     pub min_ess_per_second_with_training: f64,
     /// `min_ess_per_second` over HMC's.
     pub speedup: f64,
+    /// The standard error of `speedup` where the bench runs independent replicates (the grid
+    /// bench: the jackknife over them, paired by seed); NaN (`null`) elsewhere.
+    pub speedup_se: f64,
     /// Seconds spent training the surrogate (part of burn-in).
     pub training_seconds: f64,
     /// Seconds of a surrogate precomputed before sampling (a grid), apart from burn-in and
@@ -449,6 +452,7 @@ fn row(
         min_ess_per_second: e.min / seconds.sampling,
         min_ess_per_second_with_training: e.min / seconds.with_training,
         speedup: f64::NAN,
+        speedup_se: f64::NAN,
         training_seconds: report.training_seconds,
         precompute_seconds: 0.0,
         precompute_evaluations: 0,
@@ -973,6 +977,7 @@ fn nuts_row(
         min_ess_per_second: f64::NAN,
         min_ess_per_second_with_training: e.min / run.run.wall_seconds,
         speedup: f64::NAN,
+        speedup_se: f64::NAN,
         training_seconds: f64::NAN,
         precompute_seconds: 0.0,
         precompute_evaluations: 0,
