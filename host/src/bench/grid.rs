@@ -14,9 +14,10 @@
 //! that the step size is not one chain's luck ([`pilot_step_size`]); and every method then runs
 //! with that fixed step size and the same jittered number of steps. The grid methods' force
 //! errors grow with the step size, so the operating point matters: one target for all (0.9,
-//! until 2026-11-26) ran the banana at a step size 10 % longer than the paper's acceptance
-//! implies, and the logistic regression's and the PDE's at shorter ones. A grid over a known box is precomputed before the chain, its cost (exact
-//! evaluations, seconds) reported apart from sampling; RNS-HMC trains on the burn-in. ESS is
+//! until 2026-11-26) ran the logistic regression, the banana and the GP at step sizes 12–22 %
+//! longer than the paper's acceptances give, and the PDE at one 18 % shorter. A grid over a
+//! known box is precomputed before the chain, its cost (exact evaluations, seconds) reported
+//! apart from sampling; RNS-HMC trains on the burn-in. ESS is
 //! Geyer's per parameter and min ESS/s is per second of sampling, the paper's convention; a run
 //! of under half a second is repeated and its fastest repetition timed (`fastest`).
 //!
@@ -470,8 +471,8 @@ fn replicated(
     all.ok_or_else(|| Error::invalid("a comparison needs at least one replicate"))
 }
 
-/// Runs HMC, RNS-HMC and `grid` on each of `forms` (models of one posterior, named for the
-/// rows' `problem`), all from the first form's MAP with the step size pilots of exact HMC find
+/// Runs HMC, RNS-HMC (a network of `hidden` units; `None` leaves its row out) and `grid` on
+/// each of `forms` (models of one posterior, named for the rows' `problem`), all from the first form's MAP with the step size pilots of exact HMC find
 /// on it at acceptance `hmc_acceptance`, each method `replicates` times (seeds `seed`,
 /// `seed + 1`, …; see the module's doc); returns the rows, each form's speed-ups over its own
 /// HMC row with their standard errors.
@@ -481,7 +482,7 @@ fn compare(
     grid_label: &str,
     grid: &GridFitter,
     steps: u32,
-    hidden: usize,
+    hidden: Option<usize>,
     hmc_acceptance: f64,
     (burn_in, draws): (usize, usize),
     seed: u64,
@@ -509,15 +510,15 @@ fn compare(
         grid: Some(grid.clone()),
         ..SurrogateSettings::default()
     };
-    let methods = [
-        ("hmc", "HMC".to_string()),
-        ("rns", "RNS-HMC (score fit)".to_string()),
-        ("grid", grid_label.to_string()),
-    ];
+    let mut methods = vec![("hmc", "HMC".to_string())];
+    if hidden.is_some() {
+        methods.push(("rns", "RNS-HMC (score fit)".to_string()));
+    }
+    methods.push(("grid", grid_label.to_string()));
     // The method of `key` for the replicate seeded `seed` (the network's draws, too).
-    let method = |key: &str, seed: u64| match key {
-        "hmc" => Method::Hmc,
-        "rns" => Method::RnsHmc(network(hidden, burn_in / 4, seed)),
+    let method = |key: &str, seed: u64| match (key, hidden) {
+        ("hmc", _) => Method::Hmc,
+        ("rns", Some(hidden)) => Method::RnsHmc(network(hidden, burn_in / 4, seed)),
         _ => Method::RnsHmc(grid_settings.clone()),
     };
     let mut rows = Vec::new();
@@ -596,7 +597,7 @@ pub fn run_problems(quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<Vec<Be
             p.grid_label,
             &p.grid,
             p.steps,
-            p.hidden,
+            Some(p.hidden),
             acceptance,
             lengths(quick),
             seed,
@@ -605,6 +606,78 @@ pub fn run_problems(quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<Vec<Be
         )?);
     }
     Ok(rows)
+}
+
+/// The banana's grid HMC against HMC at these maximum numbers of leapfrog steps (jittered):
+/// the paper gives no trajectory length, and the speed-up depends on it
+/// ([`run_lengths`]).
+pub const LENGTHS: [u32; 4] = [5, 10, 20, 40];
+
+/// Replicates per method and length of [`run_lengths`] (5 with `quick`).
+pub const LENGTH_REPLICATES: u64 = 20;
+
+/// banana-sum's grid HMC against HMC at each maximum trajectory length of [`LENGTHS`], each at
+/// the step size its own pilot finds for the paper's HMC acceptance, [`LENGTH_REPLICATES`]
+/// replicates per method (no network rows): rows with `problem` `banana-sum-steps-L`. Longer
+/// trajectories spread an iteration's fixed costs (the momentum draw, the exact `U` at the end
+/// point, which the grid pays apart and HMC with its last gradient) over more steps, where the
+/// grid's lookup is cheaper than the summed gradient, but they also add up the
+/// piecewise-constant force's errors: the table shows where the two balance, and how the grid
+/// compares with HMC at the length that suits HMC best.
+pub fn run_lengths(quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<Vec<BenchRow>> {
+    let model = SummedBanana::simulate(Banana::PAPER_N, seed)?;
+    let grid = GridFitter {
+        kind: GridKind::Force { cell: 0.1 },
+        domain: explicit("-4:4,-4:4")?,
+        memory_limit: MEMORY_LIMIT,
+    };
+    let replicates = if quick { 5 } else { LENGTH_REPLICATES };
+    let mut rows = Vec::new();
+    for steps in LENGTHS {
+        let name = format!("banana-sum-steps-{steps}");
+        rows.extend(compare(
+            &[(&name, &model)],
+            "grid HMC (h = 0.1)",
+            &grid,
+            steps,
+            None,
+            hmc_acceptance("banana-sum")?,
+            lengths(quick),
+            seed,
+            replicates,
+            log,
+        )?);
+    }
+    Ok(rows)
+}
+
+/// [`run_lengths`]'s table: per maximum length, HMC's and grid HMC's acceptance and min ESS/s,
+/// and the speed-up with its standard error.
+pub fn format_lengths(rows: &[BenchRow]) -> String {
+    let mut out = format!(
+        "banana-sum against the maximum trajectory length (jittered; {} replicates per method)\n\
+         {:>6}{:>22}{:>24}{:>15}\n",
+        rows.first().map_or(0, |r| r.chains),
+        "steps",
+        "accept (HMC, grid)",
+        "minESS/s (HMC, grid)",
+        "speedup ± se"
+    );
+    for pair in rows.chunks_exact(2) {
+        let (hmc, grid) = (&pair[0], &pair[1]);
+        let steps = hmc.problem.rsplit('-').next().unwrap_or("?");
+        out.push_str(&format!(
+            "{:>6}{:>22}{:>24}{:>15}\n",
+            steps,
+            format!("({:.2}, {:.2})", hmc.acceptance, grid.acceptance),
+            format!(
+                "({:.0}, {:.0})",
+                hmc.min_ess_per_second, grid.min_ess_per_second
+            ),
+            format!("{:.2} ± {:.2}", grid.speedup, grid.speedup_se)
+        ));
+    }
+    out
 }
 
 /// One dimension of the sweep: each method's min ESS/s and the grid's size.
@@ -659,7 +732,7 @@ pub fn run_sweep(
             "sgHMC (adaptive)",
             &grid,
             10,
-            (d * (d + 1) / 2).max(100) + 50,
+            Some((d * (d + 1) / 2).max(100) + 50),
             SWEEP_HMC_ACCEPTANCE,
             lengths,
             seed,
@@ -925,6 +998,16 @@ mod tests {
         }
         let chain_seconds: f64 = both.run.chains.iter().map(|c| c.sampling_seconds).sum();
         assert_eq!(both.sampling, chain_seconds);
+        // Each replicate's own figures, for the speed-up's standard error.
+        for (mine, one) in both.each.iter().zip(&alone) {
+            assert_eq!(mine.geyer, one.geyer);
+        }
+        let each_seconds: f64 = both.each.iter().map(|r| r.sampling).sum();
+        assert_eq!(each_seconds, both.sampling);
+        assert_eq!(
+            pooled_rate(both.each.iter()),
+            both.geyer[0].min(both.geyer[1]) / both.sampling
+        );
         assert!(both.waited > both.sampling);
         assert!(replicated(&model, 0, config).is_err());
     }

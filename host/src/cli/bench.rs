@@ -8,7 +8,9 @@ use std::process::{Child, Command, Stdio};
 
 use clap::Args;
 
-use crate::bench::grid::{format_problems, format_sweep, run_problems, run_sweep};
+use crate::bench::grid::{
+    format_lengths, format_problems, format_sweep, run_lengths, run_problems, run_sweep,
+};
 use crate::bench::sbc::{SbcBenchSettings, format_sbc_table, run_sbc_bench};
 use crate::bench::vhmc::{format_vhmc_table, plot_errors, run_vhmc};
 use crate::bench::{Experiment, METHOD_KEYS, format_table, run_experiment};
@@ -22,7 +24,8 @@ pub struct BenchArgs {
     /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve), or
     /// the precomputing paper's grid experiments (grid HMC and sgHMC against HMC and RNS-HMC on
     /// its four problems, the banana in two forms: its U summed over its 100 points as the paper
-    /// writes it, and from sufficient statistics; then the dimension sweep), time to result
+    /// writes it, and from sufficient statistics; then the summed banana's grid speed-up at
+    /// trajectory lengths of 5 to 40 steps, and the dimension sweep), time to result
     /// (seconds until every parameter's bulk and tail ESS reach 400, for NUTS, exact HMC and
     /// RNS-HMC with surrogate-driven warmup, on lr-sim, bank, a9a and pde), or UM-Bridge (the
     /// protocol's overhead per evaluation on loopback, 4 chains against a served PDE model with
@@ -280,8 +283,9 @@ fn run_ttr(args: &BenchArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Runs `shmc bench grid`: the problems (the banana in both forms), then the dimension sweep;
-/// `--json` gets every row of both (the sweep's with `problem` `sweep-dN`).
+/// Runs `shmc bench grid`: the problems (the banana in both forms), the summed banana against
+/// the trajectory length, then the dimension sweep; `--json` gets every row of the three (the
+/// lengths' with `problem` `banana-sum-steps-L`, the sweep's `sweep-dN`).
 fn run_grid(args: &BenchArgs) -> Result<i32> {
     if args.methods.is_some()
         || args.step_size.is_some()
@@ -299,6 +303,10 @@ fn run_grid(args: &BenchArgs) -> Result<i32> {
     let log = |m: &str| eprintln!("{m}");
     let mut rows = run_problems(args.quick, args.seed, &log)?;
     print!("{}", format_problems(&rows));
+    let length_rows = run_lengths(args.quick, args.seed, &log)?;
+    println!();
+    print!("{}", format_lengths(&length_rows));
+    rows.extend(length_rows);
     let (sweep, sweep_rows) = run_sweep(args.quick, args.seed, &log)?;
     println!();
     print!("{}", format_sweep(&sweep));
