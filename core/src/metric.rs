@@ -109,6 +109,35 @@ where
     pub fn inv_mass(&self) -> &[T] {
         self.inv_mass.as_slice()
     }
+
+    /// The fused leapfrog pass, coordinate by coordinate: `KICKS` half kicks `pᵢ += (−h) gᵢ`,
+    /// then the drift `qᵢ += (ε mᵢ) pᵢ`; whether every `qᵢ` is finite and, with two kicks,
+    /// every `gᵢ` (a gradient between two steps is new; the first step's was checked when it
+    /// was computed).
+    #[inline(always)]
+    fn kicks_then_drift<const KICKS: usize>(
+        &self,
+        half: T,
+        eps: T,
+        grad: &[T],
+        p: &mut [T],
+        q: &mut [T],
+    ) -> bool {
+        let minus_half = -half;
+        let mut finite = true;
+        let coordinates = q.iter_mut().zip(p.iter_mut()).zip(grad);
+        for (((qi, pi), &gi), &mi) in coordinates.zip(self.inv_mass.as_slice()) {
+            if KICKS > 1 {
+                finite &= gi.is_finite();
+            }
+            for _ in 0..KICKS {
+                *pi += minus_half * gi;
+            }
+            *qi += eps * mi * *pi;
+            finite &= qi.is_finite();
+        }
+        finite
+    }
 }
 
 impl<D: Dim, T: Real> Metric<T> for DiagonalMetric<D, T>
@@ -139,30 +168,12 @@ where
     /// One pass: `pᵢ += (−h) gᵢ`, then `qᵢ += (ε mᵢ) pᵢ`, as [`crate::linalg::axpy`] and
     /// [`Metric::drift`] compute them.
     fn kick_drift(&self, half: T, eps: T, grad: &[T], p: &mut [T], q: &mut [T]) -> bool {
-        let minus_half = -half;
-        let mut finite = true;
-        let coordinates = q.iter_mut().zip(p.iter_mut()).zip(grad);
-        for (((qi, pi), &gi), &mi) in coordinates.zip(self.inv_mass.as_slice()) {
-            *pi += minus_half * gi;
-            *qi += eps * mi * *pi;
-            finite &= qi.is_finite();
-        }
-        finite
+        self.kicks_then_drift::<1>(half, eps, grad, p, q)
     }
     /// One pass: `pᵢ += (−h) gᵢ` twice, then `qᵢ += (ε mᵢ) pᵢ`, as [`axpy_finite`] and
     /// [`Metric::kick_drift`] compute them (`p` and `q` are updated even where `grad` is not
     /// finite; the leapfrog then discards them).
     fn kick_kick_drift(&self, half: T, eps: T, grad: &[T], p: &mut [T], q: &mut [T]) -> bool {
-        let minus_half = -half;
-        let mut finite = true;
-        let coordinates = q.iter_mut().zip(p.iter_mut()).zip(grad);
-        for (((qi, pi), &gi), &mi) in coordinates.zip(self.inv_mass.as_slice()) {
-            finite &= gi.is_finite();
-            *pi += minus_half * gi;
-            *pi += minus_half * gi;
-            *qi += eps * mi * *pi;
-            finite &= qi.is_finite();
-        }
-        finite
+        self.kicks_then_drift::<2>(half, eps, grad, p, q)
     }
 }
