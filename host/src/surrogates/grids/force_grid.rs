@@ -415,13 +415,9 @@ impl Surrogate for ForceGrid {
 
     /// One pass: the cell lookup is the box test.
     fn gradient_within(&self, q: &[f64], grad: &mut [f64]) -> bool {
-        match self.gradient_offset(q) {
-            Some(offset) => {
-                copy_small(&self.gradients[offset..offset + self.axes.len()], grad);
-                true
-            }
-            None => false,
-        }
+        self.stored_gradient_within(q)
+            .map(|stored| copy_small(stored, grad))
+            .is_some()
     }
 
     /// The cell's row of the table: a leapfrog step reads it without copying.
