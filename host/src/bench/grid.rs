@@ -175,6 +175,22 @@ fn explicit(text: &str) -> Result<DomainChoice> {
     Ok(DomainChoice::Explicit(Domain::parse(text)?))
 }
 
+/// The rows' label of the paper's grid HMC ([`paper_force_grid`]).
+const GRID_HMC: &str = "grid HMC (h = 0.1)";
+
+/// The paper's grid HMC (sections 4.1, 4.2): cells of 0.1 over the box `domain` (a constant of
+/// this file).
+fn paper_force_grid(domain: &str) -> Result<GridFitter> {
+    Ok(GridFitter {
+        kind: GridKind::Force { cell: 0.1 },
+        domain: explicit(domain)?,
+        memory_limit: MEMORY_LIMIT,
+    })
+}
+
+/// The banana's box (section 4.2).
+const BANANA_BOX: &str = "-4:4,-4:4";
+
 /// The problems of [`PROBLEMS`], with the paper's boxes and cell size; `quick` coarsens the
 /// PDE's grid.
 fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
@@ -197,8 +213,8 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
     Ok(vec![
         Problem {
             forms: vec![("logistic-2d", Box::new(paper_logistic(seed)?))],
-            grid_label: "grid HMC (h = 0.1)",
-            grid: grid(GridKind::Force { cell: 0.1 }, explicit("-3:0.5,-0.5:3")?),
+            grid_label: GRID_HMC,
+            grid: paper_force_grid("-3:0.5,-0.5:3")?,
             steps: 10,
             hidden: 100,
             replicates: two_d_replicates,
@@ -214,8 +230,8 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
                     Box::new(Banana::simulate(Banana::PAPER_N, seed)?),
                 ),
             ],
-            grid_label: "grid HMC (h = 0.1)",
-            grid: grid(GridKind::Force { cell: 0.1 }, explicit("-4:4,-4:4")?),
+            grid_label: GRID_HMC,
+            grid: paper_force_grid(BANANA_BOX)?,
             steps: 10,
             hidden: 200,
             replicates: two_d_replicates,
@@ -363,17 +379,29 @@ fn same_draws(a: &Run, b: &Run) -> bool {
     bits(a) == bits(b)
 }
 
-/// A method's replicates: their chains in one run, each parameter's Geyer ESS summed over them,
-/// their summed sampling seconds and seconds waited (warmup, sampling and a precompute), and
-/// how many identical runs [`fastest`] made of each.
+/// A method's replicates: their chains in one run, each replicate's ESS and sampling seconds,
+/// their summed seconds waited (warmup, sampling and a precompute), and how many identical
+/// runs [`fastest`] made of each.
 struct Replicated {
     run: Run,
-    geyer: Vec<f64>,
-    sampling: f64,
+    each: Vec<Replicate>,
     waited: f64,
     repeats: Vec<usize>,
-    /// Each replicate's own ESS per parameter and sampling seconds, for [`speedup_se`].
-    each: Vec<Replicate>,
+}
+
+impl Replicated {
+    /// Each parameter's Geyer ESS summed over the replicates.
+    fn geyer(&self) -> Vec<f64> {
+        let d = self.each.first().map_or(0, |r| r.geyer.len());
+        (0..d)
+            .map(|p| self.each.iter().map(|r| r.geyer[p]).sum())
+            .collect()
+    }
+
+    /// The replicates' sampling seconds, summed (they ran one after another).
+    fn sampling(&self) -> f64 {
+        self.each.iter().map(|r| r.sampling).sum()
+    }
 }
 
 /// One replicate's ESS per parameter and sampling seconds.
@@ -443,27 +471,20 @@ fn replicated(
                 + chain.sampling_seconds
                 + run.precompute.map_or(0.0, |p| p.seconds),
         );
-        let this = Replicate {
-            geyer: geyer.clone(),
-            sampling,
-        };
+        let this = Replicate { geyer, sampling };
         match all.as_mut() {
             None => {
                 all = Some(Replicated {
                     run,
-                    geyer,
-                    sampling,
+                    each: vec![this],
                     waited,
                     repeats: vec![runs],
-                    each: vec![this],
                 })
             }
             Some(all) => {
-                all.geyer.iter_mut().zip(&geyer).for_each(|(a, b)| *a += b);
-                all.sampling += sampling;
+                all.each.push(this);
                 all.waited += waited;
                 all.repeats.push(runs);
-                all.each.push(this);
                 all.run.chains.extend(run.chains);
             }
         }
@@ -527,14 +548,7 @@ fn compare(
         let mut replicates_of = Vec::new();
         for (key, label) in &methods {
             log(&format!("  {problem}: running {label} ..."));
-            let Replicated {
-                run,
-                geyer,
-                sampling,
-                waited,
-                repeats,
-                each,
-            } = replicated(model, replicates, |replicate| {
+            let done = replicated(model, replicates, |replicate| {
                 let seed = seed.wrapping_add(replicate);
                 SampleConfig {
                     chains: 1,
@@ -552,16 +566,18 @@ fn compare(
                     ..SampleConfig::default()
                 }
             })?;
+            let (geyer, sampling) = (done.geyer(), done.sampling());
             log(&format!(
                 "    sampling {sampling:.4} s in all, each replicate the fastest of its identical \
-                 runs ({repeats:?})"
+                 runs ({:?})",
+                done.repeats
             ));
             let exact_u = exact_potential_seconds(model, &map.position);
-            // The replicates ran one after another: their sampling seconds add up.
             let seconds = Seconds {
                 sampling,
-                with_training: waited,
+                with_training: done.waited,
             };
+            let Replicated { run, each, .. } = done;
             let mut r = row(key, label, &run, exact_u, &geyer, seconds);
             r.problem = problem.to_string();
             if let Some(p) = run.precompute {
@@ -626,18 +642,14 @@ pub const LENGTH_REPLICATES: u64 = 20;
 /// compares with HMC at the length that suits HMC best.
 pub fn run_lengths(quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<Vec<BenchRow>> {
     let model = SummedBanana::simulate(Banana::PAPER_N, seed)?;
-    let grid = GridFitter {
-        kind: GridKind::Force { cell: 0.1 },
-        domain: explicit("-4:4,-4:4")?,
-        memory_limit: MEMORY_LIMIT,
-    };
+    let grid = paper_force_grid(BANANA_BOX)?;
     let replicates = if quick { 5 } else { LENGTH_REPLICATES };
     let mut rows = Vec::new();
     for steps in LENGTHS {
         let name = format!("banana-sum-steps-{steps}");
         rows.extend(compare(
             &[(&name, &model)],
-            "grid HMC (h = 0.1)",
+            GRID_HMC,
             &grid,
             steps,
             None,
@@ -987,8 +999,9 @@ mod tests {
         let alone: Vec<Replicated> = (0..2)
             .map(|r| replicated(&model, 1, |_| config(r)).unwrap())
             .collect();
+        let (geyer, sampling) = (both.geyer(), both.sampling());
         for p in 0..2 {
-            assert_eq!(both.geyer[p], alone[0].geyer[p] + alone[1].geyer[p]);
+            assert_eq!(geyer[p], alone[0].geyer()[p] + alone[1].geyer()[p]);
             for (c, one) in alone.iter().enumerate() {
                 assert_eq!(
                     both.run.chains[c].parameter(p),
@@ -997,18 +1010,12 @@ mod tests {
             }
         }
         let chain_seconds: f64 = both.run.chains.iter().map(|c| c.sampling_seconds).sum();
-        assert_eq!(both.sampling, chain_seconds);
-        // Each replicate's own figures, for the speed-up's standard error.
-        for (mine, one) in both.each.iter().zip(&alone) {
-            assert_eq!(mine.geyer, one.geyer);
-        }
-        let each_seconds: f64 = both.each.iter().map(|r| r.sampling).sum();
-        assert_eq!(each_seconds, both.sampling);
+        assert_eq!(sampling, chain_seconds);
         assert_eq!(
             pooled_rate(both.each.iter()),
-            both.geyer[0].min(both.geyer[1]) / both.sampling
+            geyer[0].min(geyer[1]) / sampling
         );
-        assert!(both.waited > both.sampling);
+        assert!(both.waited > sampling);
         assert!(replicated(&model, 0, config).is_err());
     }
 
