@@ -322,7 +322,8 @@ pub struct BenchRow {
     pub online_update_seconds: f64,
     /// Online updates made, for ARNS-HMC.
     pub online_updates: u64,
-    /// The trajectory lengths chosen from the surrogate's curvature (`auto`), as text.
+    /// The trajectory lengths, as text: those chosen from the surrogate's curvature (`auto`),
+    /// or in `bench grid` the lengths every method ran; `null` where the bench's settings say.
     pub trajectory: Option<String>,
     /// The chosen input scale and held-out gradient error of the surrogate.
     pub surrogate_scale: f64,

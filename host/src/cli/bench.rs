@@ -39,7 +39,8 @@ pub struct BenchArgs {
     /// approximate methods labelled; see --models, --methods and --jobs).
     #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge", "vhmc", "sbc"])]
     experiment: String,
-    /// A smaller run (under a minute): fewer observations, iterations and hidden units.
+    /// A smaller run, several times faster: fewer observations, replicates, iterations and
+    /// hidden units.
     #[arg(long)]
     quick: bool,
     /// Also write the rows as a JSON array to FILE.
@@ -295,8 +296,8 @@ fn run_grid(args: &BenchArgs) -> Result<i32> {
         || args.plots.is_some()
     {
         return Err(Error::invalid(
-            "bench grid runs HMC, RNS-HMC and the grid method with a pilot's step size and \
-             each problem's network: --methods, --step-size, --steps, --hidden, --nutpie and \
+            "bench grid runs HMC, RNS-HMC and the grid method with the step size and trajectory \
+             length pilots of HMC find and each problem's network: --methods, --step-size, --steps, --hidden, --nutpie and \
              --plots are for the other experiments",
         ));
     }
