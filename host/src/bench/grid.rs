@@ -330,25 +330,46 @@ const PILOT_STEPS: u32 = 10;
 /// The chains run side by side; their cost, some 8000 exact iterations, is the pilot's and
 /// is reported nowhere.
 fn pilot_step_size(model: &dyn Model, start: &[f64], target: f64, seed: u64) -> Result<f64> {
-    let config = SampleConfig {
-        chains: PILOT_CHAINS,
-        warmup: PILOT_WARMUP,
-        draws: 1,
+    let config = protocol(
+        PILOT_CHAINS,
+        (PILOT_WARMUP, 1),
         seed,
-        step_size: StepSize::Adapt { target },
-        steps: Steps::Jittered(PILOT_STEPS),
+        start,
+        (StepSize::Adapt { target }, Steps::Jittered(PILOT_STEPS)),
+        Method::Hmc,
+    );
+    let run = sample(model, &config, null_sinks(), &|_, _| {}, None)?;
+    let log_mean =
+        run.chains.iter().map(|c| c.step_size.ln()).sum::<f64>() / run.chains.len() as f64;
+    Ok(log_mean.exp())
+}
+
+/// The paper's protocol as a run's settings: `chains` chains from `start`, `burn_in` iterations
+/// and `draws` kept ones, each trajectory `trajectory`'s step size and number of steps, the
+/// identity mass matrix (the paper adapts none) and Stan's divergence threshold.
+fn protocol(
+    chains: usize,
+    (burn_in, draws): (usize, usize),
+    seed: u64,
+    start: &[f64],
+    (step_size, steps): (StepSize, Steps),
+    method: Method,
+) -> SampleConfig {
+    SampleConfig {
+        chains,
+        warmup: burn_in,
+        draws,
+        seed,
+        step_size,
+        steps,
         adapt_mass: false,
         init: Init::Values(start.to_vec()),
         save_warmup: false,
         max_energy_error: 1000.0,
         lockstep: true,
-        method: Method::Hmc,
+        method,
         ..SampleConfig::default()
-    };
-    let run = sample(model, &config, null_sinks(), &|_, _| {}, None)?;
-    let log_mean =
-        run.chains.iter().map(|c| c.step_size.ln()).sum::<f64>() / run.chains.len() as f64;
-    Ok(log_mean.exp())
+    }
 }
 
 /// A sink that drops the draws for each of [`PILOT_CHAINS`] chains.
@@ -388,21 +409,14 @@ fn pilot_length(
 ) -> Result<(u32, f64, bool)> {
     let mut best = (1, f64::NEG_INFINITY);
     for steps in 1..=MOST_PILOT_STEPS {
-        let config = SampleConfig {
-            chains: PILOT_CHAINS,
-            warmup: burn_in,
-            draws,
+        let config = protocol(
+            PILOT_CHAINS,
+            (burn_in, draws),
             seed,
-            step_size: StepSize::Fixed(step_size),
-            steps: Steps::Fixed(steps),
-            adapt_mass: false,
-            init: Init::Values(start.to_vec()),
-            save_warmup: false,
-            max_energy_error: 1000.0,
-            lockstep: true,
-            method: Method::Hmc,
-            ..SampleConfig::default()
-        };
+            start,
+            (StepSize::Fixed(step_size), Steps::Fixed(steps)),
+            Method::Hmc,
+        );
         let run = sample(model, &config, null_sinks(), &|_, _| {}, None)?;
         let kept: usize = run.chains.iter().map(|c| c.kept()).sum();
         let per_draw = (0..run.names.len())
@@ -692,21 +706,14 @@ fn compare(
             log(&format!("  {problem}: running {label} ..."));
             let done = replicated(model, replicates, |replicate| {
                 let seed = seed.wrapping_add(replicate);
-                SampleConfig {
-                    chains: 1,
-                    warmup: burn_in,
-                    draws,
+                protocol(
+                    1,
+                    (burn_in, draws),
                     seed,
-                    step_size: StepSize::Fixed(step_size),
-                    steps,
-                    adapt_mass: false,
-                    init: Init::Values(map.position.clone()),
-                    save_warmup: false,
-                    max_energy_error: 1000.0,
-                    lockstep: true,
-                    method: method(key, seed),
-                    ..SampleConfig::default()
-                }
+                    &map.position,
+                    (StepSize::Fixed(step_size), steps),
+                    method(key, seed),
+                )
             })?;
             let (geyer, sampling) = (done.geyer(), done.sampling());
             log(&format!(
