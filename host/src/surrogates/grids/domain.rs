@@ -142,9 +142,10 @@ impl Domain {
     pub fn from_laplace(map: &MapEstimate, probability: f64) -> Result<Self> {
         if !map.converged {
             return Err(Error::invalid(format!(
-                "the MAP search did not converge ({}), so a Laplace box around its end point \
-                 would be centred on the wrong point",
-                map.termination
+                "the MAP search stopped short of its gradient tolerance (|grad U| = {:.3e} at \
+                 its end; {}), so a Laplace box around its end point would be centred on the \
+                 wrong point",
+                map.gradient_norm, map.termination
             )));
         }
         Self::from_gaussian(&map.position, &map.laplace_precision()?, probability)
