@@ -441,17 +441,24 @@ pub fn find_map(
 /// The most Newton steps [`newton_finish`] takes.
 const NEWTON_STEPS: usize = 20;
 
+/// How far, relative to `max(|U|, 1)`, [`newton_finish`] lets `U` rise on a step that shrinks
+/// the gradient: rounding, not a climb. A sum of `n` terms rounds to within about `n·ε` of its
+/// magnitude, 10⁻¹⁰ at a million rows; a step that climbs out of a basin rises by far more.
+const U_ROUNDING: f64 = 1e-10;
+
 /// Newton steps `x ← x − t H⁻¹∇U(x)` from `start` with the fixed Hessian `hessian` (taken at
-/// `start`), `t` halved until `U` or the gradient norm decreases, until the gradient norm meets
-/// `tolerance`. Near a mode a finite-difference Hessian makes each step shrink the gradient by
-/// orders of magnitude, where L-BFGS on an ill-conditioned posterior can stall for hundreds of
-/// iterations. A falling gradient norm is progress too: this close to a mode a step lowers `U`
-/// by `½ ∇Uᵀ H⁻¹ ∇U`, which can be below `U`'s own rounding (a logistic regression of 10⁵ rows,
-/// `U` ≈ 7·10⁴ summed from 10⁵ terms, `‖∇U‖` 3·10⁻⁵: a fall of 10⁻¹³ against an ulp of
-/// 1.5·10⁻¹¹), so the computed `U` rose as often as it fell and every step was refused (L-BFGS
-/// had stopped there for the same reason, with a cost that no longer changed). `None` when the
-/// Hessian is not positive definite or the steps do not reach the tolerance (the L-BFGS result
-/// stands).
+/// `start`), `t` halved until `U` decreases, until the gradient norm meets `tolerance`. Near a
+/// mode a finite-difference Hessian makes each step shrink the gradient by orders of magnitude,
+/// where L-BFGS on an ill-conditioned posterior can stall for hundreds of iterations.
+///
+/// "Decreases" allows `U`'s rounding ([`U_ROUNDING`]) on a step that shrinks the gradient: this
+/// close to a mode a step lowers `U` by `½ ∇Uᵀ H⁻¹ ∇U`, which can be below that rounding (a
+/// logistic regression of 10⁵ rows, `U` ≈ 7·10⁴ summed from 10⁵ terms, `‖∇U‖` 3·10⁻⁵: a fall of
+/// 10⁻¹³ against an ulp of 1.5·10⁻¹¹), so the computed `U` rose as often as it fell and every
+/// step was refused (L-BFGS had stopped there for the same reason). A smaller gradient alone is
+/// not enough: a step into a saddle or a maximum has one too, and a climb there would end the
+/// search on a point that is not a mode. `None` when the Hessian is not positive definite or
+/// the steps do not reach the tolerance (the L-BFGS result stands).
 fn newton_finish(
     objective: &Objective<'_>,
     start: &Evaluation,
@@ -460,6 +467,10 @@ fn newton_finish(
 ) -> Option<Evaluation> {
     let factor = hessian.clone().cholesky()?;
     let mut at = start.clone();
+    let progress = |at: &Evaluation, value: f64, gradient: &[f64]| {
+        let rounding = U_ROUNDING * at.value.abs().max(1.0);
+        value <= at.value || (value <= at.value + rounding && norm(gradient) < norm(&at.gradient))
+    };
     for _ in 0..NEWTON_STEPS {
         let step = factor.solve(&nalgebra::DVector::from_column_slice(&at.gradient));
         let mut t = 1.0;
@@ -471,9 +482,7 @@ fn newton_finish(
                 .map(|(x, s)| x - t * s)
                 .collect();
             match objective.evaluate(&point) {
-                Ok((value, gradient))
-                    if value <= at.value || norm(&gradient) < norm(&at.gradient) =>
-                {
+                Ok((value, gradient)) if progress(&at, value, &gradient) => {
                     break Some(Evaluation {
                         point,
                         value,
@@ -851,6 +860,45 @@ mod tests {
         assert!(!map.converged, "{}", map.termination);
         assert_eq!(map.iterations, 2);
         assert!(map.potential.is_finite());
+    }
+
+    /// `U = x⁴/4 − x²/2`: modes at ±1, a maximum at 0.
+    struct DoubleWell;
+
+    impl Potential for DoubleWell {
+        fn dim(&self) -> usize {
+            1
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            q[0].powi(4) / 4.0 - q[0] * q[0] / 2.0
+        }
+        fn value_and_gradient(&self, q: &[f64], g: &mut [f64]) -> f64 {
+            g[0] = q[0].powi(3) - q[0];
+            self.value(q)
+        }
+    }
+
+    /// A Hessian that is positive definite but too flat sends the first Newton step from
+    /// `x = 1.05`, beside the mode at 1, onto the maximum at 0, where the gradient vanishes:
+    /// taking a step for its smaller gradient alone would end the search there, `U` 0.25
+    /// above where it started. Only `U`'s rounding may be given up for a smaller gradient, so
+    /// the step is halved back into the basin, and the finish ends at the mode.
+    #[test]
+    fn newton_steps_never_climb_for_a_smaller_gradient() {
+        let objective = Objective::new(&DoubleWell);
+        let x = 1.05;
+        let (value, gradient) = objective.evaluate(&[x]).unwrap();
+        let start = Evaluation {
+            point: vec![x],
+            value,
+            gradient: gradient.clone(),
+        };
+        // The step −g/h lands on 0.
+        let flat = DMatrix::from_element(1, 1, gradient[0] / x);
+        let finished = newton_finish(&objective, &start, &flat, 1e-8);
+        let end = finished.expect("the halved steps reach the mode");
+        assert!(end.value <= start.value, "{:?} from {x}", end.point);
+        assert!((end.point[0] - 1.0).abs() < 1e-6, "{:?}", end.point);
     }
 
     /// Near a mode, Newton steps with the finite-difference Hessian finish what two L-BFGS
