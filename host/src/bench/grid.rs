@@ -43,7 +43,7 @@ use serde::Serialize;
 use shmc_core::Steps;
 use shmc_core::random::{fill_standard_normal, uniform};
 
-use super::{BenchRow, Seconds, exact_potential_seconds, row};
+use super::{BenchRow, Seconds, exact_potential_seconds, row, smallest};
 use crate::data::Dataset;
 use crate::diagnostics::{Draws, ess};
 use crate::models::banana::{Banana, SummedBanana};
@@ -52,7 +52,8 @@ use crate::models::gp_hyper::GpHyper;
 use crate::models::logistic::LogisticRegression;
 use crate::optimize::{MapOptions, find_map};
 use crate::sampler::{
-    DrawSink, Init, Method, NullSink, Run, SampleConfig, StepSize, SurrogateSettings, sample,
+    ChainResult, DrawSink, Init, Method, NullSink, Run, SampleConfig, StepSize, SurrogateSettings,
+    sample,
 };
 use crate::surrogates::FitMethod;
 use crate::surrogates::grids::{AdaptiveOptions, Domain, DomainChoice, GridFitter, GridKind};
@@ -77,7 +78,7 @@ pub const PROBLEMS: [PaperProblem; 5] = [
         hmc_ess_per_draw: 1.0,
     },
     PaperProblem {
-        name: "banana-sum",
+        name: BANANA_SUM,
         title: "banana, the paper's form: U and its gradient summed over its 100 points (eq. 4.1)",
         speedup: 1.7,
         hmc_acceptance: 0.9353,
@@ -225,6 +226,9 @@ fn paper_force_grid(domain: &str) -> Result<GridFitter> {
     })
 }
 
+/// The rows' `problem` of the banana in the paper's form, summed over its data.
+const BANANA_SUM: &str = "banana-sum";
+
 /// The banana's box (section 4.2).
 const BANANA_BOX: &str = "-4:4,-4:4";
 
@@ -258,7 +262,7 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
         Problem {
             forms: vec![
                 (
-                    "banana-sum",
+                    BANANA_SUM,
                     Box::new(SummedBanana::simulate(Banana::PAPER_N, seed)?),
                 ),
                 (
@@ -419,15 +423,12 @@ fn pilot_length(
         );
         let run = sample(model, &config, null_sinks(), &|_, _| {}, None)?;
         let kept: usize = run.chains.iter().map(|c| c.kept()).sum();
-        let per_draw = (0..run.names.len())
-            .map(|p| {
-                run.chains
-                    .iter()
-                    .map(|c| ess(&Draws::from_chain(c.parameter(p))))
-                    .sum::<f64>()
-            })
-            .fold(f64::INFINITY, f64::min)
-            / kept as f64;
+        let chains: Vec<Replicate> = run
+            .chains
+            .iter()
+            .map(|c| Replicate::of(c, run.names.len()))
+            .collect();
+        let per_draw = smallest(&summed_geyer(chains.iter())) / kept as f64;
         if per_draw >= target {
             return Ok((steps, per_draw, true));
         }
@@ -509,10 +510,7 @@ struct Replicated {
 impl Replicated {
     /// Each parameter's Geyer ESS summed over the replicates.
     fn geyer(&self) -> Vec<f64> {
-        let d = self.each.first().map_or(0, |r| r.geyer.len());
-        (0..d)
-            .map(|p| self.each.iter().map(|r| r.geyer[p]).sum())
-            .collect()
+        summed_geyer(self.each.iter())
     }
 
     /// The replicates' sampling seconds, summed (they ran one after another).
@@ -521,24 +519,38 @@ impl Replicated {
     }
 }
 
-/// One replicate's ESS per parameter and sampling seconds.
+/// One replicate's (or pilot chain's) ESS per parameter and sampling seconds.
 #[derive(Clone, Debug)]
 struct Replicate {
     geyer: Vec<f64>,
     sampling: f64,
 }
 
+impl Replicate {
+    /// `chain`'s Geyer ESS for each of its `dim` parameters, and its sampling seconds.
+    fn of(chain: &ChainResult, dim: usize) -> Self {
+        Self {
+            geyer: (0..dim)
+                .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
+                .collect(),
+            sampling: chain.sampling_seconds,
+        }
+    }
+}
+
+/// Each parameter's Geyer ESS summed over `replicates` (empty for none).
+fn summed_geyer<'a>(replicates: impl Iterator<Item = &'a Replicate> + Clone) -> Vec<f64> {
+    let d = replicates.clone().next().map_or(0, |r| r.geyer.len());
+    (0..d)
+        .map(|p| replicates.clone().map(|r| r.geyer[p]).sum())
+        .collect()
+}
+
 /// The smallest over the parameters of the ESS summed over `replicates`, per second of their
 /// summed sampling: a row's min ESS/s.
 fn pooled_rate<'a>(replicates: impl Iterator<Item = &'a Replicate> + Clone) -> f64 {
     let seconds: f64 = replicates.clone().map(|r| r.sampling).sum();
-    let Some(d) = replicates.clone().next().map(|r| r.geyer.len()) else {
-        return f64::NAN;
-    };
-    let smallest = (0..d)
-        .map(|p| replicates.clone().map(|r| r.geyer[p]).sum::<f64>())
-        .fold(f64::INFINITY, f64::min);
-    smallest / seconds
+    smallest(&summed_geyer(replicates)) / seconds
 }
 
 /// The jackknife standard error of the speed-up `pooled_rate(method) / pooled_rate(hmc)`,
@@ -579,16 +591,10 @@ fn replicated(
         let config = config(replicate);
         let (run, runs) = fastest(model, &config)?;
         let chain = &run.chains[0];
-        let geyer: Vec<f64> = (0..run.names.len())
-            .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
-            .collect();
-        let (sampling, waited) = (
-            chain.sampling_seconds,
-            chain.warmup_seconds
-                + chain.sampling_seconds
-                + run.precompute.map_or(0.0, |p| p.seconds),
-        );
-        let this = Replicate { geyer, sampling };
+        let this = Replicate::of(chain, run.names.len());
+        let waited = chain.warmup_seconds
+            + chain.sampling_seconds
+            + run.precompute.map_or(0.0, |p| p.seconds);
         match all.as_mut() {
             None => {
                 all = Some(Replicated {
@@ -700,6 +706,7 @@ fn compare(
     };
     let mut rows = Vec::new();
     for &(problem, model) in forms {
+        let exact_u = exact_potential_seconds(model, &map.position);
         let mut form = Vec::new();
         let mut replicates_of = Vec::new();
         for (key, label) in &methods {
@@ -721,7 +728,6 @@ fn compare(
                  runs ({:?})",
                 done.repeats
             ));
-            let exact_u = exact_potential_seconds(model, &map.position);
             let seconds = Seconds {
                 sampling,
                 with_training: done.waited,
@@ -798,14 +804,14 @@ pub fn run_lengths(quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<Vec<Ben
     let replicates = if quick { 5 } else { LENGTH_REPLICATES };
     let mut rows = Vec::new();
     for steps in LENGTHS {
-        let name = format!("banana-sum-steps-{steps}");
+        let name = format!("{BANANA_SUM}-steps-{steps}");
         rows.extend(compare(
             &[(&name, &model)],
             GRID_HMC,
             &grid,
             None,
             PaperHmc {
-                acceptance: paper_problem("banana-sum")?.hmc_acceptance,
+                acceptance: paper_problem(BANANA_SUM)?.hmc_acceptance,
                 length: Length::Fixed(steps),
             },
             lengths(quick),
@@ -823,10 +829,10 @@ pub fn format_lengths(rows: &[BenchRow]) -> String {
     let mut out = format!(
         "banana-sum against the trajectory length (fixed; {} replicates per method; the \
          paper's HMC made {:.3} effective draws per draw)\n\
-         {:>6}{:>22}{:>22}{:>24}{:>15}{:>7}\n",
+         {:>9}{:>22}{:>22}{:>24}{:>15}{:>7}\n",
         rows.first().map_or(0, |r| r.chains),
-        paper_problem("banana-sum").map_or(f64::NAN, |p| p.hmc_ess_per_draw),
-        "steps",
+        paper_problem(BANANA_SUM).map_or(f64::NAN, |p| p.hmc_ess_per_draw),
+        "length",
         "accept (HMC, grid)",
         "ESS/draw (HMC, grid)",
         "minESS/s (HMC, grid)",
@@ -835,10 +841,9 @@ pub fn format_lengths(rows: &[BenchRow]) -> String {
     );
     for pair in rows.chunks_exact(2) {
         let (hmc, grid) = (&pair[0], &pair[1]);
-        let steps = hmc.problem.rsplit('-').next().unwrap_or("?");
         out.push_str(&format!(
-            "{:>6}{:>22}{:>22}{:>24}{:>15}{:>7.2}\n",
-            steps,
+            "{:>9}{:>22}{:>22}{:>24}{:>15}{:>7.2}\n",
+            hmc.trajectory.as_deref().unwrap_or("?"),
             format!("({:.2}, {:.2})", hmc.acceptance, grid.acceptance),
             format!(
                 "({:.3}, {:.3})",

@@ -299,8 +299,8 @@ fn run_grid(args: &BenchArgs) -> Result<i32> {
     {
         return Err(Error::invalid(
             "bench grid runs HMC, RNS-HMC and the grid method with the step size and trajectory \
-             length pilots of HMC find and each problem's network: --methods, --step-size, --steps, --hidden, --nutpie and \
-             --plots are for the other experiments",
+             length pilots of HMC find and each problem's network: --methods, --step-size, \
+             --steps, --hidden, --nutpie and --plots are for the other experiments",
         ));
     }
     let log = |m: &str| eprintln!("{m}");
