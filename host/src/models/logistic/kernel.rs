@@ -35,6 +35,8 @@
 //! [`dot_products`]) took two chains' pass to 0.95–1.02 ms against a floor of 0.71–0.72 ms
 //! (1.34–1.42×), one chain's `U` from 2.1–2.3 to 1.5–1.8 ms.
 
+use std::cell::RefCell;
+
 use pulp::{Arch, Simd, WithSimd};
 use shmc_core::fastmath::{exp, ln_at_least_one};
 
@@ -84,11 +86,13 @@ impl Blocked {
     /// left untouched).
     pub(super) fn pass(&self, start: usize, end: usize, queries: &[Query<'_>], out: &mut [f64]) {
         let arch = Arch::new();
-        if fused_multiply_add() {
-            arch.dispatch(self.job::<true>(start, end, queries, out));
-        } else {
-            arch.dispatch(self.job::<false>(start, end, queries, out));
-        }
+        SCRATCH.with_borrow_mut(|scratch| {
+            if fused_multiply_add() {
+                arch.dispatch(self.job::<true>(start, end, queries, out, scratch));
+            } else {
+                arch.dispatch(self.job::<false>(start, end, queries, out, scratch));
+            }
+        });
     }
 
     /// [`Blocked::pass`] with the baseline instruction set only, multiply-adds `FUSED` or not
@@ -101,7 +105,8 @@ impl Blocked {
         queries: &[Query<'_>],
         out: &mut [f64],
     ) {
-        pulp::Scalar::new().vectorize(self.job::<FUSED>(start, end, queries, out));
+        let mut scratch = Scratch::default();
+        pulp::Scalar::new().vectorize(self.job::<FUSED>(start, end, queries, out, &mut scratch));
     }
 
     fn job<'a, const FUSED: bool>(
@@ -110,6 +115,7 @@ impl Blocked {
         end: usize,
         queries: &'a [Query<'a>],
         out: &'a mut [f64],
+        scratch: &'a mut Scratch,
     ) -> Pass<'a, FUSED> {
         assert_eq!(start % ROWS, 0, "a pass starts at a block");
         assert!(start <= end && end <= self.y.len(), "rows out of range");
@@ -127,8 +133,25 @@ impl Blocked {
             end,
             queries,
             out,
+            scratch,
         }
     }
+}
+
+/// A pass's working arrays, kept by each thread from one pass to the next: each query's lane
+/// sums of the losses, running products of `1 + e^−|z|` and tile of residuals, and the lanes of
+/// its gradient sums. At the precomputing paper's 100 rows, allocating and zeroing them (4
+/// allocations, 2.5 kB a query) took a quarter of the pass (2026-11-26).
+#[derive(Default)]
+struct Scratch {
+    lanes: Vec<[f64; ROWS]>,
+    products: Vec<[f64; ROWS]>,
+    resid: Vec<[[f64; ROWS]; TILE]>,
+    sums: Vec<f64>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::default();
 }
 
 /// One pass's arguments, run by [`WithSimd::with_simd`] with the instruction set `pulp` chose.
@@ -138,6 +161,7 @@ struct Pass<'a, const FUSED: bool> {
     end: usize,
     queries: &'a [Query<'a>],
     out: &'a mut [f64],
+    scratch: &'a mut Scratch,
 }
 
 impl<const FUSED: bool> WithSimd for Pass<'_, FUSED> {
@@ -149,10 +173,22 @@ impl<const FUSED: bool> WithSimd for Pass<'_, FUSED> {
     fn with_simd<S: Simd>(self, _simd: S) {
         let d = self.blocked.d;
         let queries = self.queries.len();
-        let mut lanes = vec![[0.0f64; ROWS]; queries];
-        let mut sums = vec![0.0f64; queries * d * ROWS];
-        let mut resid = vec![[[0.0f64; ROWS]; TILE]; queries];
-        let mut products = vec![[1.0f64; ROWS]; queries];
+        let Scratch {
+            lanes,
+            products,
+            resid,
+            sums,
+        } = self.scratch;
+        lanes.clear();
+        lanes.resize(queries, [0.0; ROWS]);
+        products.clear();
+        products.resize(queries, [1.0; ROWS]);
+        sums.clear();
+        sums.resize(queries * d * ROWS, 0.0);
+        // Every residual the gradient reads is written first (`terms`), so none is cleared.
+        if resid.len() < queries {
+            resid.resize(queries, [[0.0; ROWS]; TILE]);
+        }
         for tile in (self.start..self.end).step_by(TILE * ROWS) {
             let rows = (self.end - tile).min(TILE * ROWS);
             let xt = &self.blocked.x[tile * d..][..rows.div_ceil(ROWS) * ROWS * d];
