@@ -325,6 +325,9 @@ pub struct BenchRow {
     /// The trajectory lengths, as text: those chosen from the surrogate's curvature (`auto`),
     /// or in `bench grid` the lengths every method ran; `null` where the bench's settings say.
     pub trajectory: Option<String>,
+    /// The step size after warmup, the geometric mean over the row's chains (in `bench grid`
+    /// the one every method of a problem ran); NaN where the sampler is not shmc's.
+    pub step_size: f64,
     /// The chosen input scale and held-out gradient error of the surrogate.
     pub surrogate_scale: f64,
     /// Relative RMS error of the surrogate gradient on held-out training states.
@@ -460,6 +463,7 @@ fn row(
         online_update_seconds: report.online_seconds,
         online_updates: report.online_updates,
         trajectory: trajectories_line(&report, &run.chains[0].sampling_evaluations),
+        step_size: (total(&|c| c.step_size.ln()) / run.chains.len() as f64).exp(),
         surrogate_scale: trained(report.scale),
         holdout_gradient_error: trained(report.holdout_gradient_error),
         chains: run.chains.len(),
@@ -985,6 +989,7 @@ fn nuts_row(
         online_update_seconds: f64::NAN,
         online_updates: 0,
         trajectory: None,
+        step_size: f64::NAN,
         surrogate_scale: f64::NAN,
         holdout_gradient_error: f64::NAN,
         chains,

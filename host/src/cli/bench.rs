@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use clap::Args;
 
 use crate::bench::grid::{
-    format_lengths, format_problems, format_sweep, run_lengths, run_problems, run_sweep,
+    PARTS, format_lengths, format_problems, format_sweep, run_lengths, run_problems, run_sweep,
 };
 use crate::bench::sbc::{SbcBenchSettings, format_sbc_table, run_sbc_bench};
 use crate::bench::vhmc::{format_vhmc_table, plot_errors, run_vhmc};
@@ -78,6 +78,11 @@ pub struct BenchArgs {
     /// vhmc-approximate, rmhmc, rns-rmhmc, grid-hmc, grid-hmc-complete, sg-hmc, sg-hmc-complete.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     methods: Option<Vec<String>>,
+    /// grid: run only these parts: logistic-2d, banana (both forms), gp-hyper, pde-5, lengths
+    /// (the summed banana against the trajectory length), sweep (the dimension sweep).
+    /// Default: all of them.
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = crate::bench::grid::PARTS)]
+    problems: Option<Vec<String>>,
     /// sbc: run only these models: gaussian-conjugate, gaussian-32, banana, beta-binomial,
     /// logistic, probit, gp-hyper, elliptic-pde.
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = crate::bench::sbc::MODELS)]
@@ -124,6 +129,9 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     }
     if args.experiment == "grid" {
         return run_grid(args);
+    }
+    if args.problems.is_some() {
+        return Err(Error::invalid("--problems is for bench grid"));
     }
     if args.experiment == "ttr" {
         return run_ttr(args);
@@ -304,16 +312,26 @@ fn run_grid(args: &BenchArgs) -> Result<i32> {
         ));
     }
     let log = |m: &str| eprintln!("{m}");
-    let mut rows = run_problems(args.quick, args.seed, &log)?;
-    print!("{}", format_problems(&rows));
-    let length_rows = run_lengths(args.quick, args.seed, &log)?;
-    println!();
-    print!("{}", format_lengths(&length_rows));
-    rows.extend(length_rows);
-    let (sweep, sweep_rows) = run_sweep(args.quick, args.seed, &log)?;
-    println!();
-    print!("{}", format_sweep(&sweep));
-    rows.extend(sweep_rows);
+    let parts: Vec<&str> = match &args.problems {
+        Some(list) => list.iter().map(String::as_str).collect(),
+        None => PARTS.to_vec(),
+    };
+    let mut rows = run_problems(args.quick, args.seed, &parts, &log)?;
+    let mut tables = Vec::new();
+    if !rows.is_empty() {
+        tables.push(format_problems(&rows));
+    }
+    if parts.contains(&"lengths") {
+        let length_rows = run_lengths(args.quick, args.seed, &log)?;
+        tables.push(format_lengths(&length_rows));
+        rows.extend(length_rows);
+    }
+    if parts.contains(&"sweep") {
+        let (sweep, sweep_rows) = run_sweep(args.quick, args.seed, &log)?;
+        tables.push(format_sweep(&sweep));
+        rows.extend(sweep_rows);
+    }
+    print!("{}", tables.join("\n"));
     write_json(args, &rows)?;
     Ok(0)
 }
