@@ -1264,6 +1264,51 @@ fn bench_sbc_prints_its_table_and_writes_json_rows() {
     }
 }
 
+/// `--problems` runs only the named parts of `bench grid`: here the logistic regression's
+/// three rows, whose HMC accepts as the paper's did (0.9225; ten replicates of 800 draws put
+/// some 0.005 of noise on the mean acceptance, the pilot's tolerance is 0.005); elsewhere it is
+/// refused, and an unknown part is named.
+#[test]
+fn bench_grid_runs_only_the_problems_named() {
+    let dir = temp_dir("bench-grid-problems");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("rows.json");
+    let out = shmc(&[
+        "bench",
+        "grid",
+        "--quick",
+        "--problems",
+        "logistic-2d",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let problems: Vec<&str> = rows
+        .iter()
+        .map(|r| r["problem"].as_str().unwrap())
+        .collect();
+    assert_eq!(problems, ["logistic-2d"; 3]);
+    let hmc = &rows[0];
+    assert_eq!(hmc["key"], "hmc");
+    let accept = hmc["acceptance"].as_f64().unwrap();
+    assert!((accept - 0.9225).abs() < 0.015, "HMC accepts {accept}");
+    let step = hmc["step_size"].as_f64().unwrap();
+    assert!(rows.iter().all(|r| r["step_size"].as_f64() == Some(step)));
+    let err = stderr(&shmc(&[
+        "bench",
+        "lr-sim",
+        "--quick",
+        "--problems",
+        "pde-5",
+    ]));
+    assert!(err.contains("--problems is for bench grid"), "{err}");
+    let err = stderr(&shmc(&["bench", "grid", "--problems", "banana,nope"]));
+    assert!(err.contains("nope") && err.contains("gp-hyper"), "{err}");
+}
+
 #[test]
 fn bench_sbc_options_belong_to_bench_sbc() {
     let err = stderr(&shmc(&["bench", "lr-sim", "--quick", "--models", "banana"]));
