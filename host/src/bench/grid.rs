@@ -345,8 +345,8 @@ const MOST_CORRECTIONS: usize = 6;
 /// averaged iterate weighs the last `~t^0.75` iterations, about 70 of 300 and 180 of 1000, so
 /// eight chains of 1000 average some twenty times as many acceptance statistics as one of 300.
 /// But dual averaging drives the acceptance *while adapting* to `target`, and its averaged
-/// step size is shorter than the iterates it averages: HMC then accepted 0.951 where the target
-/// was 0.9225 (the logistic regression at 3 steps), 0.83 for 0.77 (the PDE at 5). So the pilot
+/// step size is shorter than the iterates it averages: adapted on the logistic regression's 3
+/// steps to 0.9225, HMC then accepted 0.951. So the pilot
 /// then measures the realized acceptance `a` at a fixed step size ([`PILOT_CHAINS`] chains of
 /// [`ACCEPTANCE_DRAWS`] draws, the same seed at every step size, so the measurements differ by
 /// the step size and not by the draws) and corrects it, modelling `1 − a ∝ εᵏ` (`k` from the
@@ -381,20 +381,23 @@ fn pilot_step_size(
     let adapted = run(StepSize::Adapt { target }, (PILOT_WARMUP, 1))?;
     let log_mean =
         adapted.chains.iter().map(|c| c.step_size.ln()).sum::<f64>() / adapted.chains.len() as f64;
-    // (step size, ln of the rejection rate 1 − a, |a − target|)
-    let measure = |step_size: f64| -> Result<(f64, f64, f64)> {
+    let measure = |step_size: f64| -> Result<Measured> {
         let fixed = run(
             StepSize::Fixed(step_size),
             (ACCEPTANCE_DRAWS / 4, ACCEPTANCE_DRAWS),
         )?;
         let a = fixed.mean_accept_stat();
-        Ok((step_size, (1.0 - a).max(1e-6).ln(), (a - target).abs()))
+        Ok(Measured {
+            step_size,
+            log_rejection: (1.0 - a).max(1e-6).ln(),
+            miss: (a - target).abs(),
+        })
     };
     let mut tried = vec![measure(log_mean.exp())?];
     let wanted = (1.0 - target).ln();
     while tried.len() <= MOST_CORRECTIONS {
-        let &(eps, rejection, miss) = tried.last().expect("one measurement at least");
-        if miss <= ACCEPTANCE_TOLERANCE {
+        let last = *tried.last().expect("one measurement at least");
+        if last.miss <= ACCEPTANCE_TOLERANCE {
             break;
         }
         // The acceptance is not monotone in the step size everywhere (the energy error of a
@@ -403,19 +406,20 @@ fn pilot_step_size(
         // law would leave it.
         let below = tried
             .iter()
-            .filter(|t| t.1 < wanted)
-            .map(|t| t.0)
+            .filter(|t| t.log_rejection < wanted)
+            .map(|t| t.step_size)
             .fold(0.0, f64::max);
         let above = tried
             .iter()
-            .filter(|t| t.1 >= wanted)
-            .map(|t| t.0)
+            .filter(|t| t.log_rejection >= wanted)
+            .map(|t| t.step_size)
             .fold(f64::INFINITY, f64::min);
         let order = match tried.len() {
             1 => 2.0,
             n => {
-                let (before, before_rejection, _) = tried[n - 2];
-                let slope = (rejection - before_rejection) / (eps.ln() - before.ln());
+                let before = tried[n - 2];
+                let slope = (last.log_rejection - before.log_rejection)
+                    / (last.step_size.ln() - before.step_size.ln());
                 if slope.is_finite() && slope > 0.0 {
                     slope.min(8.0)
                 } else {
@@ -423,7 +427,7 @@ fn pilot_step_size(
                 }
             }
         };
-        let mut next = eps * ((wanted - rejection) / order).exp();
+        let mut next = last.step_size * ((wanted - last.log_rejection) / order).exp();
         if !(next > below && next < above) && below > 0.0 && above.is_finite() {
             next = (below * above).sqrt();
         }
@@ -431,9 +435,19 @@ fn pilot_step_size(
     }
     let nearest = tried
         .iter()
-        .min_by(|a, b| a.2.total_cmp(&b.2))
+        .min_by(|a, b| a.miss.total_cmp(&b.miss))
         .expect("one measurement at least");
-    Ok(nearest.0)
+    Ok(nearest.step_size)
+}
+
+/// One realized-acceptance measurement of [`pilot_step_size`].
+#[derive(Clone, Copy, Debug)]
+struct Measured {
+    step_size: f64,
+    /// `ln(1 − a)` of the acceptance `a` there.
+    log_rejection: f64,
+    /// `|a − target|`.
+    miss: f64,
 }
 
 /// The paper's protocol as a run's settings: `chains` chains from `start`, `burn_in` iterations
