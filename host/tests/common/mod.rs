@@ -69,3 +69,34 @@ pub fn banana_moments<M: Potential + ?Sized>(model: &M) -> [f64; 4] {
     }
     [1, 2, 3, 4].map(|k| sums[k] / sums[0])
 }
+
+/// `count` independent exact draws of a 2-D posterior such as the banana: a cell of a 600²
+/// grid over `[−6, 6]²` drawn with its midpoint density's probability (inverse CDF), then a
+/// point uniformly within it. Their moments are [`banana_moments`]'s up to the grid's
+/// resolution (cells of 0.02).
+pub fn banana_draws<M: Potential + ?Sized>(model: &M, count: usize, seed: u64) -> Vec<[f64; 2]> {
+    use rand::SeedableRng;
+    use shmc::core::random::uniform;
+    let (n, lo, hi) = (600, -6.0, 6.0);
+    let h = (hi - lo) / n as f64;
+    let at = |i: usize| lo + (i as f64 + 0.5) * h;
+    let potentials: Vec<f64> = (0..n * n)
+        .map(|c| model.value(&[at(c / n), at(c % n)]))
+        .collect();
+    let minimum = potentials.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut cumulative = Vec::with_capacity(n * n);
+    let mut total = 0.0;
+    for u in &potentials {
+        total += (minimum - u).exp();
+        cumulative.push(total);
+    }
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+    (0..count)
+        .map(|_| {
+            let target = uniform(&mut rng) * total;
+            let c = cumulative.partition_point(|&s| s < target).min(n * n - 1);
+            let jitter = |rng: &mut rand_pcg::Pcg64| (uniform(rng) - 0.5) * h;
+            [at(c / n) + jitter(&mut rng), at(c % n) + jitter(&mut rng)]
+        })
+        .collect()
+}
