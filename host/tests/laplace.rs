@@ -360,7 +360,7 @@ fn assert_samples_the_32d_gaussian(method: Method) -> shmc::sampler::Run {
 /// there, which costs acceptance (a chain whose exact acceptance collapses goes back to exact
 /// HMC), never exactness. Exactness is checked as the kernel's invariance, which does not
 /// depend on how fast its chains mix: they mix slowly on a banana. On the paper's banana, 4
-/// chains of 3000 draws missed its moments by up to 5 MCSE over 16 seeds, and exact HMC with the
+/// chains of 3000 draws missed its moments by up to 6 MCSE over 16 seeds, and exact HMC with the
 /// same Laplace metric by up to 7.5 MCSE at 4 × 10⁵ draws (within 1.5 at 4 × 3·10⁵): chains that
 /// reach the arms' tips only in rare excursions underestimate their own MCSE until they have
 /// made some (2026-11-26).
