@@ -21,6 +21,11 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The JSON array of rows a `--json FILE` wrote.
+fn json_rows(file: &Path) -> Vec<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -1246,8 +1251,7 @@ fn bench_sbc_prints_its_table_and_writes_json_rows() {
         stdout.contains("vhmc-approximate (APPROXIMATE)") && stdout.contains("2 cells in"),
         "{stdout}"
     );
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = json_rows(&json);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["method"], "hmc");
@@ -1283,8 +1287,7 @@ fn bench_grid_runs_only_the_problems_named() {
         json.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = json_rows(&json);
     std::fs::remove_dir_all(&dir).unwrap();
     let problems: Vec<&str> = rows
         .iter()
@@ -1297,14 +1300,13 @@ fn bench_grid_runs_only_the_problems_named() {
     assert!((accept - 0.9225).abs() < 0.015, "HMC accepts {accept}");
     let step = hmc["step_size"].as_f64().unwrap();
     assert!(rows.iter().all(|r| r["step_size"].as_f64() == Some(step)));
-    let err = stderr(&shmc(&[
-        "bench",
-        "lr-sim",
-        "--quick",
-        "--problems",
-        "pde-5",
-    ]));
-    assert!(err.contains("--problems is for bench grid"), "{err}");
+    for other in ["lr-sim", "sbc"] {
+        let err = stderr(&shmc(&["bench", other, "--quick", "--problems", "pde-5"]));
+        assert!(
+            err.contains("--problems is for bench grid"),
+            "{other}: {err}"
+        );
+    }
     let err = stderr(&shmc(&["bench", "grid", "--problems", "banana,nope"]));
     assert!(err.contains("nope") && err.contains("gp-hyper"), "{err}");
 }

@@ -110,6 +110,9 @@ pub struct BenchArgs {
 
 /// Runs `shmc bench`.
 pub fn run(args: &BenchArgs) -> Result<i32> {
+    if args.problems.is_some() && args.experiment != "grid" {
+        return Err(Error::invalid("--problems is for bench grid"));
+    }
     if args.experiment == "sbc" {
         return run_sbc(args);
     }
@@ -129,9 +132,6 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     }
     if args.experiment == "grid" {
         return run_grid(args);
-    }
-    if args.problems.is_some() {
-        return Err(Error::invalid("--problems is for bench grid"));
     }
     if args.experiment == "ttr" {
         return run_ttr(args);
