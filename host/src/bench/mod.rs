@@ -463,7 +463,7 @@ fn row(
         online_update_seconds: report.online_seconds,
         online_updates: report.online_updates,
         trajectory: trajectories_line(&report, &run.chains[0].sampling_evaluations),
-        step_size: (total(&|c| c.step_size.ln()) / run.chains.len() as f64).exp(),
+        step_size: run.step_size(),
         surrogate_scale: trained(report.scale),
         holdout_gradient_error: trained(report.holdout_gradient_error),
         chains: run.chains.len(),

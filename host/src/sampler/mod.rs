@@ -381,6 +381,13 @@ impl Run {
         self.chains.iter().map(|c| c.parameter(p)).collect()
     }
 
+    /// The chains' step sizes after warmup, their geometric mean (step sizes scale
+    /// multiplicatively, and dual averaging adapts their logarithm).
+    pub fn step_size(&self) -> f64 {
+        let logs: f64 = self.chains.iter().map(|c| c.step_size.ln()).sum();
+        (logs / self.chains.len() as f64).exp()
+    }
+
     /// The mean acceptance statistic over all kept draws.
     pub fn mean_accept_stat(&self) -> f64 {
         let (sum, n) = self.chains.iter().fold((0.0, 0usize), |(s, n), c| {
