@@ -59,7 +59,9 @@ use crate::sampler::{
     sample,
 };
 use crate::surrogates::FitMethod;
-use crate::surrogates::grids::{AdaptiveOptions, Domain, DomainChoice, GridFitter, GridKind};
+use crate::surrogates::grids::{
+    AdaptiveOptions, Domain, DomainChoice, GridFitter, GridKind, Interpolation,
+};
 use crate::surrogates::network::TrainOptions;
 use crate::{Error, Model, Result};
 
@@ -171,9 +173,8 @@ struct Problem {
     /// run from the first form's MAP at the step size its pilot finds, so that forms differ
     /// only in what their evaluations cost.
     forms: Vec<(&'static str, Box<dyn Model>)>,
-    /// The grid method's label, and its grid.
-    grid_label: &'static str,
-    grid: GridFitter,
+    /// Its grid methods.
+    grids: Vec<GridMethod>,
     /// Hidden units of RNS-HMC's network.
     hidden: usize,
     /// Independent replicates of the protocol per method.
@@ -216,17 +217,44 @@ fn explicit(text: &str) -> Result<DomainChoice> {
     Ok(DomainChoice::Explicit(Domain::parse(text)?))
 }
 
-/// The rows' label of the paper's grid HMC ([`paper_force_grid`]).
-const GRID_HMC: &str = "grid HMC (h = 0.1)";
+/// A grid method of a comparison: its rows' `key` and `method`, and its grid.
+#[derive(Clone, Debug)]
+struct GridMethod {
+    key: &'static str,
+    label: &'static str,
+    fitter: GridFitter,
+}
 
-/// The paper's grid HMC (sections 4.1, 4.2): cells of 0.1 over the box `domain` (a constant of
-/// this file).
-fn paper_force_grid(domain: &str) -> Result<GridFitter> {
-    Ok(GridFitter {
-        kind: GridKind::Force { cell: 0.1 },
-        domain: explicit(domain)?,
-        memory_limit: MEMORY_LIMIT,
-    })
+/// The rows' key of the paper's grid method on a problem, whose speed-up the table shows the
+/// published one beside.
+const PAPER_GRID: &str = "grid";
+
+/// The paper's grid HMC on the box `domain` (a constant of this file) at its cell size, 0.1
+/// (sections 4.1, 4.2): as published, the force constant in each cell (naive grid HMC); and the
+/// same cells read multilinearly from their corners.
+fn paper_force_grids(domain: &str) -> Result<Vec<GridMethod>> {
+    let fitter = |interpolation| -> Result<GridFitter> {
+        Ok(GridFitter {
+            kind: GridKind::Force {
+                cell: 0.1,
+                interpolation,
+            },
+            domain: explicit(domain)?,
+            memory_limit: MEMORY_LIMIT,
+        })
+    };
+    Ok(vec![
+        GridMethod {
+            key: PAPER_GRID,
+            label: "grid HMC (h = 0.1)",
+            fitter: fitter(Interpolation::Constant)?,
+        },
+        GridMethod {
+            key: "grid-multilinear",
+            label: "grid HMC, multilinear",
+            fitter: fitter(Interpolation::Multilinear)?,
+        },
+    ])
 }
 
 /// The rows' `problem` of the banana in the paper's form, summed over its data.
@@ -258,8 +286,7 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
         Problem {
             part: "logistic-2d",
             forms: vec![("logistic-2d", Box::new(paper_logistic(seed)?))],
-            grid_label: GRID_HMC,
-            grid: paper_force_grid("-3:0.5,-0.5:3")?,
+            grids: paper_force_grids("-3:0.5,-0.5:3")?,
             hidden: 100,
             replicates: two_d_replicates,
         },
@@ -275,8 +302,7 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
                     Box::new(Banana::simulate(Banana::PAPER_N, seed)?),
                 ),
             ],
-            grid_label: GRID_HMC,
-            grid: paper_force_grid(BANANA_BOX)?,
+            grids: paper_force_grids(BANANA_BOX)?,
             hidden: 200,
             replicates: two_d_replicates,
         },
@@ -286,26 +312,32 @@ fn problems(quick: bool, seed: u64) -> Result<Vec<Problem>> {
                 "gp-hyper",
                 Box::new(GpHyper::simulate(GpHyper::DEFAULT_N, seed)?),
             )],
-            grid_label: "sgHMC (level 5)",
-            grid: grid(
-                GridKind::SparseLevel(5),
-                explicit("-1.6:1.6,-1.6:1.6,-1.2:0.4")?,
-            ),
+            grids: vec![GridMethod {
+                key: PAPER_GRID,
+                label: "sgHMC (level 5)",
+                fitter: grid(
+                    GridKind::SparseLevel(5),
+                    explicit("-1.6:1.6,-1.6:1.6,-1.2:0.4")?,
+                ),
+            }],
             hidden: 200,
             replicates: REPLICATES,
         },
         Problem {
             part: "pde-5",
             forms: vec![("pde-5", Box::new(EllipticPde::simulate(pde)?))],
-            grid_label: if quick {
-                "sgHMC (level 3, Laplace)"
-            } else {
-                "sgHMC (level 4, Laplace)"
-            },
-            grid: grid(
-                GridKind::SparseLevel(if quick { 3 } else { 4 }),
-                DomainChoice::Laplace { probability: 0.999 },
-            ),
+            grids: vec![GridMethod {
+                key: PAPER_GRID,
+                label: if quick {
+                    "sgHMC (level 3, Laplace)"
+                } else {
+                    "sgHMC (level 4, Laplace)"
+                },
+                fitter: grid(
+                    GridKind::SparseLevel(if quick { 3 } else { 4 }),
+                    DomainChoice::Laplace { probability: 0.999 },
+                ),
+            }],
             hidden: 300,
             replicates: REPLICATES,
         },
@@ -747,8 +779,8 @@ fn pilot_seed(seed: u64) -> u64 {
     seed.wrapping_add(1 << 20)
 }
 
-/// Runs HMC, RNS-HMC (a network of `hidden` units; `None` leaves its row out) and `grid` on
-/// each of `forms` (models of one posterior, named for the rows' `problem`), all from the
+/// Runs HMC, RNS-HMC (a network of `hidden` units; `None` leaves its row out) and each of
+/// `grids` on each of `forms` (models of one posterior, named for the rows' `problem`), all from the
 /// first form's MAP with the step size and trajectories pilots of exact HMC find on it to run
 /// as `paper` says the paper's HMC ran, each method `replicates` times (seeds `seed`,
 /// `seed + 1`, …; see the module's doc); returns the rows, each form's speed-ups over its own
@@ -756,8 +788,7 @@ fn pilot_seed(seed: u64) -> u64 {
 #[allow(clippy::too_many_arguments)]
 fn compare(
     forms: &[(&str, &dyn Model)],
-    grid_label: &str,
-    grid: &GridFitter,
+    grids: &[GridMethod],
     hidden: Option<usize>,
     paper: PaperHmc,
     (burn_in, draws): (usize, usize),
@@ -816,20 +847,22 @@ fn compare(
             "replicates"
         }
     ));
-    let grid_settings = SurrogateSettings {
-        grid: Some(grid.clone()),
-        ..SurrogateSettings::default()
-    };
-    let mut methods = vec![("hmc", "HMC".to_string())];
+    let mut methods = vec![("hmc", "HMC")];
     if hidden.is_some() {
-        methods.push(("rns", "RNS-HMC (score fit)".to_string()));
+        methods.push(("rns", "RNS-HMC (score fit)"));
     }
-    methods.push(("grid", grid_label.to_string()));
+    methods.extend(grids.iter().map(|g| (g.key, g.label)));
     // The method of `key` for the replicate seeded `seed` (the network's draws, too).
     let method = |key: &str, seed: u64| match (key, hidden) {
         ("hmc", _) => Method::Hmc,
         ("rns", Some(hidden)) => Method::RnsHmc(network(hidden, burn_in / 4, seed)),
-        _ => Method::RnsHmc(grid_settings.clone()),
+        _ => Method::RnsHmc(SurrogateSettings {
+            grid: grids
+                .iter()
+                .find(|g| g.key == key)
+                .map(|g| g.fitter.clone()),
+            ..SurrogateSettings::default()
+        }),
     };
     let mut rows = Vec::new();
     for &(problem, model) in forms {
@@ -913,8 +946,7 @@ pub fn run_problems(
         let paper = paper_problem(forms.first().map_or("", |(name, _)| name))?;
         rows.extend(compare(
             &forms,
-            p.grid_label,
-            &p.grid,
+            &p.grids,
             Some(p.hidden),
             PaperHmc {
                 acceptance: paper.hmc_acceptance,
@@ -947,15 +979,14 @@ pub const LENGTH_REPLICATES: u64 = 20;
 /// compares with HMC at the length that suits HMC best.
 pub fn run_lengths(quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<Vec<BenchRow>> {
     let model = SummedBanana::simulate(Banana::PAPER_N, seed)?;
-    let grid = paper_force_grid(BANANA_BOX)?;
+    let grids = paper_force_grids(BANANA_BOX)?;
     let replicates = if quick { 5 } else { LENGTH_REPLICATES };
     let mut rows = Vec::new();
     for steps in LENGTHS {
         let name = format!("{BANANA_SUM}-steps-{steps}");
         rows.extend(compare(
             &[(&name, &model)],
-            GRID_HMC,
-            &grid,
+            &grids,
             None,
             PaperHmc {
                 acceptance: paper_problem(BANANA_SUM)?.hmc_acceptance,
@@ -976,35 +1007,45 @@ pub fn format_lengths(rows: &[BenchRow]) -> String {
     let mut out = format!(
         "banana-sum against the trajectory length (fixed; each at the step size giving HMC the \
          paper's acceptance; {} replicates per method; the paper's HMC made {:.3} effective \
-         draws per draw)\n\
-         {:>9}{:>8}{:>22}{:>22}{:>24}{:>15}{:>7}\n",
+         draws per draw; grid: the paper's constant force, lin: read multilinearly)\n\
+         {:>9}{:>8}{:>22}{:>25}{:>25}{:>26}{:>13}\n",
         rows.first().map_or(0, |r| r.chains),
         paper_problem(BANANA_SUM).map_or(f64::NAN, |p| p.hmc_ess_per_draw),
         "length",
         "step",
-        "accept (HMC, grid)",
-        "ESS/draw (HMC, grid)",
-        "minESS/s (HMC, grid)",
-        "speedup ± se",
-        "tail"
+        "accept (HMC,grid,lin)",
+        "ESS/draw (HMC,grid,lin)",
+        "minESS/s (HMC,grid,lin)",
+        "speedup ± se (grid, lin)",
+        "tail (g, l)"
     );
-    for pair in rows.chunks_exact(2) {
-        let (hmc, grid) = (&pair[0], &pair[1]);
+    for triple in rows.chunks_exact(3) {
+        let (hmc, grid, linear) = (&triple[0], &triple[1], &triple[2]);
         out.push_str(&format!(
-            "{:>9}{:>8.4}{:>22}{:>22}{:>24}{:>15}{:>7.2}\n",
+            "{:>9}{:>8.4}{:>22}{:>25}{:>25}{:>26}{:>13}\n",
             hmc.trajectory.as_deref().unwrap_or("?"),
             hmc.step_size,
-            format!("({:.2}, {:.2})", hmc.acceptance, grid.acceptance),
             format!(
-                "({:.3}, {:.3})",
-                hmc.ess_min_per_iteration, grid.ess_min_per_iteration
+                "({:.2}, {:.2}, {:.2})",
+                hmc.acceptance, grid.acceptance, linear.acceptance
             ),
             format!(
-                "({:.0}, {:.0})",
-                hmc.min_ess_per_second, grid.min_ess_per_second
+                "({:.3}, {:.3}, {:.3})",
+                hmc.ess_min_per_iteration, grid.ess_min_per_iteration, linear.ess_min_per_iteration
             ),
-            format!("{:.2} ± {:.2}", grid.speedup, grid.speedup_se),
-            tail_speedup(grid, hmc)
+            format!(
+                "({:.0}, {:.0}, {:.0})",
+                hmc.min_ess_per_second, grid.min_ess_per_second, linear.min_ess_per_second
+            ),
+            format!(
+                "{:.2} ± {:.2}, {:.2} ± {:.2}",
+                grid.speedup, grid.speedup_se, linear.speedup, linear.speedup_se
+            ),
+            format!(
+                "{:.2}, {:.2}",
+                tail_speedup(grid, hmc),
+                tail_speedup(linear, hmc)
+            )
         ));
     }
     out
@@ -1047,20 +1088,23 @@ pub fn run_sweep(
     let mut all = Vec::new();
     for &d in dims {
         let model = LogisticRegression::simulate(n, d, seed)?;
-        let grid = GridFitter {
-            kind: GridKind::SparseAdaptive(AdaptiveOptions {
-                tolerance: 1e-3,
-                max_points: budget,
-                ..AdaptiveOptions::default()
-            }),
-            domain: DomainChoice::Laplace { probability: 0.999 },
-            memory_limit: MEMORY_LIMIT,
+        let grid = GridMethod {
+            key: PAPER_GRID,
+            label: "sgHMC (adaptive)",
+            fitter: GridFitter {
+                kind: GridKind::SparseAdaptive(AdaptiveOptions {
+                    tolerance: 1e-3,
+                    max_points: budget,
+                    ..AdaptiveOptions::default()
+                }),
+                domain: DomainChoice::Laplace { probability: 0.999 },
+                memory_limit: MEMORY_LIMIT,
+            },
         };
         let name = format!("sweep-d{d}");
         let rows = compare(
             &[(&name, &model)],
-            "sgHMC (adaptive)",
-            &grid,
+            &[grid],
             Some((d * (d + 1) / 2).max(100) + 50),
             PaperHmc {
                 acceptance: SWEEP_HMC_ACCEPTANCE,
@@ -1126,7 +1170,7 @@ pub fn format_problems(rows: &[BenchRow]) -> String {
             ));
         }
         let published = problem
-            .filter(|_| r.key == "grid")
+            .filter(|_| r.key.starts_with(PAPER_GRID))
             .map_or(String::new(), |p| format!("{:.1}", p.speedup));
         // HMC's own row is 1 by definition.
         let standard_error = if r.speedup_se.is_finite() && r.key != "hmc" {

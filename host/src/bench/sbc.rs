@@ -27,7 +27,7 @@ use crate::sampler::{
 };
 use crate::sbc::{self, SbcRun, SbcSettings};
 use crate::surrogates::FitMethod;
-use crate::surrogates::grids::{DomainChoice, GridFitter, GridKind};
+use crate::surrogates::grids::{DomainChoice, GridFitter, GridKind, Interpolation};
 use crate::surrogates::network::TrainOptions;
 use crate::{Error, Model, Result};
 
@@ -293,7 +293,10 @@ impl Sized {
                 return grid_too_big(SPARSE_GRID_MAX_DIM, "a sparse grid");
             }
             "grid-hmc" | "grid-hmc-complete" => self.grid(
-                GridKind::Force { cell: 0.1 },
+                GridKind::Force {
+                    cell: 0.1,
+                    interpolation: Interpolation::Constant,
+                },
                 key.ends_with("complete"),
                 seed,
             ),

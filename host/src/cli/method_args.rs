@@ -19,9 +19,9 @@ pub struct MethodArgs {
     /// draws target the exact posterior): rns-hmc trains a random network on warmup states,
     /// arns-hmc updates it online, vhmc trains it online by score matching inside a Laplace
     /// approximation (APPROXIMATE with --approximate-acceptance); grid-hmc precomputes the
-    /// force on a grid of --cell cells, sg-hmc a sparse-grid interpolant of --level (or to
-    /// --tolerance), over --domain (the paper's "complete" variant, which also accepts with the
-    /// grid's U: --approximate-acceptance, APPROXIMATE). rmhmc is Riemannian-manifold HMC
+    /// force on a grid of --cell cells (read per --force-interpolation), sg-hmc a sparse-grid
+    /// interpolant of --level (or to --tolerance), over --domain (the paper's "complete"
+    /// variant, which also accepts with the grid's U: --approximate-acceptance, APPROXIMATE). rmhmc is Riemannian-manifold HMC
     /// with the model's own metric (logistic: the Fisher information; elliptic-pde: the
     /// Gauss-Newton diagonal frozen at the start), rns-rmhmc RNS-HMC's network fitted on the
     /// exact warmup, then RMHMC on its potential and SoftAbs'd Hessian (both judged by the

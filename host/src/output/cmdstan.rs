@@ -21,6 +21,7 @@ use crate::sampler::{
     SampleConfig, StepSize,
 };
 use crate::surrogates::Surrogate;
+use crate::surrogates::grids::GridKind;
 use crate::{Error, Result};
 
 /// How the sampler's trajectories end, as CmdStan's `engine` says it.
@@ -149,6 +150,15 @@ impl CsvHeader {
                 Engine::Static
             }
         };
+        if let Method::RnsHmc(settings) = &config.method
+            && let Some(GridKind::Force {
+                cell,
+                interpolation,
+            }) = settings.grid.as_ref().map(|g| &g.kind)
+        {
+            extra.push(("grid_cell".into(), cell.to_string()));
+            extra.push(("force_interpolation".into(), interpolation.name().into()));
+        }
         if config.method.approximate() {
             extra.push(("inference".into(), approximate_label(method, None)));
         }

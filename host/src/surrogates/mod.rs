@@ -131,12 +131,17 @@ pub trait Surrogate: Potential + Debug + Send + Sync {
         inside
     }
 
-    /// `∇Ũ(q)` where the surrogate stores it, if `q` lies in its domain and its kind keeps
-    /// gradients in a table (a force grid's cells); `None` otherwise, and the caller asks
-    /// [`Surrogate::gradient_within`]. Read in place, a lookup costs no copy
-    /// ([`Potential::gradient_ref`]).
-    fn stored_gradient_within(&self, _q: &[f64]) -> Option<&[f64]> {
-        None
+    /// `∇Ũ(q)` for a leapfrog step ([`Potential::gradient_ref`]): where the surrogate stores
+    /// it, if its kind keeps gradients in a table (a force grid's cells), read in place at no
+    /// copy; else written into `buf`; or [`GradientAt::Outside`] the domain, with `buf`
+    /// untouched. One call per step either way (the default asks
+    /// [`Surrogate::gradient_within`]).
+    fn gradient_ref_within<'s>(&'s self, q: &[f64], buf: &mut [f64]) -> GradientAt<'s> {
+        if self.gradient_within(q, buf) {
+            GradientAt::Written
+        } else {
+            GradientAt::Outside
+        }
     }
 
     /// The surrogate's curvature, if its kind knows it: the trajectory lengths can then be
@@ -263,8 +268,8 @@ impl Surrogate for Shared {
     fn gradient_within(&self, q: &[f64], grad: &mut [f64]) -> bool {
         self.0.gradient_within(q, grad)
     }
-    fn stored_gradient_within(&self, q: &[f64]) -> Option<&[f64]> {
-        self.0.stored_gradient_within(q)
+    fn gradient_ref_within<'s>(&'s self, q: &[f64], buf: &mut [f64]) -> GradientAt<'s> {
+        self.0.gradient_ref_within(q, buf)
     }
     fn curvature(&self) -> Option<&dyn Curvature> {
         self.0.curvature()
@@ -298,6 +303,17 @@ impl Potential for Box<dyn Surrogate> {
     fn gradient(&self, q: &[f64], grad: &mut [f64]) {
         (**self).gradient(q, grad)
     }
+}
+
+/// Where [`Surrogate::gradient_ref_within`] left the gradient.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GradientAt<'s> {
+    /// In the surrogate's own table.
+    Stored(&'s [f64]),
+    /// In the caller's buffer.
+    Written,
+    /// Nowhere: the point is outside the surrogate's domain.
+    Outside,
 }
 
 /// A surrogate as a [`Fallback`] holds it: its own (a chain's fit, which may learn online), or
@@ -416,11 +432,14 @@ impl Potential for Fallback<'_> {
     }
 
     fn gradient_ref<'s>(&'s self, q: &[f64], buf: &'s mut [f64]) -> &'s [f64] {
-        if let Some(stored) = self.surrogate.stored_gradient_within(q) {
-            return stored;
+        match self.surrogate.gradient_ref_within(q, buf) {
+            GradientAt::Stored(stored) => stored,
+            GradientAt::Written => buf,
+            GradientAt::Outside => {
+                self.exact().gradient(q, buf);
+                buf
+            }
         }
-        self.gradient(q, buf);
-        buf
     }
 }
 

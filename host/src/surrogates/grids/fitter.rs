@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use shmc_core::Potential;
 
-use super::{AdaptiveOptions, Domain, ForceGrid, SparseGrid};
+use super::{AdaptiveOptions, Domain, ForceGrid, Interpolation, SparseGrid};
 use crate::surrogates::states::TrainingSet;
 use crate::surrogates::{Fitted, Fitter, Surrogate};
 use crate::{Error, Result};
@@ -13,10 +13,13 @@ use crate::{Error, Result};
 /// Which grid, and its resolution.
 #[derive(Clone, Debug, PartialEq)]
 pub enum GridKind {
-    /// Naive grid HMC's force grid with cells of this size (at most) per coordinate.
+    /// Grid HMC's force grid with cells of this size (at most) per coordinate.
     Force {
         /// The cell size `h`.
         cell: f64,
+        /// How the grid reads the force between its points (the paper's naive grid HMC:
+        /// constant in each cell).
+        interpolation: Interpolation,
     },
     /// Sparse-grid HMC's regular Smolyak grid of this level.
     SparseLevel(u8),
@@ -91,8 +94,12 @@ impl Fitter for GridFitter {
         let start = Instant::now();
         let (domain, search) = self.domain(model, states)?;
         let (surrogate, evaluations): (Box<dyn Surrogate>, u64) = match &self.kind {
-            GridKind::Force { cell } => {
-                let grid = ForceGrid::build(model, domain, *cell, self.memory_limit)?;
+            GridKind::Force {
+                cell,
+                interpolation,
+            } => {
+                let grid =
+                    ForceGrid::build(model, domain, *cell, *interpolation, self.memory_limit)?;
                 let n = grid.precomputation().evaluations;
                 (Box::new(grid), n)
             }

@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 
 pub use domain::Domain;
 pub use fitter::{DomainChoice, GridFitter, GridKind};
-pub use force_grid::ForceGrid;
+pub use force_grid::{ForceGrid, Interpolation};
 pub use sparse_grid::{AdaptiveOptions, AdaptiveStop, Construction, SparseGrid};
 
 /// The kind name of a force grid in a surrogate file.

@@ -287,7 +287,7 @@ fn laplace_domain_refuses_bad_input() {
 fn force_grid_returns_the_centre_value_of_the_cell_holding_a_point() {
     let (lower, upper, h) = ([-1.0, 0.0], [1.0, 2.0], 0.25);
     let domain = Domain::new(lower.to_vec(), upper.to_vec()).unwrap();
-    let grid = ForceGrid::build(&Wavy, domain, h, GIB).unwrap();
+    let grid = ForceGrid::build(&Wavy, domain, h, Interpolation::Constant, GIB).unwrap();
     assert_eq!(grid.cells(), &[8, 8]);
     assert_eq!(grid.precomputation().evaluations, 64);
 
@@ -369,7 +369,8 @@ fn force_grid_one_pass_lookups_match_the_definition_in_every_dimension() {
         let lower: Vec<f64> = (0..d).map(|k| -1.0 - 0.25 * k as f64).collect();
         let upper: Vec<f64> = (0..d).map(|k| 0.5 + 0.5 * k as f64).collect();
         let domain = Domain::new(lower.clone(), upper.clone()).unwrap();
-        let grid = ForceGrid::build(&Bowl(d), domain.clone(), 0.3, GIB).unwrap();
+        let grid =
+            ForceGrid::build(&Bowl(d), domain.clone(), 0.3, Interpolation::Constant, GIB).unwrap();
         let (cells, widths) = (grid.cells().to_vec(), grid.widths().to_vec());
         let reference = |q: &[f64]| -> Option<(f64, Vec<f64>)> {
             if !domain.contains(q) {
@@ -454,7 +455,13 @@ fn force_grid_cell_counts_round_to_the_box() {
     }
     let one = Slope;
     let cells = |lo: f64, hi: f64, h: f64| {
-        let grid = ForceGrid::build(&one, Domain::new(vec![lo], vec![hi]).unwrap(), h, GIB);
+        let grid = ForceGrid::build(
+            &one,
+            Domain::new(vec![lo], vec![hi]).unwrap(),
+            h,
+            Interpolation::Constant,
+            GIB,
+        );
         grid.unwrap().cells()[0]
     };
     // 1/0.1 and 3.5/0.1 are a hair off 10 and 35 in floating point; the slack takes the integer.
@@ -464,10 +471,10 @@ fn force_grid_cell_counts_round_to_the_box() {
     // Not a whole number of cells: round up and shrink the cells to fit.
     assert_eq!(cells(0.0, 1.0, 0.3), 4);
     assert_eq!(cells(0.0, 1.0, 5.0), 1);
-    let grid = ForceGrid::build(&one, unit_box(1), 0.3, GIB).unwrap();
+    let grid = ForceGrid::build(&one, unit_box(1), 0.3, Interpolation::Constant, GIB).unwrap();
     assert_eq!(grid.widths(), &[0.25]);
-    assert!(ForceGrid::build(&one, unit_box(1), 0.0, GIB).is_err());
-    assert!(ForceGrid::build(&one, unit_box(2), 0.1, GIB).is_err());
+    assert!(ForceGrid::build(&one, unit_box(1), 0.0, Interpolation::Constant, GIB).is_err());
+    assert!(ForceGrid::build(&one, unit_box(2), 0.1, Interpolation::Constant, GIB).is_err());
 }
 
 #[test]
@@ -479,7 +486,8 @@ fn force_grid_over_the_memory_limit_is_refused_before_any_evaluation() {
         f: |_: &[f64]| 0.0,
     });
     let bytes = 100u128.pow(10) * 11 * 8;
-    let error = ForceGrid::build(&ten, unit_box(10), 0.01, GIB).unwrap_err();
+    let error =
+        ForceGrid::build(&ten, unit_box(10), 0.01, Interpolation::Constant, GIB).unwrap_err();
     let message = error.to_string();
     assert!(message.contains(&format!("{bytes} bytes")), "{message}");
     assert!(message.contains(&format!("{GIB} bytes")), "{message}");
@@ -488,13 +496,27 @@ fn force_grid_over_the_memory_limit_is_refused_before_any_evaluation() {
     // At the boundary: 64 × 64 cells of 3 floats.
     let two = Counted::new(Wavy);
     let bytes = 64 * 64 * 3 * 8;
-    let error = ForceGrid::build(&two, unit_box(2), 1.0 / 64.0, bytes - 1).unwrap_err();
+    let error = ForceGrid::build(
+        &two,
+        unit_box(2),
+        1.0 / 64.0,
+        Interpolation::Constant,
+        bytes - 1,
+    )
+    .unwrap_err();
     assert!(
         error.to_string().contains(&format!("{bytes} bytes")),
         "{error}"
     );
     assert_eq!(two.calls(), 0);
-    let grid = ForceGrid::build(&two, unit_box(2), 1.0 / 64.0, bytes).unwrap();
+    let grid = ForceGrid::build(
+        &two,
+        unit_box(2),
+        1.0 / 64.0,
+        Interpolation::Constant,
+        bytes,
+    )
+    .unwrap();
     assert_eq!(grid.bytes() as u64, bytes);
     assert_eq!(two.calls(), 64 * 64);
 }
@@ -506,7 +528,8 @@ fn grids_refuse_a_domain_where_the_model_is_not_finite() {
         f: |q: &[f64]| -q[0].ln(),
     };
     let domain = Domain::new(vec![-1.0], vec![1.0]).unwrap();
-    let error = ForceGrid::build(&log, domain.clone(), 0.5, GIB).unwrap_err();
+    let error =
+        ForceGrid::build(&log, domain.clone(), 0.5, Interpolation::Constant, GIB).unwrap_err();
     assert!(error.to_string().contains("not finite"), "{error}");
     let error = SparseGrid::regular(&log, domain, 2, GIB).unwrap_err();
     assert!(error.to_string().contains("not finite"), "{error}");
@@ -515,7 +538,7 @@ fn grids_refuse_a_domain_where_the_model_is_not_finite() {
 #[test]
 fn fallback_uses_the_grid_inside_and_the_exact_potential_outside() {
     let domain = Domain::new(vec![-1.0, -0.5], vec![1.5, 2.0]).unwrap();
-    let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
+    let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, Interpolation::Constant, GIB).unwrap();
     let sparse = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
     let check = |reference: std::sync::Arc<dyn Surrogate>, behind_shared: bool| {
         let held = match behind_shared {
@@ -985,7 +1008,7 @@ fn meta() -> SurrogateMeta {
 fn save_load_round_trip_through_kinds_is_bit_identical() {
     // Bounds that are not short decimals, so a lossy float format would show.
     let domain = Domain::new(vec![-1.0 / 3.0, -0.7], vec![1.3, 2.0 + 1e-9]).unwrap();
-    let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, GIB).unwrap();
+    let force = ForceGrid::build(&Wavy, domain.clone(), 0.1, Interpolation::Constant, GIB).unwrap();
     let path = temp_path("force");
     force.save(&path, &meta()).unwrap();
     let (loaded, read_meta) = kinds::load(&path, 2).unwrap();
@@ -1001,6 +1024,31 @@ fn save_load_round_trip_through_kinds_is_bit_identical() {
     assert_eq!(again.precomputation(), force.precomputation());
     let error = kinds::load(&path, 3).unwrap_err().to_string();
     assert!(error.contains("dimension 2"), "{error}");
+    std::fs::remove_file(&path).unwrap();
+
+    // The multilinear reading is the file's to say: loaded, the grid blends its corners again.
+    let multilinear =
+        ForceGrid::build(&Wavy, domain.clone(), 0.1, Interpolation::Multilinear, GIB).unwrap();
+    let path = temp_path("multilinear");
+    multilinear.save(&path, &meta()).unwrap();
+    let (loaded, _) = kinds::load(&path, 2).unwrap();
+    assert_same_bits(&multilinear, loaded.as_ref(), &domain, 23);
+    let (again, _) = ForceGrid::read(&SurrogateFile::open(&path).unwrap()).unwrap();
+    assert_eq!(again.interpolation(), Interpolation::Multilinear);
+    assert_eq!(
+        again.error_estimate().to_bits(),
+        multilinear.error_estimate().to_bits()
+    );
+    // A file written before the reading was recorded is read at the cell centres.
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    value["surrogate"]
+        .as_object_mut()
+        .unwrap()
+        .remove("interpolation");
+    std::fs::write(&path, value.to_string()).unwrap();
+    let error = kinds::load(&path, 2).unwrap_err().to_string();
+    assert!(error.contains("cell centres needs"), "{error}");
     std::fs::remove_file(&path).unwrap();
 
     let regular = SparseGrid::regular(&Wavy, domain.clone(), 6, GIB).unwrap();
@@ -1097,14 +1145,15 @@ impl Potential for Plane {
 #[test]
 fn force_grid_error_estimate_is_exact_on_a_plane_and_close_on_a_curved_potential() {
     let domain = Domain::new(vec![-1.0, 0.0], vec![1.0, 1.5]).unwrap();
-    let grid = ForceGrid::build(&Plane, domain.clone(), 0.25, GIB).unwrap();
+    let grid =
+        ForceGrid::build(&Plane, domain.clone(), 0.25, Interpolation::Constant, GIB).unwrap();
     let w = grid.widths();
     let want = 0.5 * (3.0 * w[0] + 2.0 * w[1]);
     assert!((grid.error_estimate() - want).abs() < 1e-12);
     assert_eq!(grid.sup_error_estimate(), Some(grid.error_estimate()));
     // On a curved potential the largest error at random points stays below the estimate plus
     // the curvature's second-order share, and is not far below it.
-    let grid = ForceGrid::build(&Wavy, domain.clone(), 0.05, GIB).unwrap();
+    let grid = ForceGrid::build(&Wavy, domain.clone(), 0.05, Interpolation::Constant, GIB).unwrap();
     let mut r = rng(4);
     let worst = (0..20_000)
         .map(|_| {
@@ -1117,4 +1166,290 @@ fn force_grid_error_estimate_is_exact_on_a_plane_and_close_on_a_curved_potential
         worst <= 1.1 * estimate && worst >= 0.5 * estimate,
         "{worst} vs {estimate}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Multilinear force grid
+
+/// The multilinear blend of `f` at `q` from the corners of its cell, written from the
+/// definition (weights `Πₖ tₖ` or `1 − tₖ`, the upper face in the last cell), for a grid of
+/// `cells` cells of `widths` from `lower`.
+fn blend_reference(
+    f: impl Fn(&[f64]) -> f64,
+    q: &[f64],
+    lower: &[f64],
+    widths: &[f64],
+    cells: &[usize],
+) -> f64 {
+    let d = q.len();
+    let index: Vec<usize> = (0..d)
+        .map(|k| (((q[k] - lower[k]) / widths[k]).floor() as usize).min(cells[k] - 1))
+        .collect();
+    (0..1usize << d)
+        .map(|corner| {
+            let mut weight = 1.0;
+            let point: Vec<f64> = (0..d)
+                .map(|k| {
+                    let t = (q[k] - lower[k]) / widths[k] - index[k] as f64;
+                    let up = corner >> k & 1;
+                    weight *= if up == 1 { t } else { 1.0 - t };
+                    lower[k] + (index[k] + up) as f64 * widths[k]
+                })
+                .collect();
+            weight * f(&point)
+        })
+        .sum()
+}
+
+/// A multilinear grid tabulates the cell corners (`cells + 1` per coordinate) and blends them:
+/// `Bowl`'s gradient is linear, so the blended force is the exact one at every point of the
+/// box (faces and corners included), while its quadratic `U` blends as the definition says;
+/// outside, or for NaN, infinite or wrongly sized points, nothing, with the gradient untouched.
+/// In dimensions 1 to 5: the lookup is unrolled up to 3 and a loop beyond.
+#[test]
+fn multilinear_force_grid_reads_a_linear_force_exactly_in_every_dimension() {
+    for d in 1..=5 {
+        let lower: Vec<f64> = (0..d).map(|k| -1.0 - 0.25 * k as f64).collect();
+        let upper: Vec<f64> = (0..d).map(|k| 0.5 + 0.5 * k as f64).collect();
+        let domain = Domain::new(lower.clone(), upper.clone()).unwrap();
+        let counted = Counted::new(Bowl(d));
+        let grid = ForceGrid::build(
+            &counted,
+            domain.clone(),
+            0.3,
+            Interpolation::Multilinear,
+            GIB,
+        )
+        .unwrap();
+        let (cells, widths) = (grid.cells().to_vec(), grid.widths().to_vec());
+        let corners: usize = cells.iter().map(|c| c + 1).product();
+        assert_eq!(grid.len(), corners);
+        assert_eq!(counted.calls(), corners as u64);
+        assert_eq!(grid.bytes(), corners * (d + 1) * 8);
+        let mut r = rng(10 + d as u64);
+        let mut points: Vec<Vec<f64>> = (0..300).map(|_| point_in(&domain, &mut r)).collect();
+        for k in 0..d {
+            for x in [
+                lower[k],
+                upper[k],
+                lower[k].next_down(),
+                upper[k].next_up(),
+                f64::NAN,
+            ] {
+                let mut q = point_in(&domain, &mut r);
+                q[k] = x;
+                points.push(q);
+            }
+        }
+        points.extend([lower.clone(), upper.clone(), vec![0.0; d + 1], Vec::new()]);
+        let (mut inside, mut outside) = (0, 0);
+        for q in &points {
+            let mut grad = vec![7.0; q.len()];
+            if q.len() != d || !domain.contains(q) {
+                assert_eq!(grid.value_and_gradient_within(q, &mut grad), None, "{q:?}");
+                assert!(!grid.gradient_within(q, &mut grad), "{q:?}");
+                assert_eq!(grid.value_within(q), None);
+                assert!(grad.iter().all(|&g| g == 7.0), "{q:?}");
+                outside += 1;
+                continue;
+            }
+            inside += 1;
+            let value = grid.value_and_gradient_within(q, &mut grad).unwrap();
+            let want = blend_reference(|p| Bowl(d).value(p), q, &lower, &widths, &cells);
+            assert!((value - want).abs() <= 1e-12 * (1.0 + want.abs()), "{q:?}");
+            assert_eq!(
+                grid.value_within(q).map(f64::to_bits),
+                Some(value.to_bits())
+            );
+            let mut exact = vec![0.0; d];
+            Bowl(d).value_and_gradient(q, &mut exact);
+            for (g, e) in grad.iter().zip(&exact) {
+                assert!((g - e).abs() <= 1e-12 * (1.0 + e.abs()), "d = {d}, {q:?}");
+            }
+            // The leapfrog's path (the gradient alone) gives the same force.
+            let mut alone = vec![7.0; d];
+            assert!(grid.gradient_within(q, &mut alone));
+            for (a, g) in alone.iter().zip(&grad) {
+                assert!((a - g).abs() <= 1e-13 * (1.0 + g.abs()), "{q:?}");
+            }
+        }
+        assert!(
+            inside >= 302 + 2 * d && outside >= 3 * d + 2,
+            "{inside}, {outside}"
+        );
+    }
+}
+
+/// The largest force error at random points of `Wavy`'s box, read as `interpolation` at cell
+/// size `h`.
+fn force_error(interpolation: Interpolation, h: f64) -> f64 {
+    let domain = Domain::new(vec![-1.0, -0.5], vec![1.5, 2.0]).unwrap();
+    let grid = ForceGrid::build(&Wavy, domain.clone(), h, interpolation, GIB).unwrap();
+    let mut r = rng(21);
+    let (mut approx, mut exact) = ([0.0; 2], [0.0; 2]);
+    (0..20_000)
+        .map(|_| {
+            let q = point_in(&domain, &mut r);
+            grid.gradient(&q, &mut approx);
+            Wavy.value_and_gradient(&q, &mut exact);
+            (approx[0] - exact[0]).hypot(approx[1] - exact[1])
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Halving the cell halves the constant reading's largest force error (first order) and
+/// quarters the multilinear one's (second order), which is also well below the constant's.
+#[test]
+fn multilinear_force_error_is_second_order_in_the_cell_size() {
+    for (interpolation, low, high) in [
+        (Interpolation::Constant, 1.6, 2.4),
+        (Interpolation::Multilinear, 3.2, 4.8),
+    ] {
+        let (coarse, fine) = (
+            force_error(interpolation, 0.1),
+            force_error(interpolation, 0.05),
+        );
+        let ratio = coarse / fine;
+        assert!(
+            (low..high).contains(&ratio),
+            "{interpolation:?}: {coarse} / {fine} = {ratio}"
+        );
+    }
+    let (constant, multilinear) = (
+        force_error(Interpolation::Constant, 0.1),
+        force_error(Interpolation::Multilinear, 0.1),
+    );
+    assert!(multilinear < constant / 10.0, "{multilinear} vs {constant}");
+}
+
+/// A multilinear grid's `‖U − Ũ‖∞` estimate, `⅛ Σₖ wₖ |Δₖ ∂ₖU|`, is linear interpolation's
+/// exact error `⅛ a w²` on a 1-D parabola `½ a x²`, reached at a cell's midpoint, and close
+/// to the largest error on a curved 2-D potential.
+#[test]
+fn multilinear_error_estimate_is_exact_on_a_parabola_and_close_on_a_curved_potential() {
+    let a = 3.0;
+    let parabola = Values {
+        dim: 1,
+        f: move |q: &[f64]| 0.5 * a * q[0] * q[0],
+    };
+    struct Parabola(f64);
+    impl Potential for Parabola {
+        fn dim(&self) -> usize {
+            1
+        }
+        fn value(&self, q: &[f64]) -> f64 {
+            0.5 * self.0 * q[0] * q[0]
+        }
+        fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+            grad[0] = self.0 * q[0];
+            self.value(q)
+        }
+    }
+    let domain = Domain::new(vec![-1.0], vec![1.0]).unwrap();
+    let grid = ForceGrid::build(
+        &Parabola(a),
+        domain.clone(),
+        0.25,
+        Interpolation::Multilinear,
+        GIB,
+    )
+    .unwrap();
+    let w = grid.widths()[0];
+    let want = a * w * w / 8.0;
+    assert!(
+        (grid.error_estimate() - want).abs() < 1e-12,
+        "{}",
+        grid.error_estimate()
+    );
+    let midpoint = [-1.0 + 2.5 * w];
+    let error = (grid.value(&midpoint) - parabola.value(&midpoint)).abs();
+    assert!((error - want).abs() < 1e-12, "{error} vs {want}");
+    assert_eq!(grid.sup_error_estimate(), Some(grid.error_estimate()));
+
+    let domain = Domain::new(vec![-1.0, 0.0], vec![1.0, 1.5]).unwrap();
+    let grid =
+        ForceGrid::build(&Wavy, domain.clone(), 0.05, Interpolation::Multilinear, GIB).unwrap();
+    let mut r = rng(4);
+    let worst = (0..20_000)
+        .map(|_| {
+            let q = point_in(&domain, &mut r);
+            (grid.value(&q) - Wavy.value(&q)).abs()
+        })
+        .fold(0.0, f64::max);
+    let estimate = grid.error_estimate();
+    assert!(
+        worst <= 1.1 * estimate && worst >= 0.5 * estimate,
+        "{worst} vs {estimate}"
+    );
+}
+
+/// A multilinear grid's size counts its corners, `(cells + 1)^d`, and the memory limit refuses
+/// it on that count before any evaluation; its last corners lie on the box's upper faces
+/// themselves, so a model undefined just past them builds.
+#[test]
+fn multilinear_grid_counts_its_corners_and_stays_inside_the_box() {
+    let two = Counted::new(Wavy);
+    let bytes = 65 * 65 * 3 * 8;
+    let error = ForceGrid::build(
+        &two,
+        unit_box(2),
+        1.0 / 64.0,
+        Interpolation::Multilinear,
+        bytes - 1,
+    )
+    .unwrap_err();
+    assert!(
+        error.to_string().contains(&format!("{bytes} bytes")),
+        "{error}"
+    );
+    assert!(error.to_string().contains("4225 cell corners"), "{error}");
+    assert_eq!(two.calls(), 0);
+    let grid = ForceGrid::build(
+        &two,
+        unit_box(2),
+        1.0 / 64.0,
+        Interpolation::Multilinear,
+        bytes,
+    )
+    .unwrap();
+    assert_eq!(grid.bytes() as u64, bytes);
+    assert_eq!(two.calls(), 65 * 65);
+
+    // Finite on [0, 0.9] only: 7 cells of 0.9 / 7 add up to 0.9000000000000001, past it.
+    let edge = Values {
+        dim: 1,
+        f: |q: &[f64]| {
+            if (0.0..=0.9).contains(&q[0]) {
+                q[0]
+            } else {
+                f64::NAN
+            }
+        },
+    };
+    let domain = Domain::new(vec![0.0], vec![0.9]).unwrap();
+    let grid = ForceGrid::build(
+        &Slope(edge),
+        domain,
+        0.9 / 7.0,
+        Interpolation::Multilinear,
+        GIB,
+    );
+    assert!(grid.is_ok(), "{:?}", grid.err());
+}
+
+/// `Values` with the gradient 1 (a slope), for a model whose finiteness is what matters.
+struct Slope<P>(P);
+
+impl<P: Potential> Potential for Slope<P> {
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        self.0.value(q)
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        let value = self.0.value(q);
+        grad.fill(if value.is_finite() { 1.0 } else { f64::NAN });
+        value
+    }
 }
