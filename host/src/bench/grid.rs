@@ -4,7 +4,10 @@
 //! banana twice: in the paper's form, summed over its data, and from sufficient statistics;
 //! see [`PROBLEMS`]), the 3-D Gaussian-process hyperparameters and the d = 5 elliptic PDE with
 //! sparse-grid HMC; then the paper's dimension sweep (logistic regression, section 4.5), where
-//! sgHMC's grid grows with the dimension until HMC, and the network, take over.
+//! sgHMC's grid grows with the dimension until HMC, and the network, take over. On the 2-D
+//! problems grid HMC runs twice on the paper's cells: as published, the force constant in each
+//! cell (the row the published speed-up compares with), and read multilinearly from the cells'
+//! corners ([`Interpolation::Multilinear`]), which accepts as often as HMC does.
 //!
 //! Protocol per problem (the paper's: 800 burn-in iterations, 3200 kept draws, one chain from
 //! the MAP, a fixed step size and a fixed number of steps, its Algorithm 1). The paper gives
@@ -969,14 +972,15 @@ pub const LENGTHS: [u32; 4] = [5, 10, 20, 40];
 /// Replicates per method and length of [`run_lengths`] (5 with `quick`).
 pub const LENGTH_REPLICATES: u64 = 20;
 
-/// banana-sum's grid HMC against HMC at each fixed trajectory length of [`LENGTHS`], each at the
-/// step size that gives HMC the paper's acceptance on it, [`LENGTH_REPLICATES`]
-/// replicates per method (no network rows): rows with `problem` `banana-sum-steps-L`. Longer
-/// trajectories spread an iteration's fixed costs (the momentum draw, the exact `U` at the end
-/// point, which the grid pays apart and HMC with its last gradient) over more steps, where the
-/// grid's lookup is cheaper than the summed gradient, but they also add up the
-/// piecewise-constant force's errors: the table shows where the two balance, and how the grid
-/// compares with HMC at the length that suits HMC best.
+/// banana-sum's grid HMC (both readings of the paper's cells) against HMC at each fixed
+/// trajectory length of [`LENGTHS`], each at the step size that gives HMC the paper's acceptance
+/// on it, [`LENGTH_REPLICATES`] replicates per method (no network rows): rows with `problem`
+/// `banana-sum-steps-L`, three per length. Longer trajectories spread an iteration's fixed costs
+/// (the momentum draw, the exact `U` at the end point, which the grid pays apart and HMC with
+/// its last gradient) over more steps, where the grid's lookup is cheaper than the summed
+/// gradient, but they also add up the force's errors, the piecewise-constant reading's most:
+/// the table shows where the two balance, and how the grid compares with HMC at the length
+/// that suits HMC best.
 pub fn run_lengths(quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<Vec<BenchRow>> {
     let model = SummedBanana::simulate(Banana::PAPER_N, seed)?;
     let grids = paper_force_grids(BANANA_BOX)?;
@@ -1141,7 +1145,7 @@ fn tail_speedup(r: &BenchRow, hmc: &BenchRow) -> f64 {
     (r.ess_tail_min / r.seconds_per_iteration) / (hmc.ess_tail_min / hmc.seconds_per_iteration)
 }
 
-/// The problems' table: per problem its title ([`PROBLEMS`]) with its replicates and its three
+/// The problems' table: per problem its title ([`PROBLEMS`]) with its replicates and its
 /// rows, the grid's precompute, and the published speed-up beside the measured one.
 pub fn format_problems(rows: &[BenchRow]) -> String {
     let mut out = format!(

@@ -23,11 +23,12 @@ pub struct BenchArgs {
     /// The experiment: the logistic-regression simulation, Bank Marketing, a9a, or the elliptic
     /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve), or
     /// the precomputing paper's grid experiments (grid HMC and sgHMC against HMC and RNS-HMC on
-    /// its four problems, the banana in two forms: its U summed over its 100 points as the paper
-    /// writes it, and from sufficient statistics; every method at the step size and fixed
-    /// trajectory length at which pilot HMC accepts and mixes as the paper's HMC did; then the
-    /// summed banana's grid speed-up at fixed lengths of 5 to 40 steps, and the dimension
-    /// sweep), time to result
+    /// its four problems, grid HMC's force read on the paper's cells as published, constant per
+    /// cell, and multilinearly from their corners; the banana in two forms: its U summed over
+    /// its 100 points as the paper writes it, and from sufficient statistics; every method at
+    /// the step size and fixed trajectory length at which pilot HMC accepts and mixes as the
+    /// paper's HMC did; then the summed banana's grid speed-ups at fixed lengths of 5 to 40
+    /// steps, and the dimension sweep), time to result
     /// (seconds until every parameter's bulk and tail ESS reach 400, for NUTS, exact HMC and
     /// RNS-HMC with surrogate-driven warmup, on lr-sim, bank, a9a and pde), or UM-Bridge (the
     /// protocol's overhead per evaluation on loopback, 4 chains against a served PDE model with
