@@ -47,8 +47,9 @@ pub const MODELS: [&str; 8] = [
 /// The methods, in the table's order: the exact ones, then the approximate ones beside their
 /// exact twins. `rns-hmc-auto` is RNS-HMC with the trajectory lengths its network's curvature
 /// picks, `rns-hmc-nuts` with NUTS's trees on its network judged by delayed acceptance;
-/// `-complete` is a grid's variant that also accepts with the grid's `U`.
-pub const METHODS: [&str; 14] = [
+/// `grid-hmc-multilinear` reads the force grid from its cells' corners; `-complete` is a grid's
+/// variant that also accepts with the grid's `U`.
+pub const METHODS: [&str; 15] = [
     "hmc",
     "nuts",
     "rns-hmc",
@@ -60,6 +61,7 @@ pub const METHODS: [&str; 14] = [
     "rmhmc",
     "rns-rmhmc",
     "grid-hmc",
+    "grid-hmc-multilinear",
     "grid-hmc-complete",
     "sg-hmc",
     "sg-hmc-complete",
@@ -286,16 +288,20 @@ impl Sized {
             }
             "rmhmc" => Method::Rmhmc(RmhmcSettings::default()),
             "rns-rmhmc" => Method::RnsRmhmc(rns_rmhmc(), RmhmcSettings::default()),
-            "grid-hmc" | "grid-hmc-complete" if d > FORCE_GRID_MAX_DIM => {
+            "grid-hmc" | "grid-hmc-multilinear" | "grid-hmc-complete" if d > FORCE_GRID_MAX_DIM => {
                 return grid_too_big(FORCE_GRID_MAX_DIM, "a force grid");
             }
             "sg-hmc" | "sg-hmc-complete" if d > SPARSE_GRID_MAX_DIM => {
                 return grid_too_big(SPARSE_GRID_MAX_DIM, "a sparse grid");
             }
-            "grid-hmc" | "grid-hmc-complete" => self.grid(
+            "grid-hmc" | "grid-hmc-multilinear" | "grid-hmc-complete" => self.grid(
                 GridKind::Force {
                     cell: 0.1,
-                    interpolation: Interpolation::Constant,
+                    interpolation: if key == "grid-hmc-multilinear" {
+                        Interpolation::Multilinear
+                    } else {
+                        Interpolation::Constant
+                    },
                 },
                 key.ends_with("complete"),
                 seed,

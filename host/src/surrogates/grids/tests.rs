@@ -493,32 +493,23 @@ fn force_grid_over_the_memory_limit_is_refused_before_any_evaluation() {
     assert!(message.contains(&format!("{GIB} bytes")), "{message}");
     assert_eq!(ten.calls(), 0);
 
-    // At the boundary: 64 × 64 cells of 3 floats.
-    let two = Counted::new(Wavy);
-    let bytes = 64 * 64 * 3 * 8;
-    let error = ForceGrid::build(
-        &two,
-        unit_box(2),
-        1.0 / 64.0,
-        Interpolation::Constant,
-        bytes - 1,
-    )
-    .unwrap_err();
-    assert!(
-        error.to_string().contains(&format!("{bytes} bytes")),
-        "{error}"
-    );
-    assert_eq!(two.calls(), 0);
-    let grid = ForceGrid::build(
-        &two,
-        unit_box(2),
-        1.0 / 64.0,
-        Interpolation::Constant,
-        bytes,
-    )
-    .unwrap();
-    assert_eq!(grid.bytes() as u64, bytes);
-    assert_eq!(two.calls(), 64 * 64);
+    // At the boundary: 64 × 64 cells of 3 floats, read at their centres or at their 65 × 65
+    // corners.
+    for (interpolation, points, what) in [
+        (Interpolation::Constant, 64 * 64, "4096 cell centres"),
+        (Interpolation::Multilinear, 65 * 65, "4225 cell corners"),
+    ] {
+        let two = Counted::new(Wavy);
+        let bytes = points * 3 * 8;
+        let build = |limit| ForceGrid::build(&two, unit_box(2), 1.0 / 64.0, interpolation, limit);
+        let error = build(bytes - 1).unwrap_err().to_string();
+        assert!(error.contains(&format!("{bytes} bytes")), "{error}");
+        assert!(error.contains(what), "{error}");
+        assert_eq!(two.calls(), 0);
+        let grid = build(bytes).unwrap();
+        assert_eq!(grid.bytes() as u64, bytes);
+        assert_eq!(two.calls(), points);
+    }
 }
 
 #[test]
@@ -1328,10 +1319,6 @@ fn multilinear_force_error_is_second_order_in_the_cell_size() {
 #[test]
 fn multilinear_error_estimate_is_exact_on_a_parabola_and_close_on_a_curved_potential() {
     let a = 3.0;
-    let parabola = Values {
-        dim: 1,
-        f: move |q: &[f64]| 0.5 * a * q[0] * q[0],
-    };
     struct Parabola(f64);
     impl Potential for Parabola {
         fn dim(&self) -> usize {
@@ -1362,7 +1349,7 @@ fn multilinear_error_estimate_is_exact_on_a_parabola_and_close_on_a_curved_poten
         grid.error_estimate()
     );
     let midpoint = [-1.0 + 2.5 * w];
-    let error = (grid.value(&midpoint) - parabola.value(&midpoint)).abs();
+    let error = (grid.value(&midpoint) - Parabola(a).value(&midpoint)).abs();
     assert!((error - want).abs() < 1e-12, "{error} vs {want}");
     assert_eq!(grid.sup_error_estimate(), Some(grid.error_estimate()));
 
@@ -1383,38 +1370,11 @@ fn multilinear_error_estimate_is_exact_on_a_parabola_and_close_on_a_curved_poten
     );
 }
 
-/// A multilinear grid's size counts its corners, `(cells + 1)^d`, and the memory limit refuses
-/// it on that count before any evaluation; its last corners lie on the box's upper faces
-/// themselves, so a model undefined just past them builds.
+/// A multilinear grid's last corners lie on the box's upper faces themselves, so a model
+/// undefined just past them builds (its size is checked with the constant grid's in
+/// `force_grid_over_the_memory_limit_is_refused_before_any_evaluation`).
 #[test]
-fn multilinear_grid_counts_its_corners_and_stays_inside_the_box() {
-    let two = Counted::new(Wavy);
-    let bytes = 65 * 65 * 3 * 8;
-    let error = ForceGrid::build(
-        &two,
-        unit_box(2),
-        1.0 / 64.0,
-        Interpolation::Multilinear,
-        bytes - 1,
-    )
-    .unwrap_err();
-    assert!(
-        error.to_string().contains(&format!("{bytes} bytes")),
-        "{error}"
-    );
-    assert!(error.to_string().contains("4225 cell corners"), "{error}");
-    assert_eq!(two.calls(), 0);
-    let grid = ForceGrid::build(
-        &two,
-        unit_box(2),
-        1.0 / 64.0,
-        Interpolation::Multilinear,
-        bytes,
-    )
-    .unwrap();
-    assert_eq!(grid.bytes() as u64, bytes);
-    assert_eq!(two.calls(), 65 * 65);
-
+fn multilinear_grid_corners_stay_inside_the_box() {
     // Finite on [0, 0.9] only: 7 cells of 0.9 / 7 add up to 0.9000000000000001, past it.
     let edge = Values {
         dim: 1,
