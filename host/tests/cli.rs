@@ -809,6 +809,25 @@ fn four_lockstep_chains_run_on_one_rayon_thread_and_draw_as_without_lockstep() {
     assert!(together == run("2", false), "lockstep changed the draws");
 }
 
+/// `shmc sample` of the banana with `method_args` over the paper's box [-4, 4]², two chains of
+/// 100 warmup and 100 kept draws written to `dir`.
+fn short_banana_grid_run(dir: &Path, method_args: &[&str]) -> Output {
+    let mut args = vec!["sample", "--model", "banana", "--domain=-4:4,-4:4"];
+    args.extend_from_slice(method_args);
+    args.extend([
+        "--chains",
+        "2",
+        "--draws",
+        "100",
+        "--warmup",
+        "100",
+        "--output",
+        dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    shmc(&args)
+}
+
 /// `--force-interpolation multilinear` reads grid HMC's force from the cell corners: one more
 /// point per coordinate to precompute (81² on the banana's [-4, 4]² at 0.1, against the
 /// centres' 80²), and each chain's CSV says how its force was read; a reading that does not
@@ -817,25 +836,10 @@ fn four_lockstep_chains_run_on_one_rayon_thread_and_draw_as_without_lockstep() {
 fn grid_hmc_reads_its_force_as_asked_and_says_so() {
     for (reading, points) in [("constant", 6400), ("multilinear", 6561)] {
         let dir = temp_dir(&format!("grid-{reading}"));
-        let out = shmc(&[
-            "sample",
-            "--model",
-            "banana",
-            "--method",
-            "grid-hmc",
-            "--force-interpolation",
-            reading,
-            "--domain=-4:4,-4:4",
-            "--chains",
-            "2",
-            "--draws",
-            "100",
-            "--warmup",
-            "100",
-            "--output",
-            dir.to_str().unwrap(),
-            "--quiet",
-        ]);
+        let out = short_banana_grid_run(
+            &dir,
+            &["--method", "grid-hmc", "--force-interpolation", reading],
+        );
         assert!(out.status.success(), "{}", stderr(&out));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
@@ -874,29 +878,11 @@ fn grid_hmc_reads_its_force_as_asked_and_says_so() {
 fn complete_grid_variant_is_labelled_everywhere() {
     for (approximate, name) in [(true, "sg-hmc-complete"), (false, "sg-hmc")] {
         let dir = temp_dir(name);
-        let mut args = vec![
-            "sample",
-            "--model",
-            "banana",
-            "--method",
-            "sg-hmc",
-            "--level",
-            "5",
-            "--domain=-4:4,-4:4",
-            "--chains",
-            "2",
-            "--draws",
-            "100",
-            "--warmup",
-            "100",
-            "--output",
-            dir.to_str().unwrap(),
-            "--quiet",
-        ];
+        let mut args = vec!["--method", "sg-hmc", "--level", "5"];
         if approximate {
             args.push("--approximate-acceptance");
         }
-        let out = shmc(&args);
+        let out = short_banana_grid_run(&dir, &args);
         assert!(out.status.success(), "{}", stderr(&out));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(stdout.contains("APPROXIMATE"), approximate, "{stdout}");
