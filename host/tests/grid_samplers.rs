@@ -43,24 +43,31 @@ fn force(cell: f64, interpolation: Interpolation) -> GridKind {
 /// Grid HMC (force grid, cell 0.1, the paper's box; read constant per cell and multilinearly),
 /// regular sparse-grid HMC and adaptive sparse-grid HMC over the box of the exact phase's
 /// states, on the banana: the first two moments of both coordinates within 4 MCSE of
-/// quadrature.
+/// quadrature. Each method's steps outside its box (exact gradients) stay within its share:
+/// none for the constant grid and the sparse grid in the paper's box; under 1 % for the
+/// multilinear grid there, whose chains reach the arms' tips past b1 = -4 (40 of 33 128
+/// steps); under 10 % for the box of the exact phase's 200 states, which the arms pass now and
+/// then (2 %).
 #[test]
 fn grid_methods_are_exact_on_the_banana() {
     let model = Banana::simulate(Banana::PAPER_N, 1).unwrap();
     let moments = banana_moments(&model);
     let paper_box = || DomainChoice::Explicit(Domain::parse("-4:4,-4:4").unwrap());
-    for (name, method) in [
+    for (name, method, outside_share) in [
         (
             "grid-hmc",
             grid_method(force(0.1, Interpolation::Constant), paper_box()),
+            0.0,
         ),
         (
             "grid-hmc multilinear",
             grid_method(force(0.1, Interpolation::Multilinear), paper_box()),
+            0.01,
         ),
         (
             "sg-hmc level 5",
             grid_method(GridKind::SparseLevel(5), paper_box()),
+            0.0,
         ),
         (
             "sg-hmc adaptive, states box",
@@ -71,6 +78,7 @@ fn grid_methods_are_exact_on_the_banana() {
                 }),
                 DomainChoice::States { margin: 0.1 },
             ),
+            0.1,
         ),
     ] {
         let config = SampleConfig {
@@ -85,14 +93,9 @@ fn grid_methods_are_exact_on_the_banana() {
             let report = c.surrogate.as_ref().expect("surrogate report");
             let precompute = report.precompute.expect("a grid is precomputed");
             assert!(precompute.evaluations > 0, "{name}: {report:?}");
-            // The paper's box holds nearly all the chains' steps (the multilinear grid's reach
-            // the arms' tips, past b1 = -4, for 40 of 33 000); the box of the exact phase's
-            // states most of them (the banana's arms reach past the 200 states now and then:
-            // 2 %).
             let e = &c.sampling_evaluations;
-            let share = if name.contains("states") { 10 } else { 100 };
             assert!(
-                share * e.exact_gradients < e.surrogate_gradients,
+                e.exact_gradients as f64 <= outside_share * e.surrogate_gradients as f64,
                 "{name}: {e:?}"
             );
         }

@@ -228,9 +228,11 @@ struct GridMethod {
     fitter: GridFitter,
 }
 
-/// The rows' key of the paper's grid method on a problem, whose speed-up the table shows the
-/// published one beside.
+/// The rows' key of the paper's grid method on a problem.
 const PAPER_GRID: &str = "grid";
+
+/// The rows' key of grid HMC on the paper's cells read multilinearly.
+const MULTILINEAR_GRID: &str = "grid-multilinear";
 
 /// The paper's grid HMC on the box `domain` (a constant of this file) at its cell size, 0.1
 /// (sections 4.1, 4.2): as published, the force constant in each cell (naive grid HMC); and the
@@ -253,7 +255,7 @@ fn paper_force_grids(domain: &str) -> Result<Vec<GridMethod>> {
             fitter: fitter(Interpolation::Constant)?,
         },
         GridMethod {
-            key: "grid-multilinear",
+            key: MULTILINEAR_GRID,
             label: "grid HMC, multilinear",
             fitter: fitter(Interpolation::Multilinear)?,
         },
@@ -529,8 +531,8 @@ const MOST_PILOT_STEPS: u32 = 100;
 /// steps, and the tables report what that bought, each parameter's ESS. So the pilot runs exact
 /// HMC with a fixed number of steps (as the paper's Algorithm 1 does: no jitter), 1, 2, 3, … up
 /// to [`MOST_PILOT_STEPS`], each at the step size `step_size_at` gives for it (the bench's:
-/// [`pilot_step_size`] at the paper's acceptance on that length) on [`PILOT_CHAINS`] chains of the run's `(burn_in, draws)` from
-/// `start`, and returns the first length whose min ESS per draw (each parameter's Geyer ESS
+/// [`pilot_step_size`] at the paper's acceptance on that length) on [`PILOT_CHAINS`] chains of
+/// the run's `(burn_in, draws)` from `start`, and returns the first length whose min ESS per draw (each parameter's Geyer ESS
 /// summed over the chains, over their draws) reaches `target`, the paper's. Failing that, the
 /// length with the most ESS per draw.
 ///
@@ -783,8 +785,8 @@ fn pilot_seed(seed: u64) -> u64 {
 }
 
 /// Runs HMC, RNS-HMC (a network of `hidden` units; `None` leaves its row out) and each of
-/// `grids` on each of `forms` (models of one posterior, named for the rows' `problem`), all from the
-/// first form's MAP with the step size and trajectories pilots of exact HMC find on it to run
+/// `grids` on each of `forms` (models of one posterior, named for the rows' `problem`), all
+/// from the first form's MAP with the step size and trajectories pilots of exact HMC find on it to run
 /// as `paper` says the paper's HMC ran, each method `replicates` times (seeds `seed`,
 /// `seed + 1`, …; see the module's doc); returns the rows, each form's speed-ups over its own
 /// HMC row with their standard errors.
@@ -1005,14 +1007,15 @@ pub fn run_lengths(quick: bool, seed: u64, log: &dyn Fn(&str)) -> Result<Vec<Ben
     Ok(rows)
 }
 
-/// [`run_lengths`]'s table: per length, HMC's and grid HMC's acceptance, min ESS per draw and
-/// min ESS/s, and the speed-up with its standard error.
+/// [`run_lengths`]'s table: per length, each method's acceptance, min ESS per draw and min
+/// ESS/s (HMC's first, then the grids' in [`paper_force_grids`]'s order), and the grids'
+/// speed-ups with their standard errors and tail speed-ups.
 pub fn format_lengths(rows: &[BenchRow]) -> String {
     let mut out = format!(
         "banana-sum against the trajectory length (fixed; each at the step size giving HMC the \
          paper's acceptance; {} replicates per method; the paper's HMC made {:.3} effective \
          draws per draw; grid: the paper's constant force, lin: read multilinearly)\n\
-         {:>9}{:>8}{:>22}{:>25}{:>25}{:>26}{:>13}\n",
+         {:>9}{:>8}{:>22}{:>25}{:>27}{:>29}{:>14}\n",
         rows.first().map_or(0, |r| r.chains),
         paper_problem(BANANA_SUM).map_or(f64::NAN, |p| p.hmc_ess_per_draw),
         "length",
@@ -1023,33 +1026,24 @@ pub fn format_lengths(rows: &[BenchRow]) -> String {
         "speedup ± se (grid, lin)",
         "tail (g, l)"
     );
-    for triple in rows.chunks_exact(3) {
-        let (hmc, grid, linear) = (&triple[0], &triple[1], &triple[2]);
+    // `(a, b, …)`: each of `rows`' `text`.
+    let listed = |rows: &[BenchRow], text: &dyn Fn(&BenchRow) -> String| {
+        format!("({})", rows.iter().map(text).collect::<Vec<_>>().join(", "))
+    };
+    for length in rows.chunk_by(|a, b| a.problem == b.problem) {
+        let (hmc, grids) = (&length[0], &length[1..]);
         out.push_str(&format!(
-            "{:>9}{:>8.4}{:>22}{:>25}{:>25}{:>26}{:>13}\n",
+            "{:>9}{:>8.4}{:>22}{:>25}{:>27}{:>29}{:>14}\n",
             hmc.trajectory.as_deref().unwrap_or("?"),
             hmc.step_size,
-            format!(
-                "({:.2}, {:.2}, {:.2})",
-                hmc.acceptance, grid.acceptance, linear.acceptance
-            ),
-            format!(
-                "({:.3}, {:.3}, {:.3})",
-                hmc.ess_min_per_iteration, grid.ess_min_per_iteration, linear.ess_min_per_iteration
-            ),
-            format!(
-                "({:.0}, {:.0}, {:.0})",
-                hmc.min_ess_per_second, grid.min_ess_per_second, linear.min_ess_per_second
-            ),
-            format!(
-                "{:.2} ± {:.2}, {:.2} ± {:.2}",
-                grid.speedup, grid.speedup_se, linear.speedup, linear.speedup_se
-            ),
-            format!(
-                "{:.2}, {:.2}",
-                tail_speedup(grid, hmc),
-                tail_speedup(linear, hmc)
-            )
+            listed(length, &|r| format!("{:.2}", r.acceptance)),
+            listed(length, &|r| format!("{:.3}", r.ess_min_per_iteration)),
+            listed(length, &|r| format!("{:.0}", r.min_ess_per_second)),
+            listed(grids, &|r| format!(
+                "{:.2} ± {:.2}",
+                r.speedup, r.speedup_se
+            )),
+            listed(grids, &|r| format!("{:.2}", tail_speedup(r, hmc))),
         ));
     }
     out
@@ -1173,8 +1167,9 @@ pub fn format_problems(rows: &[BenchRow]) -> String {
                 if r.chains == 1 { "chain" } else { "replicates" }
             ));
         }
+        // Beside both grid HMC rows: each is the paper's method on the paper's cells.
         let published = problem
-            .filter(|_| r.key.starts_with(PAPER_GRID))
+            .filter(|_| [PAPER_GRID, MULTILINEAR_GRID].contains(&r.key.as_str()))
             .map_or(String::new(), |p| format!("{:.1}", p.speedup));
         // HMC's own row is 1 by definition.
         let standard_error = if r.speedup_se.is_finite() && r.key != "hmc" {

@@ -83,7 +83,7 @@ pub struct BenchArgs {
     /// grid: run only these parts: logistic-2d, banana (both forms), gp-hyper, pde-5, lengths
     /// (the summed banana against the trajectory length), sweep (the dimension sweep).
     /// Default: all of them.
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = crate::bench::grid::PARTS)]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = PARTS)]
     problems: Option<Vec<String>>,
     /// sbc: run only these models: gaussian-conjugate, gaussian-32, banana, beta-binomial,
     /// logistic, probit, gp-hyper, elliptic-pde.

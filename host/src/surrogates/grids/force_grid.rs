@@ -48,12 +48,18 @@ pub enum Interpolation {
 }
 
 impl Interpolation {
+    /// The points tabulated along a coordinate beyond its cells: the corners outnumber the
+    /// cells by one.
+    fn extra_points(self) -> u8 {
+        match self {
+            Interpolation::Constant => 0,
+            Interpolation::Multilinear => 1,
+        }
+    }
+
     /// The points tabulated along a coordinate of `cells` cells.
     fn points(self, cells: usize) -> usize {
-        match self {
-            Interpolation::Constant => cells,
-            Interpolation::Multilinear => cells.saturating_add(1),
-        }
+        cells.saturating_add(self.extra_points().into())
     }
 
     /// Its name in the output (as a file records it).
@@ -123,6 +129,23 @@ struct Axis {
     gradient_stride: usize,
 }
 
+impl Axis {
+    /// The index of the cell holding coordinate `x` and `x`'s position in cell widths from the
+    /// box's lower face (so its fraction in the cell is the difference, 1 on the upper face);
+    /// `None` outside the box, NaN included: [`Domain::contains`] in the same pass.
+    #[inline(always)]
+    fn cell_of(&self, x: f64) -> Option<(usize, f64)> {
+        if !(self.lower <= x && x <= self.upper) {
+            return None;
+        }
+        // Finite and non-negative inside the box, so the cast floors; the upper face goes to
+        // the last cell. Through `i64`, which x86-64 converts in one instruction (to `usize` it
+        // takes a dozen), with the same result for these values.
+        let position = (x - self.lower) * self.inverse_width;
+        Some(((position as i64 as usize).min(self.last), position))
+    }
+}
+
 /// The number of cells of width at most `h` that tile `extent` (see [`CELL_COUNT_SLACK`]), or
 /// `None` from `2¹²⁸` on.
 fn cells_along(extent: f64, h: f64) -> Option<u128> {
@@ -184,10 +207,7 @@ impl ForceGrid {
             .iter()
             .try_fold(1u128, |n, c| n.checked_mul((*c)?));
         let total = per_coordinate.iter().try_fold(1u128, |n, c| {
-            n.checked_mul(match interpolation {
-                Interpolation::Constant => (*c)?,
-                Interpolation::Multilinear => (*c)?.checked_add(1)?,
-            })
+            n.checked_mul((*c)?.checked_add(interpolation.extra_points().into())?)
         });
         let bytes = total.and_then(|n| n.checked_mul(8 * (d as u128 + 1)));
         let count_text =
@@ -387,13 +407,7 @@ impl ForceGrid {
         }
         let mut index = 0;
         for (&x, axis) in q.iter().zip(&self.axes) {
-            if !(axis.lower <= x && x <= axis.upper) {
-                return None;
-            }
-            // Finite and non-negative inside the box, so the cast floors; the upper face goes
-            // to the last cell. Through `i64`, which x86-64 converts in one instruction (to
-            // `usize` it takes a dozen), with the same result for these values.
-            let i = (((x - axis.lower) * axis.inverse_width) as i64 as usize).min(axis.last);
+            let (i, _) = axis.cell_of(x)?;
             index += i * stride(axis);
         }
         Some(index)
@@ -420,7 +434,7 @@ impl ForceGrid {
     pub fn try_value(&self, q: &[f64]) -> Option<f64> {
         match self.interpolation {
             Interpolation::Constant => self.cell(q).map(|c| self.values[c]),
-            Interpolation::Multilinear => self.blend(q, None),
+            Interpolation::Multilinear => self.blend::<true>(q, None),
         }
     }
 
@@ -433,7 +447,7 @@ impl ForceGrid {
                 self.write_gradient(c, grad);
                 Some(self.values[c])
             }
-            Interpolation::Multilinear => self.blend(q, Some(grad)),
+            Interpolation::Multilinear => self.blend::<true>(q, Some(grad)),
         }
     }
 
@@ -442,25 +456,15 @@ impl ForceGrid {
     /// `grad`, writes `∇Ũ` (the blend of the corners' gradients, not the derivative of the
     /// blended `U`: that would be constant along each coordinate within the cell, as the
     /// centres' reading is); `None` outside the box, with `grad` untouched.
-    fn blend(&self, q: &[f64], grad: Option<&mut [f64]>) -> Option<f64> {
+    /// With `VALUE` false the value may be left out (returned as 0): a leapfrog step needs only
+    /// the gradient.
+    fn blend<const VALUE: bool>(&self, q: &[f64], grad: Option<&mut [f64]>) -> Option<f64> {
         match self.axes.len() {
-            1 => self.blend_fixed::<1, true>(q, grad),
-            2 => self.blend_fixed::<2, true>(q, grad),
-            3 => self.blend_fixed::<3, true>(q, grad),
+            1 => self.blend_fixed::<1, VALUE>(q, grad),
+            2 => self.blend_fixed::<2, VALUE>(q, grad),
+            3 => self.blend_fixed::<3, VALUE>(q, grad),
             _ => self.blend_any(q, grad),
         }
-    }
-
-    /// [`ForceGrid::blend`]'s gradient alone (a leapfrog step's), into `grad`; `false` outside
-    /// the box.
-    fn blend_gradient(&self, q: &[f64], grad: &mut [f64]) -> bool {
-        match self.axes.len() {
-            1 => self.blend_fixed::<1, false>(q, Some(grad)),
-            2 => self.blend_fixed::<2, false>(q, Some(grad)),
-            3 => self.blend_fixed::<3, false>(q, Some(grad)),
-            _ => self.blend_any(q, Some(grad)),
-        }
-        .is_some()
     }
 
     /// The cell holding `q` (the flat index of its lower corner in the values and in the
@@ -473,13 +477,8 @@ impl ForceGrid {
         }
         let (mut base, mut gradient_base) = (0, 0);
         for ((&x, axis), t) in q.iter().zip(&self.axes).zip(fraction) {
-            if !(axis.lower <= x && x <= axis.upper) {
-                return None;
-            }
-            // As in `locate`; the fraction is 1 on the box's upper face.
-            let s = (x - axis.lower) * axis.inverse_width;
-            let i = (s as i64 as usize).min(axis.last);
-            *t = s - i as f64;
+            let (i, position) = axis.cell_of(x)?;
+            *t = position - i as f64;
             base += i * axis.stride;
             gradient_base += i * axis.gradient_stride;
         }
@@ -540,8 +539,8 @@ impl ForceGrid {
         Some(values[0])
     }
 
-    /// [`ForceGrid::blend`] over any number of coordinates: each corner weighted by its
-    /// product of fractions.
+    /// [`ForceGrid::blend`] over any number of coordinates, value included: each corner
+    /// weighted by its product of fractions.
     fn blend_any(&self, q: &[f64], grad: Option<&mut [f64]>) -> Option<f64> {
         let d = self.axes.len();
         let mut fraction = [0.0; MULTILINEAR_MAX_DIM];
@@ -685,9 +684,9 @@ impl Surrogate for ForceGrid {
             Interpolation::Constant => self.gradient_offset(q).map(|offset| {
                 GradientAt::Stored(&self.gradients[offset..offset + self.axes.len()])
             }),
-            Interpolation::Multilinear => {
-                self.blend_gradient(q, buf).then_some(GradientAt::Written)
-            }
+            Interpolation::Multilinear => self
+                .blend::<false>(q, Some(buf))
+                .map(|_| GradientAt::Written),
         };
         found.unwrap_or(GradientAt::Outside)
     }

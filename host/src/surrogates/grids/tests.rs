@@ -357,6 +357,46 @@ impl Potential for Bowl {
     }
 }
 
+/// Points to look up in a grid over `domain` (seeded by `seed`): 300 inside, and per
+/// coordinate one on each face, one an ulp past each, NaN and both infinities, then the box's
+/// two extreme corners, a point of one coordinate more and an empty one.
+fn lookup_probes(domain: &Domain, seed: u64) -> Vec<Vec<f64>> {
+    let (lower, upper) = (domain.lower(), domain.upper());
+    let mut r = rng(seed);
+    let mut points: Vec<Vec<f64>> = (0..300).map(|_| point_in(domain, &mut r)).collect();
+    for k in 0..domain.dim() {
+        for x in [
+            lower[k],
+            upper[k],
+            lower[k].next_down(),
+            upper[k].next_up(),
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ] {
+            let mut q = point_in(domain, &mut r);
+            q[k] = x;
+            points.push(q);
+        }
+    }
+    points.extend([
+        lower.to_vec(),
+        upper.to_vec(),
+        vec![0.0; domain.dim() + 1],
+        Vec::new(),
+    ]);
+    points
+}
+
+/// That the lookups of [`lookup_probes`] in `d` coordinates found `inside` and `outside` the
+/// box as many as it holds of each.
+fn assert_probes_counted(d: usize, inside: usize, outside: usize) {
+    assert!(
+        inside == 302 + 2 * d && outside == 5 * d + 2,
+        "{inside}, {outside}"
+    );
+}
+
 /// The one-pass lookups (`*_within`, which a sampler's [`Fallback`] asks every leapfrog step)
 /// agree bit for bit with a reference written from the definition: inside the box (faces and
 /// corners included), `U` and `∇U` at the centre of the cell `⌊(q − l)/w⌋` (the upper face in
@@ -386,27 +426,7 @@ fn force_grid_one_pass_lookups_match_the_definition_in_every_dimension() {
             let value = Bowl(d).value_and_gradient(&centre, &mut gradient);
             Some((value, gradient))
         };
-        let mut r = rng(d as u64);
-        let mut points: Vec<Vec<f64>> = (0..300).map(|_| point_in(&domain, &mut r)).collect();
-        for k in 0..d {
-            for x in [
-                lower[k],
-                upper[k],
-                lower[k].next_down(),
-                upper[k].next_up(),
-                f64::NAN,
-                f64::INFINITY,
-                f64::NEG_INFINITY,
-            ] {
-                let mut q = point_in(&domain, &mut r);
-                q[k] = x;
-                points.push(q);
-            }
-        }
-        points.push(lower.clone());
-        points.push(upper.clone());
-        points.push(vec![0.0; d + 1]);
-        points.push(Vec::new());
+        let points = lookup_probes(&domain, d as u64);
         let (mut inside, mut outside) = (0, 0);
         for q in &points {
             let mut grad = vec![7.0; q.len()];
@@ -430,10 +450,7 @@ fn force_grid_one_pass_lookups_match_the_definition_in_every_dimension() {
                 outside += 1;
             }
         }
-        assert!(
-            inside >= 300 + 2 * d && outside >= 5 * d + 2,
-            "{inside}, {outside}"
-        );
+        assert_probes_counted(d, inside, outside);
     }
 }
 
@@ -1222,22 +1239,7 @@ fn multilinear_force_grid_reads_a_linear_force_exactly_in_every_dimension() {
         assert_eq!(grid.len(), corners);
         assert_eq!(counted.calls(), corners as u64);
         assert_eq!(grid.bytes(), corners * (d + 1) * 8);
-        let mut r = rng(10 + d as u64);
-        let mut points: Vec<Vec<f64>> = (0..300).map(|_| point_in(&domain, &mut r)).collect();
-        for k in 0..d {
-            for x in [
-                lower[k],
-                upper[k],
-                lower[k].next_down(),
-                upper[k].next_up(),
-                f64::NAN,
-            ] {
-                let mut q = point_in(&domain, &mut r);
-                q[k] = x;
-                points.push(q);
-            }
-        }
-        points.extend([lower.clone(), upper.clone(), vec![0.0; d + 1], Vec::new()]);
+        let points = lookup_probes(&domain, 10 + d as u64);
         let (mut inside, mut outside) = (0, 0);
         for q in &points {
             let mut grad = vec![7.0; q.len()];
@@ -1269,10 +1271,7 @@ fn multilinear_force_grid_reads_a_linear_force_exactly_in_every_dimension() {
                 assert!((a - g).abs() <= 1e-13 * (1.0 + g.abs()), "{q:?}");
             }
         }
-        assert!(
-            inside >= 302 + 2 * d && outside >= 3 * d + 2,
-            "{inside}, {outside}"
-        );
+        assert_probes_counted(d, inside, outside);
     }
 }
 
@@ -1319,44 +1318,21 @@ fn multilinear_force_error_is_second_order_in_the_cell_size() {
 }
 
 /// A multilinear grid's `‖U − Ũ‖∞` estimate, `⅛ Σₖ wₖ |Δₖ ∂ₖU|`, is linear interpolation's
-/// exact error `⅛ a w²` on a 1-D parabola `½ a x²`, reached at a cell's midpoint, and close
-/// to the largest error on a curved 2-D potential.
+/// exact error `⅛ a w²` on a 1-D parabola `½ a x²` (`Bowl(1)`, `a = 4`), reached at a cell's
+/// midpoint, and close to the largest error on a curved 2-D potential.
 #[test]
 fn multilinear_error_estimate_is_exact_on_a_parabola_and_close_on_a_curved_potential() {
-    let a = 3.0;
-    struct Parabola(f64);
-    impl Potential for Parabola {
-        fn dim(&self) -> usize {
-            1
-        }
-        fn value(&self, q: &[f64]) -> f64 {
-            0.5 * self.0 * q[0] * q[0]
-        }
-        fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
-            grad[0] = self.0 * q[0];
-            self.value(q)
-        }
-    }
+    let a = 4.0;
     let domain = Domain::new(vec![-1.0], vec![1.0]).unwrap();
-    let grid = ForceGrid::build(
-        &Parabola(a),
-        domain.clone(),
-        0.25,
-        Interpolation::Multilinear,
-        GIB,
-    )
-    .unwrap();
+    let grid = ForceGrid::build(&Bowl(1), domain, 0.25, Interpolation::Multilinear, GIB).unwrap();
     let w = grid.widths()[0];
     let want = a * w * w / 8.0;
-    assert!(
-        (grid.error_estimate() - want).abs() < 1e-12,
-        "{}",
-        grid.error_estimate()
-    );
+    let estimate = grid.error_estimate();
+    assert!((estimate - want).abs() < 1e-12, "{estimate} vs {want}");
     let midpoint = [-1.0 + 2.5 * w];
-    let error = (grid.value(&midpoint) - Parabola(a).value(&midpoint)).abs();
+    let error = (grid.value(&midpoint) - Bowl(1).value(&midpoint)).abs();
     assert!((error - want).abs() < 1e-12, "{error} vs {want}");
-    assert_eq!(grid.sup_error_estimate(), Some(grid.error_estimate()));
+    assert_eq!(grid.sup_error_estimate(), Some(estimate));
     assert_estimate_is_close_on_wavy(Interpolation::Multilinear);
 }
 
@@ -1365,20 +1341,10 @@ fn multilinear_error_estimate_is_exact_on_a_parabola_and_close_on_a_curved_poten
 /// `force_grid_over_the_memory_limit_is_refused_before_any_evaluation`).
 #[test]
 fn multilinear_grid_corners_stay_inside_the_box() {
-    // Finite on [0, 0.9] only: 7 cells of 0.9 / 7 add up to 0.9000000000000001, past it.
-    let edge = Values {
-        dim: 1,
-        f: |q: &[f64]| {
-            if (0.0..=0.9).contains(&q[0]) {
-                q[0]
-            } else {
-                f64::NAN
-            }
-        },
-    };
+    // 7 cells of 0.9 / 7 add up to 0.9000000000000001, past the box.
     let domain = Domain::new(vec![0.0], vec![0.9]).unwrap();
     let grid = ForceGrid::build(
-        &Slope(edge),
+        &SlopeUpTo(0.9),
         domain,
         0.9 / 7.0,
         Interpolation::Multilinear,
@@ -1387,19 +1353,23 @@ fn multilinear_grid_corners_stay_inside_the_box() {
     assert!(grid.is_ok(), "{:?}", grid.err());
 }
 
-/// `Values` with the gradient 1 (a slope), for a model whose finiteness is what matters.
-struct Slope<P>(P);
+/// `U(x) = x` on `[0, end]`, undefined (NaN) past `end`.
+struct SlopeUpTo(f64);
 
-impl<P: Potential> Potential for Slope<P> {
+impl Potential for SlopeUpTo {
     fn dim(&self) -> usize {
-        self.0.dim()
+        1
     }
     fn value(&self, q: &[f64]) -> f64 {
-        self.0.value(q)
+        if (0.0..=self.0).contains(&q[0]) {
+            q[0]
+        } else {
+            f64::NAN
+        }
     }
     fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
-        let value = self.0.value(q);
-        grad.fill(if value.is_finite() { 1.0 } else { f64::NAN });
+        let value = self.value(q);
+        grad[0] = if value.is_finite() { 1.0 } else { f64::NAN };
         value
     }
 }
