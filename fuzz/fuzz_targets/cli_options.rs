@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use shmc::cli::options;
+use shmc_cli::options;
 use shmc::surrogates::grids::DomainChoice;
 
 fuzz_target!(|bytes: &[u8]| {

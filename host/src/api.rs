@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::diagnostics::ParameterSummary;
-use crate::output::{CsvHeader, CsvSink, Progress, RunTotals, chain_path, format_summary};
+use crate::output::{CsvHeader, CsvSink, RunTotals, chain_path, format_summary};
 use crate::sampler::{
     self, ChainResult, DrawSink, InverseMetric, MassMatrix, Method, Run, SampleConfig,
 };
@@ -39,18 +39,21 @@ pub struct Sampler<'m, M: ?Sized> {
     model: &'m M,
     config: SampleConfig,
     name: String,
-    progress: bool,
+    progress: Option<Progress<'m>>,
 }
 
+/// Told `(chain, iterations done)` (chains counted from 1, warmup included) as chains advance,
+/// from the chains' threads.
+type Progress<'m> = Box<dyn Fn(usize, usize) + Sync + 'm>;
+
 impl<'m, M: Model + ?Sized> Sampler<'m, M> {
-    /// A run on `model` with `shmc sample`'s defaults, without progress bars, its files named
-    /// `model`.
+    /// A run on `model` with `shmc sample`'s defaults, its files named `model`.
     pub fn new(model: &'m M) -> Self {
         Self {
             model,
             config: SampleConfig::default(),
             name: "model".into(),
-            progress: false,
+            progress: None,
         }
     }
 
@@ -110,9 +113,11 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
         self
     }
 
-    /// Show per-chain progress bars on stderr (on a terminal, once the run has lasted a second).
-    pub fn progress(mut self, show: bool) -> Self {
-        self.progress = show;
+    /// Calls `progress(chain, done)` as chains advance (chains counted from 1; `done` counts
+    /// iterations, warmup included, of `warmup + draws`): for a progress bar of your own. It is
+    /// called from the chains' threads, often: keep it cheap.
+    pub fn on_progress(mut self, progress: impl Fn(usize, usize) + Sync + 'm) -> Self {
+        self.progress = Some(Box::new(progress));
         self
     }
 
@@ -132,23 +137,12 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
             .iter()
             .map(|replay| Box::new(Recorder(Arc::clone(replay))) as Box<dyn DrawSink>)
             .collect();
-        let bars = self.progress.then(|| {
-            Progress::new(
-                self.config.chains,
-                self.config.warmup + self.config.draws,
-                false,
-            )
-        });
-        let warmup = self.config.warmup;
         let progress = |chain: usize, done: usize| {
-            if let Some(bars) = &bars {
-                bars.update(chain, done, warmup);
+            if let Some(progress) = &self.progress {
+                progress(chain, done);
             }
         };
         let run = sampler::sample(self.model, &self.config, sinks, &progress, None);
-        if let Some(bars) = &bars {
-            bars.finish();
-        }
         let replays = replays
             .into_iter()
             .map(|r| std::mem::take(&mut *r.lock().unwrap_or_else(PoisonError::into_inner)))

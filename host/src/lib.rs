@@ -1,19 +1,21 @@
-//! `shmc`: the host side of surrogate-accelerated Hamiltonian Monte Carlo.
+//! `shmc`: the host side of surrogate-accelerated Hamiltonian Monte Carlo, as a library.
 //!
 //! The no_std core ([`shmc_core`]) holds the algorithms; this crate adds what needs an operating
 //! system: models over data files, a multi-chain driver with warmup, diagnostics, Stan-compatible
-//! CSV output and the `shmc` command line.
+//! CSV output, the HTML report and UM-Bridge. The `shmc` command line and the papers' benchmarks
+//! are another crate (`shmc-cli`) on top of this one: a program that only samples compiles no
+//! argument parser, progress bar or signal handler.
 //!
 //! The layers import one way, each only from those before it: [`models`] (with [`data`],
 //! [`optimize`], [`whitening`] (the Laplace approximation as a change of variables) and
 //! [`row_sum`], the capability to share a pass over the data) →
 //! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
-//! drive any surrogate) → [`output`] → [`mod@bench`], [`sbc`] (simulation-based calibration
-//! of any sampler) and [`report`] (a run's files as one HTML page) → [`api`] (the short way in:
-//! [`Sampler`]) → [`cli`]. Below them all: [`random`] (the seeded streams), [`diagnostics`],
-//! [`error`], [`memory`] (allocations sized before they are made), [`plot`] (the look of every
-//! SVG plot). [`umbridge`] straddles the models: its protocol and client sit below them (a
-//! served model is a model), its server above (it serves them).
+//! drive any surrogate) → [`output`] → [`sbc`] (simulation-based calibration of any sampler)
+//! and [`report`] (a run's files as one HTML page) → [`api`] (the short way in: [`Sampler`]).
+//! Below them all: [`random`] (the seeded streams), [`diagnostics`], [`error`], [`memory`]
+//! (allocations sized before they are made), [`plot`] (the look of every SVG plot).
+//! [`umbridge`] straddles the models: its protocol and client sit below them (a served model is
+//! a model), its server above (it serves them).
 //!
 //! # Your own model
 //! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
@@ -22,8 +24,6 @@
 //! `examples/linear_regression.rs`.
 
 pub mod api;
-pub mod bench;
-pub mod cli;
 pub mod data;
 pub mod diagnostics;
 pub mod error;

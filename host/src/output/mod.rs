@@ -1,10 +1,8 @@
 //! Output in CmdStan's formats: per-chain CSV files that `arviz.from_cmdstan`, CmdStanPy and
-//! `stansummary` read unchanged, the summary table printed at the end of a run, and the
-//! per-chain progress bars shown while it runs.
+//! `stansummary` read unchanged, the summary table printed at the end of a run.
 
 pub mod cmdstan;
 pub mod footer;
-mod progress;
 pub mod resume;
 pub mod table;
 
@@ -13,7 +11,6 @@ pub use cmdstan::{
     read_stan_csv,
 };
 pub use footer::{ChainFooter, trajectories_line};
-pub use progress::Progress;
 pub use table::{
     Cost, RunTotals, format_comparison, format_kernel_work, format_model_work, format_summary,
 };

@@ -7,11 +7,9 @@
 //! draws: a trace shows at most [`TRACE_POINTS`] draws per chain, a scatter at most
 //! [`SCATTER_POINTS`] in all; the captions say when. Non-finite draws are not drawn.
 
-use std::ops::Range;
-
 use plotters::prelude::*;
 
-use crate::plot::{self, BAR, Canvas, Chart, Drawn};
+use crate::plot::{self, BAR, Canvas, Chart, Drawn, chain_colour, line, span};
 use crate::sampler::LearningPoint;
 use crate::{Error, Result};
 
@@ -21,53 +19,9 @@ pub const TRACE_POINTS: usize = 1000;
 /// The most points a pair's scatter shows, all chains together.
 pub const SCATTER_POINTS: usize = 400;
 
-/// Colours of chains 1, 2, … (then again from the first).
-const CHAINS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
-
-/// The colour of the chain at `index` (0-based), as `#rrggbb` for the page's legend too.
-pub fn chain_colour(index: usize) -> RGBColor {
-    CHAINS[index % CHAINS.len()]
-}
-
-/// [`chain_colour`] as CSS.
-pub fn chain_css(index: usize) -> String {
-    let RGBColor(r, g, b) = chain_colour(index);
-    format!("#{r:02x}{g:02x}{b:02x}")
-}
-
 /// Draws a figure of `size` pixels, naming `what` if plotters fails.
 fn figure(what: &str, size: (u32, u32), draw: impl FnOnce(&Canvas<'_>) -> Drawn) -> Result<String> {
     plot::svg(size, draw).map_err(|e| Error::invalid(format!("cannot draw the {what}: {e}")))
-}
-
-/// The range of the finite values of `series`, widened when they are all equal (or absent) so
-/// that the axis has a length.
-pub(crate) fn span<'a>(series: impl IntoIterator<Item = &'a [f64]>) -> Range<f64> {
-    let (lo, hi) = series
-        .into_iter()
-        .flatten()
-        .filter(|x| x.is_finite())
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
-            (lo.min(x), hi.max(x))
-        });
-    if lo > hi {
-        return -1.0..1.0;
-    }
-    let pad = if hi > lo {
-        0.04 * (hi - lo)
-    } else {
-        0.5 * lo.abs().max(1.0)
-    };
-    lo - pad..hi + pad
 }
 
 /// The stride that shows at most `most` of `n` points.
@@ -94,14 +48,6 @@ fn thinned_points(series: &[f64], stride: usize) -> Vec<(f64, f64)> {
         .filter(|(_, x)| x.is_finite())
         .map(|(i, &x)| ((i + 1) as f64, x))
         .collect()
-}
-
-/// A line through `points` (plotters' `PathElement`: its line series is a feature left out).
-pub(crate) fn line<S: Into<ShapeStyle>>(
-    points: Vec<(f64, f64)>,
-    style: S,
-) -> Option<PathElement<(f64, f64)>> {
-    (!points.is_empty()).then(|| PathElement::new(points, style))
 }
 
 /// Numbers on the axes: few digits, as a reader compares them.

@@ -167,7 +167,7 @@ fn legend(page: &mut Page, chains: &Chains) {
             .unwrap_or_default();
         html.push_str(&format!(
             "<span class=\"swatch\" style=\"background:{}\"></span>{} ({})",
-            figures::chain_css(i),
+            crate::plot::chain_css(i),
             escape(&chain_label(chains, i)),
             escape(&file)
         ));

@@ -1,0 +1,425 @@
+//! `shmc bench`: the papers' experiments side by side (see [`crate::experiments`]).
+
+use std::path::PathBuf;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use clap::Args;
+
+use crate::experiments::grid::{
+    PARTS, format_lengths, format_problems, format_sweep, run_lengths, run_problems, run_sweep,
+};
+use crate::experiments::sbc::{SbcBenchSettings, format_sbc_table, run_sbc_bench};
+use crate::experiments::vhmc::{format_vhmc_table, plot_errors, run_vhmc};
+use crate::experiments::{Experiment, METHOD_KEYS, format_table, run_experiment};
+use shmc::models::elliptic_pde::PdeSettings;
+use shmc::{Error, Result};
+
+/// Arguments of `shmc bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The experiment: the logistic-regression simulation, Bank Marketing, a9a, or the elliptic
+    /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve), or
+    /// the precomputing paper's grid experiments (grid HMC and sgHMC against HMC and RNS-HMC on
+    /// its four problems, grid HMC's force read on the paper's cells as published, constant per
+    /// cell, and multilinearly from their corners; the banana in two forms: its U summed over
+    /// its 100 points as the paper writes it, and from sufficient statistics; every method at
+    /// the step size and fixed trajectory length at which pilot HMC accepts and mixes as the
+    /// paper's HMC did; then the summed banana's grid speed-ups at fixed lengths of 5 to 40
+    /// steps, and the dimension sweep), time to result
+    /// (seconds until every parameter's bulk and tail ESS reach 400, for NUTS, exact HMC and
+    /// RNS-HMC with surrogate-driven warmup, on lr-sim, bank, a9a and pde), or UM-Bridge (the
+    /// protocol's overhead per evaluation on loopback, 4 chains against a served PDE model with
+    /// 1 and 2 workers, and served calls per effective sample of HMC and RNS-HMC), or the VHMC
+    /// paper's comparison (exact HMC, VHMC with the exact and the published, APPROXIMATE,
+    /// acceptance, and SGLD, APPROXIMATE: relative error of the posterior mean and variance
+    /// against a long exact HMC reference, as a function of wall seconds, on beta-binomial,
+    /// probit, a9a and simulated ICA), or simulation-based calibration's full table (every
+    /// built-in model with a generative form, at a size where a replication takes well under a
+    /// second, x every method that applies to it, 200 replications per cell, 30 with --quick;
+    /// approximate methods labelled; see --models, --methods and --jobs).
+    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge", "vhmc", "sbc"])]
+    experiment: String,
+    /// A smaller run, several times faster: fewer observations, replicates, iterations and
+    /// hidden units.
+    #[arg(long)]
+    quick: bool,
+    /// Also write the rows as a JSON array to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Folder with the real data files (bank-additional-full.csv, a9a).
+    #[arg(long, default_value = "../shared/data", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Seed of the chains and networks.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Override the step size: the paper's on lr-sim; 0.008 on bank and 0.003 on a9a, where
+    /// the papers' 0.012 is unstable on our preprocessing (bank accepts 0.41, a9a nothing).
+    #[arg(long, value_name = "EPS")]
+    step_size: Option<f64>,
+    /// Override the papers' maximum number of leapfrog steps.
+    #[arg(long)]
+    steps: Option<u32>,
+    /// Override the papers' number of hidden units s (a network holds a d-dimensional
+    /// quadratic only with s ≥ d(d + 1)/2).
+    #[arg(long, value_name = "S")]
+    hidden: Option<usize>,
+    /// Run only these rows, comma-separated: hmc, rns, rns-score, arns, rns-long (RNS-HMC
+    /// with 4x longer surrogate trajectories), rns-auto (with the lengths its curvature picks),
+    /// all-in (4 chains in lockstep on a network trained on the Laplace approximation, with
+    /// NUTS's trees on it, each draw judged by delayed acceptance against the exact U, or on the
+    /// PDE the trajectory lengths its curvature picks; adapted step size; timed from the MAP
+    /// search to the last draw, as nutpie's figure is) and nuts (nutpie's NUTS on the same
+    /// kernel, 4 chains, timed likewise). Default: all of them, all-in and nuts on lr-sim and pde
+    /// only. Speed-ups need the hmc row. sbc: run only these methods: hmc, nuts, rns-hmc,
+    /// rns-hmc-auto (trajectory lengths from the network's curvature), rns-hmc-nuts (NUTS's trees
+    /// on the network, delayed acceptance), arns-hmc, vhmc, vhmc-approximate, rmhmc, rns-rmhmc,
+    /// grid-hmc, grid-hmc-multilinear (the force read from the cells' corners),
+    /// grid-hmc-complete, sg-hmc, sg-hmc-complete.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    methods: Option<Vec<String>>,
+    /// grid: run only these parts: logistic-2d, banana (both forms), gp-hyper, pde-5, lengths
+    /// (the summed banana against the trajectory length), sweep (the dimension sweep).
+    /// Default: all of them.
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = PARTS)]
+    problems: Option<Vec<String>>,
+    /// sbc: run only these models: gaussian-conjugate, gaussian-32, banana, beta-binomial,
+    /// logistic, probit, gp-hyper, elliptic-pde.
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = crate::experiments::sbc::MODELS)]
+    models: Option<Vec<String>>,
+    /// sbc: replications run at once (0: one per core).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// nutpie's min ESS_bulk per second on this machine, which the all-in row is compared
+    /// with: run `python host/benches/nutpie_lr_sim.py` (it needs nutpie and pymc from PyPI).
+    /// Default: the issue's 43.8, measured on a 2-core AMD EPYC.
+    #[arg(long, value_name = "RATE")]
+    nutpie: Option<f64>,
+    /// Also draw figures as SVG files in DIR (created if needed). vhmc: one per problem of
+    /// error against seconds. lr-sim, bank, a9a: the random-bases journal's figures from this
+    /// run: Fig. 6 (HMC vs RNS-HMC marginals, needs the hmc and rns
+    /// rows), Fig. 8 (relative error of the mean vs elapsed seconds, HMC, RNS-HMC, ARNS-HMC and
+    /// NUTS), and Figs. 5 and 4 (RNS-HMC acceptance vs training states and vs hidden units,
+    /// networks fitted on the hmc row's burn-in, extra runs timed in the log); lr-sim also
+    /// draws Fig. 4's acceptance vs dimension (RNS-HMC and HMC on simulated logistic
+    /// regressions of d = 10 to 100, 10 to 70 with --quick, each with its own HMC burn-in and
+    /// fit, timed in the log).
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
+}
+
+/// Runs `shmc bench`.
+pub fn run(args: &BenchArgs) -> Result<i32> {
+    if args.problems.is_some() && args.experiment != "grid" {
+        return Err(Error::invalid("--problems is for bench grid"));
+    }
+    if args.experiment == "sbc" {
+        return run_sbc(args);
+    }
+    if args.models.is_some() || args.jobs.is_some() {
+        return Err(Error::invalid("--models and --jobs are for bench sbc"));
+    }
+    if let Some(unknown) = args
+        .methods
+        .iter()
+        .flatten()
+        .find(|m| !METHOD_KEYS.contains(&m.as_str()))
+    {
+        return Err(Error::invalid(format!(
+            "--methods: no row {unknown:?}; the rows are {}",
+            METHOD_KEYS.join(", ")
+        )));
+    }
+    if args.experiment == "grid" {
+        return run_grid(args);
+    }
+    if args.experiment == "ttr" {
+        return run_ttr(args);
+    }
+    if args.experiment == "umbridge" {
+        return run_umbridge(args);
+    }
+    if args.experiment == "vhmc" {
+        return run_vhmc_bench(args);
+    }
+    let experiment = match args.experiment.as_str() {
+        "lr-sim" => Experiment::LrSim,
+        "bank" => Experiment::Bank,
+        "pde" => Experiment::Pde,
+        _ => Experiment::A9a,
+    };
+    let mut settings = experiment.settings(args.quick, args.data_dir.clone());
+    settings.seed = args.seed;
+    if let Some(hidden) = args.hidden {
+        if hidden == 0 {
+            return Err(Error::invalid("--hidden must be at least 1"));
+        }
+        settings.hidden = hidden;
+    }
+    if let Some(methods) = &args.methods {
+        settings.methods = methods.clone();
+    }
+    if let Some(eps) = args.step_size {
+        if !(eps.is_finite() && eps > 0.0) {
+            return Err(Error::invalid(
+                "--step-size must be a finite positive number",
+            ));
+        }
+        settings.step_size = eps;
+    }
+    if let Some(rate) = args.nutpie {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(Error::invalid("--nutpie must be a finite positive rate"));
+        }
+        settings.nutpie_rate = rate;
+    }
+    if let Some(steps) = args.steps {
+        if steps == 0 {
+            return Err(Error::invalid("--steps must be at least 1"));
+        }
+        settings.steps = steps;
+    }
+    if args.plots.is_some() && experiment == Experiment::Pde {
+        return Err(Error::invalid(
+            "--plots draws the journal's figures for lr-sim, bank and a9a",
+        ));
+    }
+    settings.plots = args.plots.clone();
+    eprintln!(
+        "{}: step size {}, steps 1..={}, burn-in {} (training after {}), {} draws, {} hidden units, \
+         {} cores; RMHMC rows: step size {}, {} steps",
+        args.experiment,
+        settings.step_size,
+        settings.steps,
+        settings.burn_in,
+        settings.train_after,
+        settings.draws,
+        settings.hidden,
+        std::thread::available_parallelism().map_or(1, usize::from),
+        settings.rmhmc_step_size,
+        settings.rmhmc_steps
+    );
+    let rows = run_experiment(experiment, &settings, args.quick, &|m| eprintln!("{m}"))?;
+    print!("{}", format_table(&rows));
+    write_json(args, &rows)?;
+    Ok(0)
+}
+
+/// `shmc bench vhmc`: the table, the verdicts, the JSON rows and the plots.
+fn run_vhmc_bench(args: &BenchArgs) -> Result<i32> {
+    let bench = run_vhmc(args.quick, &args.data_dir, args.seed, &|m| eprintln!("{m}"))?;
+    print!("{}", format_vhmc_table(&bench.rows));
+    println!(
+        "sgld and vhmc-approximate are APPROXIMATE inference (no exact Metropolis-Hastings \
+         correction); errors are against the exact HMC reference"
+    );
+    for line in &bench.verdicts {
+        println!("{line}");
+    }
+    write_json(args, &bench.rows)?;
+    if let Some(dir) = &args.plots {
+        for path in plot_errors(dir, &bench.rows)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(0)
+}
+
+/// Writes `rows` to `--json FILE`, if given.
+fn write_json<T: serde::Serialize>(args: &BenchArgs, rows: &[T]) -> Result<()> {
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(rows)
+            .map_err(|e| Error::invalid(format!("cannot encode the results: {e}")))?;
+        std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
+    }
+    Ok(())
+}
+
+/// Runs `shmc bench sbc`: the table, the labels of the approximate methods, the JSON rows.
+fn run_sbc(args: &BenchArgs) -> Result<i32> {
+    if args.step_size.is_some()
+        || args.steps.is_some()
+        || args.hidden.is_some()
+        || args.nutpie.is_some()
+        || args.plots.is_some()
+    {
+        return Err(Error::invalid(
+            "bench sbc runs each method as configured for each model: --step-size, --steps, \
+             --hidden, --nutpie and --plots are for the other experiments",
+        ));
+    }
+    let settings = SbcBenchSettings {
+        quick: args.quick,
+        seed: args.seed,
+        jobs: args.jobs.unwrap_or(0),
+        models: args.models.clone().unwrap_or_default(),
+        methods: args.methods.clone().unwrap_or_default(),
+    };
+    let rows = run_sbc_bench(&settings, &|m| eprintln!("{m}"))?;
+    print!("{}", format_sbc_table(&rows));
+    write_json(args, &rows)?;
+    Ok(0)
+}
+
+/// Runs `shmc bench ttr` on the four problems.
+fn run_ttr(args: &BenchArgs) -> Result<i32> {
+    if args.methods.is_some()
+        || args.step_size.is_some()
+        || args.steps.is_some()
+        || args.nutpie.is_some()
+        || args.plots.is_some()
+    {
+        return Err(Error::invalid(
+            "bench ttr runs NUTS, exact HMC and its surrogate configuration with adapted step \
+             sizes: --methods, --step-size, --steps, --nutpie and --plots are for the other \
+             experiments",
+        ));
+    }
+    let log = |m: &str| eprintln!("{m}");
+    let experiments = [
+        Experiment::LrSim,
+        Experiment::Bank,
+        Experiment::A9a,
+        Experiment::Pde,
+    ];
+    let rows = crate::experiments::ttr::run_ttr(
+        &experiments,
+        args.quick,
+        args.data_dir.clone(),
+        args.seed,
+        &log,
+    )?;
+    print!("{}", crate::experiments::ttr::format_ttr(&rows));
+    write_json(args, &rows)?;
+    Ok(0)
+}
+
+/// Runs `shmc bench grid`: the problems (the banana in both forms), the summed banana against
+/// the trajectory length, then the dimension sweep; `--json` gets every row of the three (the
+/// lengths' with `problem` `banana-sum-steps-L`, the sweep's `sweep-dN`).
+fn run_grid(args: &BenchArgs) -> Result<i32> {
+    if args.methods.is_some()
+        || args.step_size.is_some()
+        || args.steps.is_some()
+        || args.hidden.is_some()
+        || args.nutpie.is_some()
+        || args.plots.is_some()
+    {
+        return Err(Error::invalid(
+            "bench grid runs HMC, RNS-HMC and the grid method with the step size and trajectory \
+             length pilots of HMC find and each problem's network: --methods, --step-size, \
+             --steps, --hidden, --nutpie and --plots are for the other experiments",
+        ));
+    }
+    let log = |m: &str| eprintln!("{m}");
+    let parts: Vec<&str> = match &args.problems {
+        Some(list) => list.iter().map(String::as_str).collect(),
+        None => PARTS.to_vec(),
+    };
+    let mut rows = run_problems(args.quick, args.seed, &parts, &log)?;
+    let mut tables = Vec::new();
+    if !rows.is_empty() {
+        tables.push(format_problems(&rows));
+    }
+    if parts.contains(&"lengths") {
+        let length_rows = run_lengths(args.quick, args.seed, &log)?;
+        tables.push(format_lengths(&length_rows));
+        rows.extend(length_rows);
+    }
+    if parts.contains(&"sweep") {
+        let (sweep, sweep_rows) = run_sweep(args.quick, args.seed, &log)?;
+        tables.push(format_sweep(&sweep));
+        rows.extend(sweep_rows);
+    }
+    print!("{}", tables.join("\n"));
+    write_json(args, &rows)?;
+    Ok(0)
+}
+
+/// Runs `shmc bench umbridge`: its servers are this very binary's `shmc serve`.
+fn run_umbridge(args: &BenchArgs) -> Result<i32> {
+    if args.methods.is_some()
+        || args.step_size.is_some()
+        || args.steps.is_some()
+        || args.hidden.is_some()
+        || args.nutpie.is_some()
+        || args.json.is_some()
+        || args.plots.is_some()
+    {
+        return Err(Error::invalid(
+            "bench umbridge takes only --quick and --seed",
+        ));
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::invalid(format!("cannot find the shmc binary: {e}")))?;
+    let start = |pde: &PdeSettings, workers: usize| {
+        let args = [
+            "--model".to_string(),
+            "elliptic-pde".into(),
+            "--mesh".into(),
+            pde.mesh.to_string(),
+            "--kl-modes".into(),
+            pde.modes.to_string(),
+            "--workers".into(),
+            workers.to_string(),
+        ];
+        let server = ServeProcess::start(&exe, &args)?;
+        Ok((
+            server.url.clone(),
+            Box::new(server) as Box<dyn std::any::Any>,
+        ))
+    };
+    let report = crate::experiments::umbridge::run_umbridge(&start, args.quick, args.seed, &|m| {
+        eprintln!("{m}")
+    })?;
+    print!("{report}");
+    Ok(0)
+}
+
+/// A `shmc serve` child process, killed when dropped.
+struct ServeProcess {
+    child: Child,
+    url: String,
+}
+
+impl ServeProcess {
+    /// Starts `exe serve ARGS --port 0` and reads the URL it prints.
+    fn start(exe: &Path, args: &[String]) -> Result<Self> {
+        let mut child = Command::new(exe)
+            .arg("serve")
+            .args(args)
+            .args(["--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| Error::invalid(format!("cannot start {} serve: {e}", exe.display())))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = lines
+            .by_ref()
+            .take(20)
+            .map_while(|l| l.ok())
+            .find_map(|line| {
+                let start = line.find("http://")?;
+                line[start..].split_whitespace().next().map(str::to_string)
+            });
+        // Keep reading so that the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let mut process = Self {
+            child,
+            url: String::new(),
+        };
+        process.url =
+            url.ok_or_else(|| Error::invalid("shmc serve did not say where it listens"))?;
+        Ok(process)
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

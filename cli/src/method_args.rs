@@ -1,0 +1,110 @@
+//! The sampler options shared by `shmc sample` and `shmc sbc`: which method, its trajectories and
+//! its surrogate, turned into the library's [`Method`] in one place.
+
+use clap::Args;
+
+use super::rmhmc_args::RmhmcArgs;
+use super::surrogate_args::{SurrogateArgs, TrainFromArg};
+use super::trajectory_args::TrajectoryArgs;
+use shmc::sampler::{Method, NutsSettings, SgldSettings};
+use shmc::{Error, Result};
+
+/// Which sampler runs the chains, and how.
+#[derive(Debug, Args)]
+pub struct MethodArgs {
+    /// Sampling method: exact HMC; nuts, Stan's default sampler (nuts-rs: trajectories doubled
+    /// until they turn back, at most --max-depth times; step size and diagonal mass matrix
+    /// adapted in warmup to --target-accept; it refuses --step-size and --no-adapt-mass, and
+    /// --steps does not apply); or a surrogate-accelerated one with the exact MH step (the
+    /// draws target the exact posterior): rns-hmc trains a random network on warmup states,
+    /// arns-hmc updates it online, vhmc trains it online by score matching inside a Laplace
+    /// approximation (APPROXIMATE with --approximate-acceptance); grid-hmc precomputes the
+    /// force on a grid of --cell cells (read per --force-interpolation), sg-hmc a sparse-grid
+    /// interpolant of --level (or to --tolerance), over --domain (the paper's "complete"
+    /// variant, which also accepts with the grid's U: --approximate-acceptance, APPROXIMATE). rmhmc is Riemannian-manifold HMC
+    /// with the model's own metric (logistic: the Fisher information; elliptic-pde: the
+    /// Gauss-Newton diagonal frozen at the start), rns-rmhmc RNS-HMC's network fitted on the
+    /// exact warmup, then RMHMC on its potential and SoftAbs'd Hessian (both judged by the
+    /// exact U; the generalized leapfrog's options: --rmhmc-step-size and below). sgld is
+    /// stochastic-gradient Langevin dynamics (Welling & Teh), the VHMC paper's baseline: one
+    /// Langevin step per iteration on a minibatch gradient, no MH step (APPROXIMATE; logistic
+    /// and probit only; --sgld-batch and below).
+    #[arg(long, default_value = "hmc",
+          value_parser = ["hmc", "nuts", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc",
+                          "rmhmc", "rns-rmhmc", "sgld"])]
+    pub method: String,
+    /// nuts: the most doublings of a trajectory, at most 2^DEPTH - 1 leapfrog steps (Stan's
+    /// max_depth). Transitions that reach it (treedepth__ = DEPTH) mean the step size is small
+    /// for the posterior's scale.
+    #[arg(long, default_value_t = NutsSettings::default().max_depth, value_name = "DEPTH")]
+    pub max_depth: u64,
+    /// sgld: rows per minibatch (the VHMC paper's 500).
+    #[arg(long, default_value_t = SgldSettings::default().batch, value_name = "ROWS")]
+    pub sgld_batch: usize,
+    /// sgld: the scale a of the step size a (b + t)^-gamma at iteration t (warmup included).
+    /// It must suit the posterior's scale (a step well below its smallest variance).
+    #[arg(long, default_value_t = SgldSettings::default().a)]
+    pub sgld_a: f64,
+    /// sgld: the offset b of the step size a (b + t)^-gamma.
+    #[arg(long, default_value_t = SgldSettings::default().b)]
+    pub sgld_b: f64,
+    /// sgld: the decay gamma of the step size a (b + t)^-gamma (Welling & Teh's 0.55).
+    #[arg(long, default_value_t = SgldSettings::default().gamma)]
+    pub sgld_gamma: f64,
+    #[command(flatten)]
+    pub trajectory: TrajectoryArgs,
+    #[command(flatten)]
+    pub surrogate: SurrogateArgs,
+    #[command(flatten)]
+    pub rmhmc: RmhmcArgs,
+}
+
+impl MethodArgs {
+    /// The method for a run with `warmup` warmup iterations and seed `seed`.
+    pub fn method(&self, warmup: usize, seed: u64) -> Result<Method> {
+        let surrogate_methods = ["rns-hmc", "arns-hmc", "grid-hmc", "sg-hmc", "rns-rmhmc"];
+        if self.surrogate.train_from != TrainFromArg::Warmup
+            && !surrogate_methods.contains(&self.method.as_str())
+        {
+            return Err(Error::invalid(format!(
+                "--train-from laplace is for rns-hmc's network; {} trains none",
+                self.method
+            )));
+        }
+        Ok(match self.method.as_str() {
+            "rns-hmc" => Method::RnsHmc(self.surrogate.settings(warmup, seed)?),
+            "grid-hmc" | "sg-hmc" => {
+                let mut settings = self.surrogate.settings(warmup, seed)?;
+                if settings.surrogate_file.is_some() {
+                    return Err(Error::invalid(
+                        "--surrogate loads a saved surrogate: use it with --method rns-hmc",
+                    ));
+                }
+                let kind = if self.method == "grid-hmc" {
+                    "force-grid"
+                } else {
+                    "sparse-grid"
+                };
+                settings.grid = Some(self.surrogate.grid(kind)?);
+                Method::RnsHmc(settings)
+            }
+            "nuts" => Method::Nuts(NutsSettings {
+                max_depth: self.max_depth,
+            }),
+            "sgld" => Method::Sgld(SgldSettings {
+                batch: self.sgld_batch,
+                a: self.sgld_a,
+                b: self.sgld_b,
+                gamma: self.sgld_gamma,
+            }),
+            "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(warmup, seed)?),
+            "vhmc" => Method::Vhmc(self.surrogate.vhmc(seed)?),
+            "rmhmc" => Method::Rmhmc(self.rmhmc.settings(&self.trajectory, true)),
+            "rns-rmhmc" => Method::RnsRmhmc(
+                self.surrogate.settings(warmup, seed)?,
+                self.rmhmc.settings(&self.trajectory, false),
+            ),
+            _ => Method::Hmc,
+        })
+    }
+}

@@ -1,0 +1,44 @@
+//! `shmc report RUN_DIR`: the run's CmdStan CSVs as one self-contained HTML page.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use shmc::report::{DEFAULT_PARAMETERS, render};
+use shmc::{Error, Result};
+
+/// Arguments of `shmc report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The folder of the run's CSV files (one per chain, as `shmc sample --output` writes them).
+    #[arg(value_name = "RUN_DIR")]
+    run_dir: PathBuf,
+    /// Where to write the page [default: RUN_DIR/report.html].
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The parameters to plot (traces, histograms, pairs), by name [default: the first 4].
+    #[arg(long, value_name = "a,b,c", value_delimiter = ',')]
+    parameters: Option<Vec<String>>,
+}
+
+// The help of --parameters names the default.
+const _: () = assert!(DEFAULT_PARAMETERS == 4);
+
+/// Runs `shmc report`: writes the page, says where, and repeats on stderr what it left out.
+pub fn run(args: &ReportArgs) -> Result<i32> {
+    let report = render(&args.run_dir, args.parameters.as_deref())?;
+    let path = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.run_dir.join("report.html"));
+    std::fs::write(&path, &report.html).map_err(|e| Error::io(&path, e))?;
+    for note in &report.notes {
+        eprintln!("note: {note}");
+    }
+    println!(
+        "report written to {} ({} KB)",
+        path.display(),
+        report.html.len().div_ceil(1024)
+    );
+    Ok(0)
+}

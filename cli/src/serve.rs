@@ -1,0 +1,101 @@
+//! `shmc serve`: a built-in model as an UM-Bridge server, until Ctrl-C.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::ModelArgs;
+use shmc::models::elliptic_pde::EllipticPde;
+use shmc::umbridge::protocol::DEFAULT_PORT;
+use shmc::umbridge::served::served_maps;
+use shmc::umbridge::server::{Server, ServerSettings};
+use shmc::{Error, Model, Result, models};
+
+/// Arguments of `shmc serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Port to listen on; 0 picks a free one (printed at start).
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Address to listen on. The default serves this machine only; any other (0.0.0.0 for
+    /// every interface) lets whoever reaches it evaluate the model: there is no
+    /// authentication.
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    bind: IpAddr,
+    /// Evaluations run at once [default: one per core].
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// Largest request body read, in bytes; a larger one is refused (413).
+    #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
+    max_body_bytes: usize,
+    /// Longest wait for one evaluation, queueing included, before it is answered with an
+    /// error (500); the worker finishes it regardless.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    max_seconds: f64,
+}
+
+/// Runs `shmc serve`.
+pub fn run(args: &ServeArgs) -> Result<i32> {
+    let spec = args
+        .model
+        .spec(super::surrogate_args::default_memory_limit());
+    if spec.name == "umbridge" {
+        return Err(Error::invalid(
+            "shmc serve serves the built-in models (see shmc models); a model behind \
+             --model umbridge is served already",
+        ));
+    }
+    // The PDE model is served twice, as its posterior and as its forward map: one instance.
+    let (model, pde): (Arc<dyn Model>, Option<Arc<EllipticPde>>) = if spec.name == "elliptic-pde" {
+        let pde = Arc::new(models::elliptic_pde(&spec)?);
+        (pde.clone(), Some(pde))
+    } else {
+        (Arc::from(models::build(&spec)?), None)
+    };
+    for note in model.notes() {
+        println!("model: {note}");
+    }
+    let defaults = ServerSettings::default();
+    let settings = ServerSettings {
+        bind: args.bind,
+        port: args.port,
+        workers: args.workers.unwrap_or(defaults.workers),
+        max_body_bytes: args.max_body_bytes,
+        max_seconds: args.max_seconds,
+    };
+    let maps = served_maps(&spec.name, model, pde);
+    let described: Vec<String> = maps
+        .iter()
+        .map(|(name, m)| format!("{name} ({} -> {})", m.input_size(), m.output_size()))
+        .collect();
+    let server = Server::start(maps, &settings)?;
+    let addr = server.addr();
+    println!(
+        "serving {} at http://{addr} (UM-Bridge 1.0; {} workers, bodies up to {} bytes, {} s \
+         per evaluation)",
+        described.join(", "),
+        settings.workers,
+        settings.max_body_bytes,
+        settings.max_seconds
+    );
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "warning: listening on {addr}, reachable from other machines: anyone who can \
+             reach it can evaluate the model (there is no authentication)"
+        );
+    }
+    let (stop, stopped) = std::sync::mpsc::channel();
+    ctrlc::set_handler(move || {
+        let _ = stop.send(());
+    })
+    .map_err(|e| Error::invalid(format!("cannot install the Ctrl-C handler: {e}")))?;
+    println!("stop with Ctrl-C");
+    // Either Ctrl-C or a handler that can no longer send: stop either way.
+    let _ = stopped.recv();
+    server.stop();
+    println!("stopped");
+    Ok(0)
+}

@@ -1,0 +1,143 @@
+//! The short library API ([`shmc::Sampler`]): the draws it keeps in memory have a known
+//! Gaussian's moments, and the files it writes are those `shmc sample` writes for the same
+//! model, settings and seed.
+
+#[path = "../../host/tests/common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::assert_mean_within_4_mcse;
+use shmc::Sampler;
+use shmc::models::gaussian::CorrelatedGaussian;
+use shmc::sampler::{Method, NutsSettings};
+
+/// The CLI's `gaussian-32 --d 10`: variance 1 along `(1, …, 1)`, 0.01 across, so each
+/// coordinate has mean 0 and variance `0.01 + 0.99/10`.
+fn gaussian() -> CorrelatedGaussian {
+    CorrelatedGaussian::new(10, 1.0, 0.01).unwrap()
+}
+
+const VARIANCE: f64 = 0.01 + 0.99 / 10.0;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("shmc-api-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn the_draws_in_memory_have_the_gaussians_moments() {
+    let model = gaussian();
+    for method in [Method::Nuts(NutsSettings::default()), Method::Hmc] {
+        let fit = Sampler::new(&model)
+            .method(method.clone())
+            .draws(2000)
+            .seed(8)
+            .run()
+            .unwrap();
+        let name = method.name();
+        assert_eq!(fit.names().len(), 10);
+        assert_eq!(fit.summary().len(), 10);
+        assert!(fit.summary_table().contains("4 chains x 2000 draws"));
+        assert!(fit.draws("nope").is_none());
+        for q in fit.names() {
+            let chains: Vec<Vec<f64>> = fit
+                .draws(q)
+                .unwrap()
+                .into_iter()
+                .map(<[f64]>::to_vec)
+                .collect();
+            assert_eq!(chains.len(), 4);
+            assert_mean_within_4_mcse(&format!("{name}: E[{q}]"), &chains, 0.0);
+            let squares: Vec<Vec<f64>> = chains
+                .iter()
+                .map(|c| c.iter().map(|x| x * x).collect())
+                .collect();
+            assert_mean_within_4_mcse(&format!("{name}: E[{q}^2]"), &squares, VARIANCE);
+        }
+    }
+}
+
+/// The lines of `file`, but for the two that cannot match between two runs: the file's own
+/// path (`file = …`), and the elapsed-time block's seconds (wall-clock time).
+fn comparable_lines(file: &Path) -> Vec<String> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            if line.starts_with("#   file = ") {
+                "#   file = (masked)".to_string()
+            } else if line.contains(" seconds (") {
+                "# (elapsed time masked)".to_string()
+            } else {
+                line.to_string()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn write_cmdstan_writes_what_shmc_sample_writes_for_the_same_seed() {
+    for (method, api_method) in [
+        ("nuts", Method::Nuts(NutsSettings::default())),
+        ("hmc", Method::Hmc),
+    ] {
+        let cli_dir = temp_dir(&format!("cli-{method}"));
+        let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
+            .args([
+                "sample",
+                "--model",
+                "gaussian-32",
+                "--d",
+                "10",
+                "--method",
+                method,
+            ])
+            .args([
+                "--chains", "2", "--warmup", "150", "--draws", "200", "--seed", "11",
+            ])
+            .args([
+                "--save-warmup",
+                "--quiet",
+                "--output",
+                cli_dir.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        let api_dir = temp_dir(&format!("api-{method}"));
+        let model = gaussian();
+        let files = Sampler::new(&model)
+            .name("gaussian-32")
+            .method(api_method)
+            .chains(2)
+            .warmup(150)
+            .draws(200)
+            .seed(11)
+            .save_warmup(true)
+            .run()
+            .unwrap()
+            .write_cmdstan(&api_dir)
+            .unwrap();
+
+        assert_eq!(files.len(), 2);
+        for (chain, file) in files.iter().enumerate() {
+            let name = format!("gaussian-32-{}.csv", chain + 1);
+            assert_eq!(file, &api_dir.join(&name));
+            let (ours, cli) = (
+                comparable_lines(file),
+                comparable_lines(&cli_dir.join(&name)),
+            );
+            // 150 warmup and 200 kept rows, the header, the adaptation and the end blocks.
+            assert!(ours.len() > 350, "{method}: {} lines", ours.len());
+            assert_eq!(ours, cli, "{method}: {name}");
+        }
+    }
+}
