@@ -1,4 +1,5 @@
-//! `shmc sample`: build the model, run the chains with one CSV file each, print the summary.
+//! `shmc sample`: build the model, run the library's [`Sampler`] with one CSV file per chain,
+//! print its report.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,15 +9,9 @@ use clap::Args;
 use super::ModelArgs;
 use super::method_args::MethodArgs;
 use super::progress::Progress;
-use shmc::output::{
-    Cost, CsvHeader, CsvSink, RunTotals, approximate_label, chain_path, format_comparison,
-    format_kernel_work, format_model_work, format_summary, trajectories_line,
-};
-use shmc::sampler::{
-    DrawSink, Evaluations, Init, MassMatrix, Method, NullSink, NutsSettings, Resumed, Run,
-    SampleConfig, StepSize, resume, sample,
-};
-use shmc::{Error, Model, Result, models};
+use shmc::output::{Cost, approximate_label, format_comparison};
+use shmc::sampler::{Init, MassMatrix, Method, NutsSettings, Resumed, Run, SampleConfig, StepSize};
+use shmc::{Error, Model, Result, Sampler, models};
 
 /// Set by Ctrl-C: chains stop after their current iteration and files stay valid.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -106,20 +101,6 @@ pub struct SampleArgs {
     no_lockstep: bool,
 }
 
-/// What a surrogate chain's sampling cost in evaluations: `N exact values and N surrogate
-/// gradients`, and the exact gradients when there were any (leapfrog steps outside the
-/// surrogate's domain, or exact trajectories after its acceptance collapsed).
-fn sampling_cost(e: &Evaluations) -> String {
-    let exact = match e.exact_gradients {
-        0 => String::new(),
-        n => format!(", {n} exact gradients"),
-    };
-    format!(
-        "{} exact values{exact} and {} surrogate gradients",
-        e.exact_values, e.surrogate_gradients
-    )
-}
-
 fn read_init(path: &Path) -> Result<Vec<f64>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     super::options::init_values(&text, path)
@@ -164,90 +145,65 @@ impl SampleArgs {
     }
 }
 
-/// Each chain's sink: a new file, or when resuming, its stopped file cut back to its checkpoint
-/// with the chain to resume from it (`None`: the chain starts again).
-type Opened = (Vec<Box<dyn DrawSink>>, Vec<Option<Resumed>>);
-
-fn open_sinks(args: &SampleArgs, config: &SampleConfig, model: &dyn Model) -> Result<Opened> {
-    let warmup_rows = if config.save_warmup { config.warmup } else { 0 };
-    let mut opened: Opened = (Vec::new(), Vec::new());
-    for (path, header) in chain_files(args, config, model)? {
-        let (sink, resumed) = if args.resume.is_some() {
-            CsvSink::resume(&path, &header, model.dim(), warmup_rows)?
-        } else {
-            (CsvSink::create(&path, &header)?, None)
-        };
-        opened.0.push(Box::new(sink));
-        opened.1.push(resumed);
-    }
-    Ok(opened)
-}
-
-/// Each chain's file and header, in the output folder (created, with the run's command line
-/// saved in it, unless resuming: then it must be the folder given).
-fn chain_files(
-    args: &SampleArgs,
-    config: &SampleConfig,
-    model: &dyn Model,
-) -> Result<Vec<(PathBuf, CsvHeader)>> {
-    match &args.resume {
-        Some(dir) => {
-            let same = |p: &Path| std::fs::canonicalize(p).ok();
-            if same(dir).is_none() || same(dir) != same(&args.output) {
-                return Err(Error::invalid(format!(
-                    "{}: the run to resume wrote to {}, which is not this folder (a run's folder \
-                     cannot be moved before it is resumed)",
-                    dir.display(),
-                    args.output.display()
-                )));
-            }
-        }
-        None => {
-            std::fs::create_dir_all(&args.output).map_err(|e| Error::io(&args.output, e))?;
-            super::resume::save_invocation(&args.output)?;
-        }
-    }
-    Ok((1..=config.chains)
-        .map(|chain| {
-            let name = &args.model.model;
-            let mut header = CsvHeader::for_run(name, chain, config, model.parameter_names());
-            header.data_file = args.model.data.as_ref().map(|p| p.display().to_string());
-            (chain_path(&args.output, name, chain), header)
-        })
-        .collect())
-}
-
-/// The run's CSV files in the output folder.
-fn run_files(args: &SampleArgs) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(&args.output) else {
-        return Vec::new();
+/// When resuming, the folder given must be the one the run wrote to: a run's folder cannot be
+/// moved before it is resumed (its files name it).
+fn check_resume_folder(args: &SampleArgs) -> Result<()> {
+    let Some(dir) = &args.resume else {
+        return Ok(());
     };
-    let prefix = format!("{}-", args.model.model);
-    entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|path| {
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".csv"))
-        })
-        .collect()
+    let same = |p: &Path| std::fs::canonicalize(p).ok();
+    if same(dir).is_none() || same(dir) != same(&args.output) {
+        return Err(Error::invalid(format!(
+            "{}: the run to resume wrote to {}, which is not this folder (a run's folder \
+             cannot be moved before it is resumed)",
+            dir.display(),
+            args.output.display()
+        )));
+    }
+    Ok(())
 }
 
-/// Whether the run left CSV files (after [`remove_files_without_draws`]: files with draws).
-fn has_run_files(args: &SampleArgs) -> bool {
-    !run_files(args).is_empty()
+/// The library's sampler for the run the arguments describe, writing (or resuming) its files
+/// in the output folder, with progress bars and Ctrl-C.
+fn sampler<'m>(
+    args: &SampleArgs,
+    config: SampleConfig,
+    model: &'m dyn Model,
+    progress: &'m Progress,
+) -> Sampler<'m, dyn Model + 'm> {
+    let warmup = config.warmup;
+    let sampler = Sampler::new(model)
+        .settings(config)
+        .name(&args.model.model)
+        .on_progress(move |chain, done| progress.update(chain, done, warmup))
+        .interrupt(&INTERRUPTED);
+    let sampler = match &args.resume {
+        Some(_) => sampler.resume_in(&args.output),
+        None => sampler.write_to(&args.output),
+    };
+    match &args.model.data {
+        Some(data) => sampler.data_file(data.display().to_string()),
+        None => sampler,
+    }
 }
 
-/// Removes the run's CSV files that hold no draw (only the header CmdStan writes first).
-fn remove_files_without_draws(args: &SampleArgs) {
-    for path in run_files(args) {
-        let empty = std::fs::read_to_string(&path).is_ok_and(|text| {
-            // The column-name line is the one non-comment line of a header.
-            text.lines().filter(|l| !l.starts_with('#')).count() <= 1
-        });
-        if empty {
-            let _ = std::fs::remove_file(&path);
+/// One line per chain of a resumed run: where it goes on from.
+fn print_resumed(resumed: &[Option<Resumed>], draws: usize) {
+    for (k, r) in resumed.iter().enumerate() {
+        match r {
+            Some(r) if r.checkpoint.finished => {
+                println!("chain {}: finished before the stop", k + 1)
+            }
+            Some(r) => println!(
+                "chain {}: resumed after draw {} of {draws}",
+                k + 1,
+                r.checkpoint.kept
+            ),
+            None => println!(
+                "chain {}: stopped in warmup (or its method saves no checkpoint): starts \
+                 again, with the same draws",
+                k + 1
+            ),
         }
     }
 }
@@ -283,13 +239,16 @@ fn compare(
             pilot.chains, pilot.warmup, pilot.draws
         );
     }
-    let sinks = (0..pilot.chains)
-        .map(|_| Box::new(NullSink) as Box<dyn DrawSink>)
-        .collect();
-    let measured = sample(model, &pilot, sinks, &|_, _| {}, Some(&INTERRUPTED))?;
+    let measured = Sampler::new(model)
+        .settings(pilot)
+        .interrupt(&INTERRUPTED)
+        .run()?;
     Ok(format_comparison(&[
         Cost::of(format!("{} (this run)", config.method.name()), run),
-        Cost::of(format!("{baseline} (a pilot measured after it)"), &measured),
+        Cost::of(
+            format!("{baseline} (a pilot measured after it)"),
+            measured.run(),
+        ),
     ]))
 }
 
@@ -300,36 +259,13 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     for note in model.notes() {
         println!("model: {note}");
     }
-    config.validate(model.as_ref())?;
-    if matches!(config.method, Method::Rmhmc(_))
-        && model.riemannian_metric(&vec![0.0; model.dim()]).is_none()
-    {
-        return Err(Error::invalid(format!(
-            "--method rmhmc needs the model's Riemannian metric, and model {} offers none \
-             (logistic, banana and elliptic-pde do; rns-rmhmc uses its network's)",
-            args.model.model
-        )));
-    }
-    let (sinks, resumed) = open_sinks(args, &config, model.as_ref())?;
+    check_resume_folder(args)?;
+    let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
+    let opened = sampler(args, config.clone(), model.as_ref(), &progress).open()?;
     if args.resume.is_some() {
-        for (k, r) in resumed.iter().enumerate() {
-            match r {
-                Some(r) if r.checkpoint.finished => {
-                    println!("chain {}: finished before the stop", k + 1)
-                }
-                Some(r) => println!(
-                    "chain {}: resumed after draw {} of {}",
-                    k + 1,
-                    r.checkpoint.kept,
-                    config.draws
-                ),
-                None => println!(
-                    "chain {}: stopped in warmup (or its method saves no checkpoint): starts \
-                     again, with the same draws",
-                    k + 1
-                ),
-            }
-        }
+        print_resumed(opened.resumed(), config.draws);
+    } else {
+        super::resume::save_invocation(&args.output)?;
     }
     // A second Ctrl-C falls through to the default handler only if this one failed to install;
     // that is harmless, so the error is ignored.
@@ -337,187 +273,20 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     if config.method.approximate() {
         eprintln!("{}", approximate_label(config.method.name(), None));
     }
-    let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
     // Every chain runs on a thread of its own, so a served model has every chain's call in
     // flight at once and the server decides the parallelism.
-    let run = resume(
-        model.as_ref(),
-        &config,
-        &resumed,
-        sinks,
-        &|chain, done| progress.update(chain, done, config.warmup),
-        Some(&INTERRUPTED),
-    )
-    // A run that fails before its first draw (a grid refused, a model that cannot start)
-    // leaves no header-only files that look like a run.
-    .inspect_err(|_| remove_files_without_draws(args))
-    .map_err(|e| match e {
-        Error::ModelFailed(failure) if has_run_files(args) => Error::ModelFailed(format!(
-            "{failure}; the CSV files in {} keep the draws made before",
-            args.output.display()
-        )),
-        other => other,
-    })?;
+    let fit = opened.run()?;
     progress.finish();
-    // An interrupted run is summarized over the chains that made enough draws, cut to the
-    // draws they all finished (as `shmc summary` does with its files).
-    let (summarized, kept) = run.summarized();
-    if !summarized.is_empty() {
-        let summary = run.summary();
-        print!("{}", format_summary(&summary, &RunTotals::of(&run)));
-        let iterations = run
-            .chains
-            .iter()
-            .map(|c| c.warmup_evaluations.iterations + c.sampling_evaluations.iterations)
-            .sum();
-        let min_ess = summary
-            .iter()
-            .map(|p| p.ess_bulk)
-            .fold(f64::INFINITY, f64::min);
-        print!("{}", format_model_work(&model.work(), iterations, min_ess));
-    }
-    if let Some(p) = &run.laplace {
-        println!(
-            "laplace metric: the MAP search and its Hessian took {} exact evaluations in {:.3} s \
-             before sampling",
-            p.evaluations, p.seconds
-        );
-    }
-    if let Some(p) = &run.precompute {
-        println!(
-            "precompute: {} exact evaluations in {:.3} s before sampling (shared by every chain; \
-             sampling took {:.3} s)",
-            p.evaluations,
-            p.seconds,
-            run.sampling_seconds()
-        );
-    }
-    if let (Some(target), Some(check)) = (config.target_ess, &run.target_ess) {
-        let name = |p: usize| run.names.get(p).map_or("?", String::as_str);
-        let ess = format!(
-            "min bulk ESS {:.0} ({}), min tail ESS {:.0} ({})",
-            check.bulk.0,
-            name(check.bulk.1),
-            check.tail.0,
-            name(check.tail.1)
-        );
-        if check.reached {
-            println!(
-                "target ESS {target} reached after {} draws per chain, {:.1} s from the start: {ess}",
-                check.draws, run.wall_seconds
-            );
-        } else {
-            println!(
-                "target ESS {target} not reached: stopped at the most draws ({} per chain) with {ess}; \
-                 raise --draws or lower --target-ess",
-                check.draws
-            );
-        }
-    }
-    for c in &run.chains {
-        let phases: Vec<String> = c
-            .phases
-            .iter()
-            .filter(|p| p.iterations > 0 || p.seconds > 0.0)
-            .map(|p| match p.iterations {
-                0 => format!("{} {:.2} s", p.phase.name(), p.seconds),
-                n => format!("{} {n} it {:.2} s", p.phase.name(), p.seconds),
-            })
-            .collect();
-        if c.surrogate.is_some() {
-            println!("chain {}: {}", c.chain, phases.join(", "));
-        }
-        if let Some(collapse) = c.surrogate.as_ref().and_then(|s| s.collapse) {
-            println!(
-                "chain {}: the surrogate's exact acceptance collapsed to {:.3} (its own \
-                 dynamics: {:.3}) over its last {} proposals at warmup iteration {}: exact HMC \
-                 from there on",
-                c.chain,
-                collapse.acceptance,
-                collapse.own_acceptance,
-                shmc::sampler::COLLAPSE_WINDOW,
-                collapse.iteration + 1
-            );
-        }
-    }
-    for c in &run.chains {
-        if let Some(r) = &c.riemannian {
-            println!("chain {}: RMHMC step size {:.4}", c.chain, r.step_size);
-            print!(
-                "{}{}",
-                format_kernel_work(&format!("chain {} warmup", c.chain), &r.warmup),
-                format_kernel_work(&format!("chain {} sampling", c.chain), &r.sampling)
-            );
-        }
-    }
-    let mut kl_bound = None;
-    for c in &run.chains {
-        if let Some(s) = &c.surrogate {
-            kl_bound = kl_bound.or(s.kl_bound_estimate);
-            match s.precompute {
-                Some(p) if p.before_sampling => {
-                    let fit = if s.training_states > 0 {
-                        format!(
-                            " (trained on {} Laplace draws, scale {}, held-out gradient error \
-                             {:.4})",
-                            s.training_states, s.scale, s.holdout_gradient_error
-                        )
-                    } else {
-                        String::new()
-                    };
-                    println!(
-                        "chain {}: proposing with the precomputed surrogate{fit}; sampling used {}",
-                        c.chain,
-                        sampling_cost(&c.sampling_evaluations)
-                    );
-                    if let Some(line) = c
-                        .surrogate
-                        .as_ref()
-                        .and_then(|s| trajectories_line(s, &c.sampling_evaluations))
-                    {
-                        println!("chain {}: surrogate trajectories: {line}", c.chain);
-                    }
-                    continue;
-                }
-                Some(p) => println!(
-                    "chain {}: precompute after the exact phase: {} exact evaluations in {:.3} s",
-                    c.chain, p.evaluations, p.seconds
-                ),
-                None => {}
-            }
-            println!(
-                "chain {}: surrogate trained on {} states in {:.2} s (online updates {} in {:.2} s), scale {}, held-out gradient error {:.3}; sampling used {}",
-                c.chain,
-                s.training_states,
-                s.training_seconds,
-                s.online_updates,
-                s.online_seconds,
-                s.scale,
-                s.holdout_gradient_error,
-                sampling_cost(&c.sampling_evaluations)
-            );
-            if let Some(line) = c
-                .surrogate
-                .as_ref()
-                .and_then(|s| trajectories_line(s, &c.sampling_evaluations))
-            {
-                println!("chain {}: surrogate trajectories: {line}", c.chain);
-            }
-        }
-    }
-    if config.method.approximate() {
-        println!("{}", approximate_label(config.method.name(), kl_bound));
-    }
+    print!("{}", fit.report(&model.work()));
+    let run = fit.run();
     if let Some(baseline) = &args.compare
         && !run.interrupted()
     {
-        print!(
-            "{}",
-            compare(args, &config, model.as_ref(), &run, baseline)?
-        );
+        print!("{}", compare(args, &config, model.as_ref(), run, baseline)?);
     }
     println!("draws written to {}", args.output.display());
     if run.interrupted() {
+        let (_, kept) = run.summarized();
         eprintln!(
             "interrupted: the CSV files hold the {kept}+ draws finished before the stop; \
              `shmc sample --resume {}` goes on from there",

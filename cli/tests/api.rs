@@ -141,3 +141,107 @@ fn write_cmdstan_writes_what_shmc_sample_writes_for_the_same_seed() {
         }
     }
 }
+
+/// `shmc sample` is the library's sampler writing its files as it runs: with the same settings,
+/// `Sampler::write_to` writes the CLI's files, header and report alike; such a run kept no
+/// warmup rows to write again, so `Fit::write_cmdstan` names its folder instead; and resuming
+/// the finished run in that folder leaves every chain as it was.
+#[test]
+fn write_to_streams_the_files_shmc_sample_writes_and_resumes_them() {
+    let cli_dir = temp_dir("stream-cli");
+    let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args([
+            "sample",
+            "--model",
+            "gaussian-32",
+            "--d",
+            "10",
+            "--chains",
+            "2",
+        ])
+        .args([
+            "--warmup",
+            "150",
+            "--draws",
+            "200",
+            "--seed",
+            "5",
+            "--save-warmup",
+        ])
+        .args(["--quiet", "--output", cli_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let api_dir = temp_dir("stream-api");
+    let model = gaussian();
+    let streamed = || {
+        Sampler::new(&model)
+            .name("gaussian-32")
+            .chains(2)
+            .warmup(150)
+            .draws(200)
+            .seed(5)
+            .save_warmup(true)
+    };
+    let fit = streamed().write_to(&api_dir).run().unwrap();
+    for chain in 1..=2 {
+        let name = format!("gaussian-32-{chain}.csv");
+        let (ours, cli) = (
+            comparable_lines(&api_dir.join(&name)),
+            comparable_lines(&cli_dir.join(&name)),
+        );
+        assert!(ours.len() > 350, "{} lines", ours.len());
+        assert_eq!(ours, cli, "{name}");
+    }
+    // The parameters' rows of the summary (the totals under them hold times).
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let table = fit.summary_table();
+    let rows = table.split("\n\n").next().unwrap();
+    assert!(
+        rows.lines().count() == 11 && stdout.contains(rows),
+        "{stdout}"
+    );
+    let refused = fit.write_cmdstan(temp_dir("stream-copy")).unwrap_err();
+    assert!(
+        refused.to_string().contains(api_dir.to_str().unwrap()),
+        "{refused}"
+    );
+
+    let before = comparable_lines(&api_dir.join("gaussian-32-1.csv"));
+    let opened = streamed().resume_in(&api_dir).open().unwrap();
+    assert!(
+        opened
+            .resumed()
+            .iter()
+            .all(|r| r.as_ref().is_some_and(|r| r.checkpoint.finished)),
+        "every chain finished before"
+    );
+    opened.run().unwrap();
+    assert_eq!(comparable_lines(&api_dir.join("gaussian-32-1.csv")), before);
+    for dir in [cli_dir, api_dir] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Settings the model cannot honour are refused by the library itself, before any file is
+/// written: RMHMC needs the model's Riemannian metric, which the correlated Gaussian lacks.
+#[test]
+fn the_library_refuses_rmhmc_without_the_models_metric_before_writing() {
+    let dir = temp_dir("rmhmc");
+    let model = gaussian();
+    let error = Sampler::new(&model)
+        .method(Method::Rmhmc(Default::default()))
+        .write_to(&dir)
+        .run()
+        .unwrap_err();
+    assert!(
+        matches!(&error, shmc::Error::Setting { setting: "method", problem } if problem.contains("Riemannian metric")),
+        "{error}"
+    );
+    assert!(!dir.exists(), "nothing written");
+}

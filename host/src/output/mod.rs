@@ -1,9 +1,10 @@
 //! Output in CmdStan's formats: per-chain CSV files that `arviz.from_cmdstan`, CmdStanPy and
-//! `stansummary` read unchanged, the summary table printed at the end of a run.
+//! `stansummary` read unchanged, the summary table and the report printed at the end of a run.
 
 pub mod cmdstan;
 pub mod footer;
 pub mod resume;
+mod run_report;
 pub mod table;
 
 pub use cmdstan::{
@@ -11,6 +12,7 @@ pub use cmdstan::{
     read_stan_csv,
 };
 pub use footer::{ChainFooter, trajectories_line};
+pub use run_report::format_run;
 pub use table::{
     Cost, RunTotals, format_comparison, format_kernel_work, format_model_work, format_summary,
 };

@@ -183,6 +183,15 @@ impl SampleConfig {
             return Err(SgldSettings::refusal_without_rows());
         }
         self.method.validate(self.warmup)?;
+        if matches!(self.method, Method::Rmhmc(_))
+            && model.riemannian_metric(&vec![0.0; dim]).is_none()
+        {
+            return Err(Error::setting(
+                "method",
+                "rmhmc needs the model's Riemannian metric, and this model offers none \
+                 (logistic, banana and elliptic-pde do; rns-rmhmc uses its network's)",
+            ));
+        }
         if self.mass_matrix() == MassMatrix::Laplace {
             self.validate_laplace()?;
         }

@@ -517,6 +517,7 @@ pub fn sample<M: Model + ?Sized>(
     progress: &(dyn Fn(usize, usize) + Sync),
     interrupt: Option<&AtomicBool>,
 ) -> Result<Run> {
+    config.validate(model)?;
     run_chains(model, config, &[], sinks, progress, interrupt)
 }
 
@@ -525,6 +526,19 @@ pub fn sample<M: Model + ?Sized>(
 /// takes the rest), else from its first iteration (a chain stopped in warmup, which makes the
 /// same draws again). The run's draws are those of an uninterrupted run, bit for bit.
 pub fn resume<M: Model + ?Sized>(
+    model: &M,
+    config: &SampleConfig,
+    resumed: &[Option<Resumed>],
+    sinks: Vec<Box<dyn DrawSink>>,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    interrupt: Option<&AtomicBool>,
+) -> Result<Run> {
+    config.validate(model)?;
+    resume_validated(model, config, resumed, sinks, progress, interrupt)
+}
+
+/// [`resume`] on settings already checked against the model ([`SampleConfig::validate`]).
+pub(crate) fn resume_validated<M: Model + ?Sized>(
     model: &M,
     config: &SampleConfig,
     resumed: &[Option<Resumed>],
@@ -542,7 +556,7 @@ pub fn resume<M: Model + ?Sized>(
     run_chains(model, config, resumed, sinks, progress, interrupt)
 }
 
-/// [`sample`], each chain from its checkpoint in `resumed` if there is one.
+/// [`sample`] on checked settings, each chain from its checkpoint in `resumed` if there is one.
 fn run_chains<M: Model + ?Sized>(
     model: &M,
     config: &SampleConfig,
@@ -551,7 +565,6 @@ fn run_chains<M: Model + ?Sized>(
     progress: &(dyn Fn(usize, usize) + Sync),
     interrupt: Option<&AtomicBool>,
 ) -> Result<Run> {
-    config.validate(model)?;
     if sinks.len() != config.chains {
         return Err(Error::invalid(format!(
             "{} output sinks for {} chains",

@@ -1,0 +1,80 @@
+//! A run's CmdStan CSV files written as the chains run, one per chain in the run's folder; or a
+//! stopped run's files, each cut back to its chain's checkpoint and written on from there.
+
+use std::path::{Path, PathBuf};
+
+use crate::output::{CsvHeader, CsvSink, chain_path};
+use crate::sampler::{DrawSink, Resumed, SampleConfig};
+use crate::{Model, Result};
+
+/// Where a run's files go, and whether they are a stopped run's to go on with.
+#[derive(Clone, Debug)]
+pub(super) struct Files {
+    /// The run's folder.
+    pub dir: PathBuf,
+    /// The data file, named in every header.
+    pub data_file: Option<String>,
+    /// The files are a stopped run's: go on from each chain's checkpoint.
+    pub resume: bool,
+}
+
+/// Each chain's sink and, when resuming, the chain to resume (`None`: it starts again).
+pub(super) type Opened = (Vec<Box<dyn DrawSink>>, Vec<Option<Resumed>>);
+
+impl Files {
+    /// Opens every chain's file: created (with the folder, if needed) for a new run, cut back
+    /// to its checkpoint for a resumed one.
+    pub fn open<M: Model + ?Sized>(
+        &self,
+        name: &str,
+        config: &SampleConfig,
+        model: &M,
+    ) -> Result<Opened> {
+        if !self.resume {
+            std::fs::create_dir_all(&self.dir).map_err(|e| crate::Error::io(&self.dir, e))?;
+        }
+        let warmup_rows = if config.save_warmup { config.warmup } else { 0 };
+        let mut opened: Opened = (Vec::new(), Vec::new());
+        for chain in 1..=config.chains {
+            let path = chain_path(&self.dir, name, chain);
+            let mut header = CsvHeader::for_run(name, chain, config, model.parameter_names());
+            header.data_file = self.data_file.clone();
+            let (sink, resumed) = if self.resume {
+                CsvSink::resume(&path, &header, model.dim(), warmup_rows)?
+            } else {
+                (CsvSink::create(&path, &header)?, None)
+            };
+            opened.0.push(Box::new(sink));
+            opened.1.push(resumed);
+        }
+        Ok(opened)
+    }
+
+    /// After a failed run: removes the chains' files that hold no draw (only the header
+    /// CmdStan writes first), so that nothing left behind looks like a run; whether any file
+    /// with draws remains.
+    pub fn remove_empty(&self, name: &str, chains: usize) -> bool {
+        let mut kept = false;
+        for chain in 1..=chains {
+            let path = chain_path(&self.dir, name, chain);
+            match std::fs::read_to_string(&path) {
+                Ok(text) if holds_no_draw(&text) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Ok(_) => kept = true,
+                Err(_) => {}
+            }
+        }
+        kept
+    }
+
+    /// The run's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Whether a CSV's text is a header alone: its column-name line is its one non-comment line.
+fn holds_no_draw(text: &str) -> bool {
+    text.lines().filter(|l| !l.starts_with('#')).count() <= 1
+}
