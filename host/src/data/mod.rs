@@ -6,6 +6,8 @@
 //!   (the UCI Bank Marketing files).
 //! - [`read_libsvm`]: sparse `label index:value …` lines (the LIBSVM `a9a` files).
 //! - [`parse_csv`] and [`parse_libsvm`]: the same readers on text already in memory.
+//! - Both readers take a file whose name ends in `.gz` (the repository's `data/` ships its data
+//!   sets compressed) through a gzip decoder, its text bounded by the memory limit.
 //! - [`Dataset::preprocess`]: standardization, a seeded Gaussian random projection and an
 //!   intercept column, always in that order (see [`Preprocessing`]).
 //!
@@ -13,10 +15,12 @@
 //! so a user can open the file at the culprit.
 
 mod delimited;
+mod file;
 mod libsvm;
 mod transform;
 
 pub use delimited::{DEFAULT_RESPONSE, Missing, parse_csv, read_csv};
+pub use file::{content_extension, is_gzip};
 pub use libsvm::{parse_libsvm, read_libsvm};
 pub use transform::{INTERCEPT_NAME, Preprocessing, Projection, Standardization};
 
