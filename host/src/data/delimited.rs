@@ -42,7 +42,8 @@ pub enum Missing {
 ///
 /// The dense design matrix is sized before it is allocated: above `memory_limit` bytes (a text
 /// column of identifiers would one-hot encode into one column per row) it is an
-/// [`Error::MemoryLimit`] naming the widest categorical column.
+/// [`Error::MemoryLimit`] naming the widest categorical column. A file named `….gz` (such as
+/// `bank-full.csv.gz`) is decompressed first, its text bounded by `memory_limit` too.
 pub fn read_csv(
     path: impl AsRef<Path>,
     response: &str,
@@ -50,7 +51,7 @@ pub fn read_csv(
     memory_limit: u64,
 ) -> Result<Dataset> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = super::file::read_text(path, memory_limit)?;
     parse_csv(&text, path, response, missing, memory_limit)
 }
 

@@ -16,13 +16,14 @@ use crate::{Error, Result};
 /// 0, out of range or not increasing, and a file with no data lines are [`Error::Data`] errors
 /// naming the file and line. The dense matrix is sized before it is allocated: above
 /// `memory_limit` bytes (one index of 10⁹ asks for 8 GB a row) it is an [`Error::MemoryLimit`].
+/// A file named `….gz` is decompressed first, its text bounded by `memory_limit` too.
 pub fn read_libsvm(
     path: impl AsRef<Path>,
     features: Option<usize>,
     memory_limit: u64,
 ) -> Result<Dataset> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = super::file::read_text(path, memory_limit)?;
     parse_libsvm(&text, path, features, memory_limit)
 }
 

@@ -6,17 +6,26 @@
 //!   (the UCI Bank Marketing files).
 //! - [`read_libsvm`]: sparse `label index:value …` lines (the LIBSVM `a9a` files).
 //! - [`parse_csv`] and [`parse_libsvm`]: the same readers on text already in memory.
+//! - Both readers take a file whose name ends in `.gz` (the repository's `data/` ships its data
+//!   sets compressed) through a gzip decoder, its text bounded by the memory limit.
+//! - [`bundled`] and [`resolve`]: the data sets in the repository's `data/` (or
+//!   `SHMC_DATA_DIR`) by name, `a9a`, `a9a.t`, `bank-additional-full.csv` (or `bank`) and
+//!   `bank-full.csv`; [`resolve`] is how a model's data path is read, so `--data a9a` works.
 //! - [`Dataset::preprocess`]: standardization, a seeded Gaussian random projection and an
 //!   intercept column, always in that order (see [`Preprocessing`]).
 //!
 //! Every malformed input becomes an [`crate::Error::Data`] naming the file and the 1-based line,
 //! so a user can open the file at the culprit.
 
+mod bundled;
 mod delimited;
+mod file;
 mod libsvm;
 mod transform;
 
+pub use bundled::{BUNDLED, DATA_DIR_VAR, bundled, bundled_in, data_dir, resolve};
 pub use delimited::{DEFAULT_RESPONSE, Missing, parse_csv, read_csv};
+pub use file::{content_extension, is_gzip};
 pub use libsvm::{parse_libsvm, read_libsvm};
 pub use transform::{INTERCEPT_NAME, Preprocessing, Projection, Standardization};
 
@@ -263,7 +272,6 @@ mod tests {
         assert!(err.contains("fewer than 4 rows"), "{err}");
     }
     use std::collections::BTreeSet;
-    use std::path::Path;
 
     #[test]
     fn new_checks_sizes_and_values() {
@@ -285,28 +293,21 @@ mod tests {
             .len()
     }
 
-    /// Row, column and label counts from `shared/data/README.md` (the `shared/` folder beside
-    /// the repository).
+    /// Row, column and label counts from `data/README.md`, read from the bundled files (the
+    /// repository's `data/`, or `SHMC_DATA_DIR`).
     #[test]
-    fn reads_the_shared_data_sets() {
-        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
-        if !dir.is_dir() {
-            println!("skipped: {} is absent", dir.display());
-            return;
-        }
-        let a9a = read_libsvm(dir.join("a9a"), None, u64::MAX).unwrap();
+    fn reads_the_bundled_data_sets() {
+        let file = |name: &str| bundled(name).unwrap();
+        let a9a = read_libsvm(file("a9a"), None, u64::MAX).unwrap();
         assert_eq!((a9a.n, a9a.p, a9a.positives()), (32_561, 123, 7_841));
-        let a9a_test = read_libsvm(dir.join("a9a.t"), Some(123), u64::MAX).unwrap();
-        assert_eq!((a9a_test.n, a9a_test.p), (16_281, 123));
-        assert!(read_libsvm(dir.join("a9a.t"), Some(121), u64::MAX).is_err());
+        let a9a_test = read_libsvm(file("a9a.t"), Some(123), u64::MAX).unwrap();
+        assert_eq!(
+            (a9a_test.n, a9a_test.p, a9a_test.positives()),
+            (16_281, 123, 3_846)
+        );
+        assert!(read_libsvm(file("a9a.t"), Some(121), u64::MAX).is_err());
 
-        let bank = read_csv(
-            dir.join("bank-additional-full.csv"),
-            DEFAULT_RESPONSE,
-            Missing::Error,
-            u64::MAX,
-        )
-        .unwrap();
+        let bank = read_csv(file("bank"), DEFAULT_RESPONSE, Missing::Error, u64::MAX).unwrap();
         assert_eq!(
             (bank.n, source_columns(&bank), bank.positives()),
             (41_188, 20, 4_640)
@@ -316,7 +317,7 @@ mod tests {
         assert!(bank.feature_names.iter().any(|f| f == "job=services"));
         assert!(!bank.feature_names.iter().any(|f| f == "job=housemaid"));
         let full = read_csv(
-            dir.join("bank-full.csv"),
+            file("bank-full.csv"),
             DEFAULT_RESPONSE,
             Missing::Error,
             u64::MAX,

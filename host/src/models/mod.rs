@@ -364,12 +364,14 @@ fn served(spec: &ModelSpec) -> Result<umbridge::ServedPosterior> {
     })
 }
 
-/// Reads and preprocesses the data file of a regression model.
+/// Reads and preprocesses the data file of a regression model. `path` is a file's path or a
+/// bundled data set's name (`a9a`, `bank`: [`crate::data::resolve`]), and the format is guessed
+/// from the extension of what the file holds (`csv` for `bank-full.csv.gz`).
 fn read_dataset(spec: &ModelSpec, path: &std::path::Path) -> Result<Dataset> {
+    let path = &crate::data::resolve(path)?;
     let format = match spec.format.as_deref() {
         Some(f) => f.to_string(),
-        None if path
-            .extension()
+        None if crate::data::content_extension(path)
             .is_some_and(|e| e.eq_ignore_ascii_case("csv")) =>
         {
             "csv".into()
