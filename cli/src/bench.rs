@@ -87,7 +87,7 @@ pub struct BenchArgs {
     problems: Option<Vec<String>>,
     /// sbc: run only these models: gaussian-conjugate, gaussian-32, banana, beta-binomial,
     /// logistic, probit, gp-hyper, elliptic-pde.
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = crate::experiments::sbc::MODELS)]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = clap::builder::PossibleValuesParser::new(crate::experiments::sbc::models()))]
     models: Option<Vec<String>>,
     /// sbc: replications run at once (0: one per core).
     #[arg(long, value_name = "N")]

@@ -187,39 +187,21 @@ impl ModelArgs {
     }
 }
 
-/// The command-line options that shape the built-in model `name`, for `shmc models`.
-fn model_options(name: &str) -> &'static str {
-    match name {
-        "logistic" => {
-            "--data FILE [--format csv|libsvm --response NAME --standardize --project K --intercept] | --n (100000) --d (50) --data-seed; --prior-variance"
-        }
-        "probit" => "as logistic; simulated defaults --n 10000 --d 5",
-        "banana" => "--n (100) --data-seed",
-        "gaussian-conjugate" => "--n (100) --data-seed",
-        "gaussian-32" => "--d (32)",
-        "beta-binomial" => "(embedded data)",
-        "elliptic-pde" => {
-            "--mesh (30) --kl-modes (20; 5 in the sparse-grid paper) --prior-sd (0.5; 1 in the sparse-grid paper) --data-seed"
-        }
-        "gp-hyper" => "--n (100) --data-seed",
-        "umbridge" => {
-            "--url (http://127.0.0.1:4242; URL,URL,... for instances of one model) --umbridge-model NAME (the server's only one) --umbridge-output log-density|forward [--data FILE --noise SIGMA --prior-mean (0) --prior-sd (1)] --timeout SECONDS (60) --retries (3) --umbridge-config JSON"
-        }
-        _ => "",
-    }
-}
-
 /// The text of `shmc models`: each built-in model, its parameters and its options.
 fn catalogue_text() -> String {
     models::CATALOGUE
         .iter()
         .map(|m| {
+            let options = match m.options {
+                [] => "none".to_string(),
+                options => options
+                    .iter()
+                    .map(|(setting, note)| format!("\n        {} ({note})", flag(setting)))
+                    .collect(),
+            };
             format!(
-                "{}\n    {}\n    parameters: {}\n    options: {}\n",
-                m.name,
-                m.description,
-                m.parameters,
-                model_options(m.name)
+                "{}\n    {}\n    parameters: {}\n    options: {options}\n",
+                m.name, m.description, m.parameters
             )
         })
         .collect()

@@ -50,7 +50,7 @@ pub fn run(args: &ServeArgs) -> Result<i32> {
     }
     // The PDE model is served twice, as its posterior and as its forward map: one instance.
     let (model, pde): (Arc<dyn Model>, Option<Arc<EllipticPde>>) = if spec.name == "elliptic-pde" {
-        let pde = Arc::new(models::elliptic_pde(&spec)?);
+        let pde = Arc::new(models::elliptic_pde::from_spec(&spec)?);
         (pde.clone(), Some(pde))
     } else {
         (Arc::from(models::build(&spec)?), None)

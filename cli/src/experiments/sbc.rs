@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use shmc::models::{ModelSpec, build};
+use shmc::models::{self, CATALOGUE, ModelSpec, build};
 use shmc::output::approximate_label;
 use shmc::sampler::{
     Method, NutsSettings, RmhmcSettings, SampleConfig, SurrogateSettings, SurrogateSteps,
@@ -31,18 +31,15 @@ use shmc::surrogates::grids::{DomainChoice, GridFitter, GridKind, Interpolation}
 use shmc::surrogates::network::TrainOptions;
 use shmc::{Error, Model, Result};
 
-/// The models, in the table's order: every built-in one with a generative form (a served
-/// model has none of ours).
-pub const MODELS: [&str; 8] = [
-    "gaussian-conjugate",
-    "gaussian-32",
-    "banana",
-    "beta-binomial",
-    "logistic",
-    "probit",
-    "gp-hyper",
-    "elliptic-pde",
-];
+/// The models, in the table's order: every built-in one with a small instance to calibrate on
+/// ([`shmc::models::ModelEntry::small`]; a served model has none of ours).
+pub fn models() -> Vec<&'static str> {
+    CATALOGUE
+        .iter()
+        .filter(|m| m.small.is_some())
+        .map(|m| m.name)
+        .collect()
+}
 
 /// The methods, in the table's order: the exact ones, then the approximate ones beside their
 /// exact twins. `rns-hmc-auto` is RNS-HMC with the trajectory lengths its network's curvature
@@ -93,7 +90,7 @@ pub struct SbcBenchSettings {
     pub seed: u64,
     /// Replications run at once (0: one per core).
     pub jobs: usize,
-    /// The models to run, from [`MODELS`] (all when empty).
+    /// The models to run, from [`models`] (all when empty).
     pub models: Vec<String>,
     /// The methods to run, from [`METHODS`] (all when empty).
     pub methods: Vec<String>,
@@ -171,34 +168,17 @@ struct Sized {
 /// 127 of 200 replications correlated, median ESS 12 of 1000 draws; level 7: 46 correlated,
 /// median ESS 67, uniform ranks; level 9: 17, 162, uniform).
 fn sized(name: &str, quick: bool) -> Result<Sized> {
-    let mut spec = ModelSpec::named(name);
-    let (size, warmup, draws, hidden, sparse_level) = match name {
-        "gaussian-conjugate" => ("N 100", 500, 1000, 200, 5),
-        "gaussian-32" => ("d 32", 1500, 1000, 600, 5),
-        "banana" => ("N 100", 1000, 4000, 200, 9),
-        "beta-binomial" => ("20 cities", 500, 1000, 200, 5),
-        "logistic" => {
-            (spec.n, spec.d) = (Some(100), Some(3));
-            ("N 100, d 3", 500, 1000, 200, 5)
-        }
-        "probit" => {
-            (spec.n, spec.d) = (Some(100), Some(3));
-            ("N 100, d 3", 500, 1000, 200, 9)
-        }
-        "gp-hyper" => {
-            spec.n = Some(30);
-            ("N 30", 500, 1000, 200, 5)
-        }
-        "elliptic-pde" => {
-            (spec.mesh, spec.kl_modes) = (Some(8), Some(3));
-            ("8x8 mesh, 3 modes", 500, 1000, 200, 5)
-        }
-        other => {
-            return Err(Error::invalid(format!(
-                "bench sbc has no SBC size for model {other:?}: it runs {}",
-                MODELS.join(", ")
-            )));
-        }
+    let Some((spec, size)) = models::small(name)? else {
+        return Err(Error::invalid(format!(
+            "bench sbc cannot calibrate model {name:?}: it runs {}",
+            models().join(", ")
+        )));
+    };
+    let (warmup, draws, hidden, sparse_level) = match name {
+        "gaussian-32" => (1500, 1000, 600, 5),
+        "banana" => (1000, 4000, 200, 9),
+        "probit" => (500, 1000, 200, 9),
+        _ => (500, 1000, 200, 5),
     };
     let halve = |n: usize| if quick { n / 2 } else { n };
     Ok(Sized {
@@ -334,7 +314,7 @@ fn pick<'a>(all: &[&'a str], chosen: &[String], what: &str) -> Result<Vec<&'a st
 
 /// Runs every cell `settings` picks, logging each, and returns their rows.
 pub fn run_sbc_bench(settings: &SbcBenchSettings, log: &dyn Fn(&str)) -> Result<Vec<SbcRow>> {
-    let models = pick(&MODELS, &settings.models, "model")?;
+    let models = pick(&models(), &settings.models, "model")?;
     let methods = pick(&METHODS, &settings.methods, "method")?;
     let sbc_settings = SbcSettings {
         replications: replications(settings.quick),

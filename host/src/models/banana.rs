@@ -24,9 +24,24 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use shmc_core::{Potential, random::fill_standard_normal};
 
+use super::{ModelEntry, no_data_options};
 use crate::model::{Generative, Simulated, indexed_names};
 use crate::riemannian::{DenseFactor, MetricAt, RiemannianMetric};
 use crate::{Error, Model, Result};
+
+/// The registry's entry: the precomputing paper's banana, its 100 points simulated.
+pub const ENTRY: ModelEntry = ModelEntry {
+    name: "banana",
+    description: "banana-shaped posterior: y ~ N(b1 + b2^2, 2^2), b ~ N(0, I) (precomputing paper)",
+    parameters: "beta.1, beta.2",
+    options: &[("n", "100 points"), ("data_seed", "1")],
+    build: |spec| {
+        no_data_options(spec)?;
+        let n = spec.n.unwrap_or(Banana::PAPER_N);
+        Ok(Box::new(Banana::simulate(n, spec.data_seed)?))
+    },
+    small: Some(|_| "N 100"),
+};
 
 /// The banana-shaped posterior of `β = (β1, β2)`.
 #[derive(Clone, Debug)]

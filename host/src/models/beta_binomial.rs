@@ -31,8 +31,22 @@ use rand_pcg::Pcg64;
 use shmc_core::Potential;
 use shmc_core::random::uniform_open;
 
+use super::{ModelEntry, no_data_options};
 use crate::model::{Generative, Simulated};
 use crate::{Error, Model, Result};
+
+/// The registry's entry: the 20 cities' cancer mortality, embedded.
+pub const ENTRY: ModelEntry = ModelEntry {
+    name: "beta-binomial",
+    description: "beta-binomial overdispersion, 20-city cancer mortality (VHMC paper; Albert ch. 5)",
+    parameters: "logit_eta, log_K",
+    options: &[],
+    build: |spec| {
+        no_data_options(spec)?;
+        Ok(Box::new(BetaBinomial::cancer_mortality()))
+    },
+    small: Some(|_| "20 cities"),
+};
 
 /// Deaths from stomach cancer `y_j` in the 20 largest cities of Missouri: the `y` column of
 /// `cancermortality` (Albert 2009, R package LearnBayes), in the package's order.

@@ -23,8 +23,40 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use shmc_core::{Potential, random::fill_standard_normal};
 
+use super::{ModelEntry, no_data_options};
 use crate::model::{Generative, Simulated, indexed_names};
 use crate::{Error, Model, Result};
+
+/// The registry's entry: the precomputing paper's 2-D Gaussian mean, its points simulated.
+pub const CONJUGATE_ENTRY: ModelEntry = ModelEntry {
+    name: "gaussian-conjugate",
+    description: "2-D Gaussian mean with known covariance and a conjugate prior (precomputing paper)",
+    parameters: "mu.1, mu.2",
+    options: &[("n", "100 points"), ("data_seed", "1")],
+    build: |spec| {
+        no_data_options(spec)?;
+        let n = spec.n.unwrap_or(ConjugateGaussian::DEFAULT_N);
+        Ok(Box::new(ConjugateGaussian::simulate(n, spec.data_seed)?))
+    },
+    small: Some(|_| "N 100"),
+};
+
+/// The registry's entry: the journal paper's correlated Gaussian.
+pub const CORRELATED_ENTRY: ModelEntry = ModelEntry {
+    name: "gaussian-32",
+    description: "correlated Gaussian: eigenvalue 1 along (1,..,1), 0.01 across (journal paper)",
+    parameters: "q.1 .. q.d",
+    options: &[("d", "32")],
+    build: |spec| {
+        no_data_options(spec)?;
+        Ok(Box::new(CorrelatedGaussian::new(
+            spec.d.unwrap_or(CorrelatedGaussian::JOURNAL_DIM),
+            CorrelatedGaussian::JOURNAL_VARIANCE_ALONG,
+            CorrelatedGaussian::JOURNAL_VARIANCE_ACROSS,
+        )?))
+    },
+    small: Some(|_| "d 32"),
+};
 
 /// The inverse of a symmetric positive-definite matrix, or an error naming `what`.
 fn spd_inverse(matrix: &DMatrix<f64>, what: &str) -> Result<DMatrix<f64>> {

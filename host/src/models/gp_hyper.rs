@@ -32,8 +32,27 @@ use rand_pcg::Pcg64;
 use shmc_core::Potential;
 use shmc_core::random::{fill_standard_normal, uniform};
 
+use super::{ModelEntry, no_data_options};
 use crate::model::{Generative, Simulated};
 use crate::{Error, Model, Result};
+
+/// The registry's entry: the precomputing paper's Gaussian-process hyperparameters, their
+/// data simulated.
+pub const ENTRY: ModelEntry = ModelEntry {
+    name: "gp-hyper",
+    description: "Gaussian-process hyperparameters, priors N(-1, 1) on the logs (precomputing paper 4.3)",
+    parameters: "log_eta, log_l, log_J",
+    options: &[("n", "100 points"), ("data_seed", "1")],
+    build: |spec| {
+        no_data_options(spec)?;
+        let n = spec.n.unwrap_or(GpHyper::DEFAULT_N);
+        Ok(Box::new(GpHyper::simulate(n, spec.data_seed)?))
+    },
+    small: Some(|spec| {
+        spec.n = Some(30);
+        "N 30"
+    }),
+};
 
 /// The posterior of the GP hyperparameters `(log η, log l, log J)`.
 #[derive(Clone, Debug)]

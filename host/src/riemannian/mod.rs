@@ -1,5 +1,5 @@
 //! Riemannian-manifold HMC (Girolami & Calderhead 2011) and its surrogate-accelerated form,
-//! RNS-RMHMC (the journal paper's section 3.4; METHODS.md section 6).
+//! RNS-RMHMC (the journal paper's section 3.4; docs/methods.md section 6).
 //!
 //! The Hamiltonian is `H(q, p) = U(q) + ½ log det G(q) + ½ pᵀG(q)⁻¹p` with a position-dependent
 //! metric `G`. The metric is a capability of its own ([`RiemannianMetric`]), separate from the

@@ -36,12 +36,55 @@ use shmc_core::fastmath::logistic;
 use shmc_core::linalg::{axpy, dot};
 use shmc_core::random::{fill_standard_normal, uniform};
 
+use super::{ModelEntry, regression};
 use crate::data::Dataset;
 use crate::model::{Generative, Simulated, indexed_names};
 use crate::riemannian::{LogisticFisher, RiemannianMetric};
 use crate::row_sum::{self, Need, Query, RowSum};
 use crate::{Error, Model, Result};
 use kernel::Blocked;
+
+/// The registry's entry: the papers' logistic regression, simulated (N = 10⁵, d = 50) or
+/// from a data file.
+pub const ENTRY: ModelEntry = ModelEntry {
+    name: "logistic",
+    description: "Bayesian logistic regression, prior N(0, 100 I); simulated as in the papers, or from a data file",
+    parameters: "beta.1 .. beta.d",
+    options: &[
+        (
+            "data",
+            "FILE: CSV with a header or LIBSVM text, or a bundled data set (a9a, bank)",
+        ),
+        (
+            "format",
+            "csv | libsvm; by default from the file's extension",
+        ),
+        ("response", "the CSV's response column; y"),
+        ("missing", "error | drop-rows: a CSV's missing values"),
+        ("standardize", "scale each feature to mean 0, sd 1"),
+        ("project", "K: project the features to K dimensions"),
+        ("projection_seed", "1"),
+        ("intercept", "add a constant column"),
+        ("n", "100000 rows when simulated"),
+        ("d", "50 features when simulated"),
+        ("data_seed", "1"),
+        ("prior_variance", "100"),
+    ],
+    build: |spec| {
+        regression(
+            spec,
+            (100_000, 50),
+            LogisticRegression::DEFAULT_PRIOR_VARIANCE,
+            LogisticRegression::simulate,
+            LogisticRegression::new,
+            LogisticRegression::data,
+        )
+    },
+    small: Some(|spec| {
+        (spec.n, spec.d) = (Some(100), Some(3));
+        "N 100, d 3"
+    }),
+};
 
 /// Rows per segment of the row sum (64 blocks): at N = 10⁵ that is 98 segments, enough for the
 /// threads of a shared pass to balance their shares, while adding a segment's partial gradient

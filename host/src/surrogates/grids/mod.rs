@@ -1,5 +1,5 @@
 //! Precomputed grids over a domain of interest: grid HMC's force map and sparse-grid HMC's
-//! Smolyak interpolant (the precomputing paper; METHODS.md section 5), two kinds of
+//! Smolyak interpolant (the precomputing paper; docs/methods.md section 5), two kinds of
 //! [`Surrogate`](super::Surrogate).
 //!
 //! Both replace the exact `∇U` in the leapfrog by something read off a table that was filled once

@@ -1,0 +1,83 @@
+//! The model registry is the one table every front end reads: each model in
+//! `shmc::models::CATALOGUE` builds at its small size, samples, is listed by `shmc models` with
+//! its options as flags, and is in `shmc bench sbc`'s list exactly when it has a small instance
+//! to calibrate on. Adding a model to the table alone puts it in all of them.
+
+use std::process::Command;
+
+use shmc::Sampler;
+use shmc::models::{CATALOGUE, build, small};
+use shmc_cli::experiments::sbc;
+
+fn shmc_models() -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .arg("models")
+        .output()
+        .expect("the shmc binary runs");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn every_model_in_the_table_builds_samples_and_is_listed_everywhere() {
+    let listed = shmc_models();
+    let calibrated = sbc::models();
+    for entry in &CATALOGUE {
+        let name = entry.name;
+        let block = listed
+            .split("\n\n")
+            .flat_map(|b| b.split_inclusive('\n'))
+            .skip_while(|line| line.trim_end() != name)
+            .take_while(|line| line.trim_end() == name || line.starts_with(' '))
+            .collect::<String>();
+        assert!(block.contains(entry.description), "{name}: {listed}");
+        for (setting, _) in entry.options {
+            let flag = format!("--{}", setting.replace('_', "-"));
+            assert!(block.contains(&flag), "{name}: {flag} not in {block}");
+        }
+        assert_eq!(
+            calibrated.contains(&name),
+            entry.small.is_some(),
+            "{name} in bench sbc's list"
+        );
+        let Some((spec, _)) = small(name).unwrap() else {
+            continue;
+        };
+        let model = build(&spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let fit = Sampler::new(model.as_ref())
+            .chains(1)
+            .warmup(30)
+            .draws(20)
+            .run()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(fit.names(), model.parameter_names(), "{name}");
+        assert_eq!(fit.run().chains[0].kept(), 20, "{name}");
+    }
+}
+
+/// A setting a model does not list is refused by its builder, naming the setting and model.
+#[test]
+fn a_setting_outside_a_models_options_is_refused() {
+    for entry in CATALOGUE.iter().filter(|e| e.small.is_some()) {
+        let Some((mut spec, _)) = small(entry.name).unwrap() else {
+            continue;
+        };
+        let unlisted = ["mesh", "standardize"]
+            .into_iter()
+            .find(|s| !entry.options.iter().any(|(o, _)| o == s))
+            .expect("no model takes both a mesh and standardized data");
+        match unlisted {
+            "mesh" => spec.mesh = Some(4),
+            _ => spec.standardize = true,
+        }
+        let error = build(&spec)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains(unlisted) && error.contains(entry.name),
+            "{}: {error}",
+            entry.name
+        );
+    }
+}
