@@ -49,9 +49,11 @@ pub struct BenchArgs {
     /// Also write the rows as a JSON array to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Folder with the real data files (bank-additional-full.csv, a9a).
-    #[arg(long, default_value = "../shared/data", value_name = "DIR")]
-    data_dir: PathBuf,
+    /// Folder with the real data sets as the repository ships them (bank-additional-full.csv.gz,
+    /// a9a.gz). Default: $SHMC_DATA_DIR if set, else the data/ folder of the source tree shmc
+    /// was built from.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
     /// Seed of the chains and networks.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -110,6 +112,13 @@ pub struct BenchArgs {
     plots: Option<PathBuf>,
 }
 
+impl BenchArgs {
+    /// The folder the real data sets are read from.
+    fn data_dir(&self) -> PathBuf {
+        self.data_dir.clone().unwrap_or_else(shmc::data::data_dir)
+    }
+}
+
 /// Runs `shmc bench`.
 pub fn run(args: &BenchArgs) -> Result<i32> {
     if args.problems.is_some() && args.experiment != "grid" {
@@ -150,7 +159,7 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         "pde" => Experiment::Pde,
         _ => Experiment::A9a,
     };
-    let mut settings = experiment.settings(args.quick, args.data_dir.clone());
+    let mut settings = experiment.settings(args.quick, args.data_dir());
     settings.seed = args.seed;
     if let Some(hidden) = args.hidden {
         if hidden == 0 {
@@ -209,7 +218,9 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
 
 /// `shmc bench vhmc`: the table, the verdicts, the JSON rows and the plots.
 fn run_vhmc_bench(args: &BenchArgs) -> Result<i32> {
-    let bench = run_vhmc(args.quick, &args.data_dir, args.seed, &|m| eprintln!("{m}"))?;
+    let bench = run_vhmc(args.quick, &args.data_dir(), args.seed, &|m| {
+        eprintln!("{m}")
+    })?;
     print!("{}", format_vhmc_table(&bench.rows));
     println!(
         "sgld and vhmc-approximate are APPROXIMATE inference (no exact Metropolis-Hastings \
@@ -287,7 +298,7 @@ fn run_ttr(args: &BenchArgs) -> Result<i32> {
     let rows = crate::experiments::ttr::run_ttr(
         &experiments,
         args.quick,
-        args.data_dir.clone(),
+        args.data_dir(),
         args.seed,
         &log,
     )?;

@@ -30,7 +30,7 @@ use std::time::Instant;
 use serde::Serialize;
 use shmc::core::Steps;
 
-use shmc::data::{Missing, Preprocessing, Projection, read_csv, read_libsvm};
+use shmc::data::{Missing, Preprocessing, Projection, bundled_in, read_csv, read_libsvm};
 use shmc::diagnostics::{Draws, ess, ess_bulk, ess_summary, ess_tail};
 use shmc::models::elliptic_pde::{EllipticPde, PdeSettings};
 use shmc::models::logistic::LogisticRegression;
@@ -125,7 +125,7 @@ pub const METHOD_KEYS: [&str; 10] = [
 const WALL_TIME_KEYS: [&str; 2] = ["all-in", "nuts"];
 
 impl Experiment {
-    /// The papers' settings (METHODS.md section 7, with the exceptions below), or a run of
+    /// The papers' settings (docs/methods.md, "Published settings and results", with the exceptions below), or a run of
     /// under a minute with `quick`.
     pub fn settings(self, quick: bool, data_dir: PathBuf) -> BenchSettings {
         // Bank and a9a keep the papers' L but not their ε, which does not suit our
@@ -238,7 +238,7 @@ impl Experiment {
             // `Dataset::without_sparse_columns`).
             Experiment::Bank => {
                 read_csv(
-                    settings.data_dir.join("bank-additional-full.csv"),
+                    bundled_in(&settings.data_dir, "bank-additional-full.csv")?,
                     "y",
                     Missing::Error,
                     u64::MAX,
@@ -247,7 +247,9 @@ impl Experiment {
                 .without_sparse_columns(10)?
                 .0
             }
-            Experiment::A9a => read_libsvm(settings.data_dir.join("a9a"), Some(123), u64::MAX)?,
+            Experiment::A9a => {
+                read_libsvm(bundled_in(&settings.data_dir, "a9a")?, Some(123), u64::MAX)?
+            }
         };
         let steps = match self {
             Experiment::A9a => Preprocessing {

@@ -32,7 +32,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 use shmc::core::Steps;
 
-use shmc::data::{Dataset, Preprocessing, Projection, read_libsvm};
+use shmc::data::{Dataset, Preprocessing, Projection, bundled_in, read_libsvm};
 use shmc::models::beta_binomial::BetaBinomial;
 use shmc::models::ica::Ica;
 use shmc::models::logistic::LogisticRegression;
@@ -164,42 +164,39 @@ fn problems(
             hidden: 100,
         },
     ];
-    let a9a = data_dir.join("a9a");
-    if a9a.exists() {
-        let mut data = read_libsvm(&a9a, Some(123), u64::MAX)?;
-        if quick {
-            data = first_rows(data, 8000)?;
-        }
-        data.preprocess(&Preprocessing {
-            standardize: true,
-            projection: Some(Projection { k: 50, seed: 1 }),
-            intercept: false,
-        })?;
-        log(&format!(
-            "a9a: {} rows{}, standardized, randomly projected to 50 features",
-            data.n,
+    match bundled_in(data_dir, "a9a") {
+        Ok(a9a) => {
+            let mut data = read_libsvm(&a9a, Some(123), u64::MAX)?;
             if quick {
-                " (the first 8000, in a quick run)"
-            } else {
-                ""
+                data = first_rows(data, 8000)?;
             }
-        ));
-        problems.push(Problem {
-            name: "a9a",
-            model: Box::new(LogisticRegression::new(
-                data,
-                LogisticRegression::DEFAULT_PRIOR_VARIANCE,
-            )?),
-            start: vec![0.0; 50],
-            steps: 20,
-            tau: 500.0,
-            hidden: if quick { 300 } else { 2000 },
-        });
-    } else {
-        notes.push(format!(
-            "a9a: skipped, {} not found (the data folder)",
-            a9a.display()
-        ));
+            data.preprocess(&Preprocessing {
+                standardize: true,
+                projection: Some(Projection { k: 50, seed: 1 }),
+                intercept: false,
+            })?;
+            log(&format!(
+                "a9a: {} rows{}, standardized, randomly projected to 50 features",
+                data.n,
+                if quick {
+                    " (the first 8000, in a quick run)"
+                } else {
+                    ""
+                }
+            ));
+            problems.push(Problem {
+                name: "a9a",
+                model: Box::new(LogisticRegression::new(
+                    data,
+                    LogisticRegression::DEFAULT_PRIOR_VARIANCE,
+                )?),
+                start: vec![0.0; 50],
+                steps: 20,
+                tau: 500.0,
+                hidden: if quick { 300 } else { 2000 },
+            });
+        }
+        Err(missing) => notes.push(format!("a9a: skipped: {missing}")),
     }
     let n = if quick { 2000 } else { 10_000 };
     let identity = (0..25)
