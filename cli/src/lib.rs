@@ -63,11 +63,13 @@ enum Command {
 
 /// Which model, and the data or simulation settings that build it.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Model and data (each model's options: shmc models)")]
 pub struct ModelArgs {
     /// Built-in model (see `shmc models`).
     #[arg(long)]
     pub model: String,
-    /// Data file: CSV with a header, or LIBSVM sparse text (chosen by --format); for a served
+    /// Data file: CSV with a header, or LIBSVM sparse text (chosen by --format), or a data set
+    /// the repository ships, by name (a9a, a9a.t, bank, bank-full.csv); for a served
     /// forward model (--model umbridge --umbridge-output forward) its observations, as numbers
     /// separated by spaces, commas or lines, or a JSON array.
     #[arg(long, value_name = "FILE")]

@@ -11,6 +11,7 @@ use shmc::{Error, Result};
 
 /// Which sampler runs the chains, and how.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Method")]
 pub struct MethodArgs {
     /// Sampling method: exact HMC; nuts, Stan's default sampler (nuts-rs: trajectories doubled
     /// until they turn back, at most --max-depth times; step size and diagonal mass matrix
@@ -39,17 +40,17 @@ pub struct MethodArgs {
     #[arg(long, default_value_t = NutsSettings::default().max_depth, value_name = "DEPTH")]
     pub max_depth: u64,
     /// sgld: rows per minibatch (the VHMC paper's 500).
-    #[arg(long, default_value_t = SgldSettings::default().batch, value_name = "ROWS")]
+    #[arg(long, default_value_t = SgldSettings::default().batch, value_name = "ROWS", help_heading = "SGLD (sgld)")]
     pub sgld_batch: usize,
     /// sgld: the scale a of the step size a (b + t)^-gamma at iteration t (warmup included).
     /// It must suit the posterior's scale (a step well below its smallest variance).
-    #[arg(long, default_value_t = SgldSettings::default().a)]
+    #[arg(long, default_value_t = SgldSettings::default().a, help_heading = "SGLD (sgld)")]
     pub sgld_a: f64,
     /// sgld: the offset b of the step size a (b + t)^-gamma.
-    #[arg(long, default_value_t = SgldSettings::default().b)]
+    #[arg(long, default_value_t = SgldSettings::default().b, help_heading = "SGLD (sgld)")]
     pub sgld_b: f64,
     /// sgld: the decay gamma of the step size a (b + t)^-gamma (Welling & Teh's 0.55).
-    #[arg(long, default_value_t = SgldSettings::default().gamma)]
+    #[arg(long, default_value_t = SgldSettings::default().gamma, help_heading = "SGLD (sgld)")]
     pub sgld_gamma: f64,
     #[command(flatten)]
     pub trajectory: TrajectoryArgs,

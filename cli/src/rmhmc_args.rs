@@ -9,6 +9,7 @@ use shmc::sampler::{RmhmcSettings, StepSize};
 
 /// How RMHMC's trajectories are integrated.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "RMHMC (rmhmc, rns-rmhmc)")]
 pub struct RmhmcArgs {
     /// rmhmc, rns-rmhmc: fixed step size of the generalized leapfrog (the papers': LR-sim 0.54,
     /// Bank 0.4, a9a 0.5, PDE 0.8). Default: rmhmc takes --step-size; without either, it is

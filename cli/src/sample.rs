@@ -19,10 +19,6 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Arguments of `shmc sample`.
 #[derive(Debug, Args)]
 pub struct SampleArgs {
-    #[command(flatten)]
-    model: ModelArgs,
-    #[command(flatten)]
-    method: MethodArgs,
     /// Number of chains, run in parallel on all cores.
     #[arg(long, default_value_t = 4)]
     chains: usize,
@@ -99,6 +95,10 @@ pub struct SampleArgs {
     /// thread per chain; the draws are the same either way.
     #[arg(long)]
     no_lockstep: bool,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    method: MethodArgs,
 }
 
 fn read_init(path: &Path) -> Result<Vec<f64>> {

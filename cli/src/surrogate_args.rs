@@ -14,6 +14,7 @@ use shmc::{Error, Result};
 
 /// How the surrogate network is built, trained and used.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Surrogate (rns-hmc, arns-hmc, vhmc, rns-rmhmc, the grids)")]
 pub struct SurrogateArgs {
     /// Hidden units s of the surrogate network [default: 2000, or 300 with --train-from
     /// laplace, where the network fits only what the Laplace approximation misses].

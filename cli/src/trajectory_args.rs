@@ -7,6 +7,7 @@ use shmc::sampler::StepSize;
 
 /// How long leapfrog trajectories are and how their step size is chosen.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Step size and trajectory")]
 pub struct TrajectoryArgs {
     /// Fixed leapfrog step size; turns step-size and metric adaptation off.
     #[arg(long, value_name = "EPS")]
