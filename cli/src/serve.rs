@@ -7,9 +7,9 @@ use clap::Args;
 
 use super::ModelArgs;
 use shmc::models::elliptic_pde::EllipticPde;
+use shmc::serve::served::served_maps;
+use shmc::serve::server::{Server, ServerSettings};
 use shmc::umbridge::protocol::DEFAULT_PORT;
-use shmc::umbridge::served::served_maps;
-use shmc::umbridge::server::{Server, ServerSettings};
 use shmc::{Error, Model, Result, models};
 
 /// Arguments of `shmc serve`.

@@ -20,9 +20,9 @@ use shmc::models::elliptic_pde::{EllipticPde, PdeSettings};
 use shmc::models::umbridge::{GradientRoute, Likelihood, ServedPosterior, ServedSettings};
 use shmc::output::read_stan_csv;
 use shmc::sampler::{DrawSink, NullSink, SampleConfig, sample};
+use shmc::serve::served::served_maps;
+use shmc::serve::server::{Server, ServerSettings};
 use shmc::umbridge::client::Patience;
-use shmc::umbridge::served::served_maps;
-use shmc::umbridge::server::{Server, ServerSettings};
 
 /// A child process, killed and reaped when dropped: a failed assertion leaves no server behind.
 struct Running(Child);

@@ -7,6 +7,7 @@
 //! argument parser, progress bar or signal handler.
 //!
 //! The layers import one way, each only from those before it: [`models`] (with [`data`],
+//! [`metric`] (the Riemannian metric a model may offer),
 //! [`optimize`], [`whitening`] (the Laplace approximation as a change of variables) and
 //! [`row_sum`], the capability to share a pass over the data) →
 //! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
@@ -14,8 +15,8 @@
 //! and [`report`] (a run's files as one HTML page) → [`api`] (the short way in: [`Sampler`]).
 //! Below them all: [`random`] (the seeded streams), [`diagnostics`], [`error`], [`memory`]
 //! (allocations sized before they are made), [`plot`] (the look of every SVG plot).
-//! [`umbridge`] straddles the models: its protocol and client sit below them (a served model is
-//! a model), its server above (it serves them).
+//! [`umbridge`]'s protocol and client sit below the models (a served model is a model), and
+//! [`serve`], the server that serves them, above.
 //!
 //! # Your own model
 //! Implement [`shmc_core::Potential`] (`U` and `∇U` on the unconstrained space, Jacobians
@@ -28,6 +29,7 @@ pub mod data;
 pub mod diagnostics;
 pub mod error;
 pub mod memory;
+pub mod metric;
 pub mod model;
 pub mod models;
 pub mod optimize;
@@ -40,6 +42,7 @@ pub mod riemannian;
 pub mod row_sum;
 pub mod sampler;
 pub mod sbc;
+pub mod serve;
 pub mod surrogates;
 pub mod umbridge;
 pub mod whitening;

@@ -4,7 +4,7 @@
 use shmc_core::Potential;
 
 use crate::Result;
-use crate::riemannian::RiemannianMetric;
+use crate::metric::RiemannianMetric;
 use crate::row_sum::RowSum;
 
 /// A posterior to sample: `U(q) = −log p(q | data)` on the unconstrained space, plus what the

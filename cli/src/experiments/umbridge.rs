@@ -23,11 +23,11 @@ use shmc::models::umbridge::{Likelihood, ServedPosterior, ServedSettings};
 use shmc::sampler::{
     DrawSink, Method, NullSink, Run, SampleConfig, SurrogateSettings, SurrogateSteps, sample,
 };
+use shmc::serve::served::served_maps;
+use shmc::serve::server::{Server, ServerSettings};
 use shmc::surrogates::FitMethod;
 use shmc::surrogates::network::TrainOptions;
 use shmc::umbridge::client::Patience;
-use shmc::umbridge::served::served_maps;
-use shmc::umbridge::server::{Server, ServerSettings};
 use shmc::{Error, Result};
 
 /// Chains of the served runs.

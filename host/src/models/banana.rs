@@ -25,8 +25,8 @@ use rand_pcg::Pcg64;
 use shmc_core::{Potential, random::fill_standard_normal};
 
 use super::{ModelEntry, no_data_options};
+use crate::metric::{DenseFactor, MetricAt, RiemannianMetric};
 use crate::model::{Generative, Simulated, indexed_names};
-use crate::riemannian::{DenseFactor, MetricAt, RiemannianMetric};
 use crate::{Error, Model, Result};
 
 /// The registry's entry: the precomputing paper's banana, its 100 points simulated.

@@ -31,9 +31,9 @@ use shmc_core::random::fill_standard_normal;
 use shmc_core::{Potential, fastmath};
 
 use super::{ModelEntry, ModelSpec, no_data_options};
+use crate::metric::{ConstantMetric, RiemannianMetric};
 use crate::model::{Generative, Simulated, indexed_names};
 use crate::pde::{KarhunenLoeve, Mesh, Workspace};
-use crate::riemannian::{ConstantMetric, RiemannianMetric};
 use crate::{Error, Model, Result};
 
 /// The registry's entry: the journal paper's elliptic PDE inverse problem.

@@ -9,7 +9,7 @@ use crate::{Error, Model, Result};
 /// Which model to build and from what.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelSpec {
-    /// The model's name, as listed by [`CATALOGUE`].
+    /// The model's name, as listed by [`super::CATALOGUE`].
     pub name: String,
     /// A data file (regression models).
     pub data: Option<PathBuf>,

@@ -1,7 +1,7 @@
 //! What a finished run says after its chains: the summary table and the model's work, the
 //! Laplace search and precompute, the target ESS's outcome, each chain's phases, the kernels'
 //! and the surrogate's work, and the APPROXIMATE label where it applies. `shmc sample` prints
-//! it; [`crate::Fit::report`] gives it to a library user.
+//! it; the library's `Fit::report` gives it to a library user.
 
 use std::fmt::Write as _;
 

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use super::*;
 use crate::diagnostics::{Draws, mcse_mean};
 use crate::models::banana::{Banana, BananaFisher};
-use crate::models::logistic::LogisticRegression;
+use crate::models::logistic::{LogisticFisher, LogisticRegression};
 
 /// A network on `ℝᵈ` with random output weights: a position-dependent, indefinite Hessian.
 fn random_network(d: usize, s: usize, seed: u64) -> Network<Dyn, Dyn> {

@@ -130,7 +130,7 @@ impl<M: Model + ?Sized> Model for Checked<'_, M> {
     fn riemannian_metric(
         &self,
         start: &[f64],
-    ) -> Option<Box<dyn crate::riemannian::RiemannianMetric + '_>> {
+    ) -> Option<Box<dyn crate::metric::RiemannianMetric + '_>> {
         self.model.riemannian_metric(start)
     }
 

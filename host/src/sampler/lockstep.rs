@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use shmc_core::Potential;
 
 use super::{ChainResult, DrawSink, panic_message};
-use crate::riemannian::RiemannianMetric;
+use crate::metric::RiemannianMetric;
 use crate::row_sum::{self, Need, Query, RowSum, Total};
 use crate::{Error, Model, Result};
 

@@ -1,6 +1,6 @@
 //! UM-Bridge, the UQ community's HTTP protocol for numerical models: shmc samples a model
 //! served by any UM-Bridge server (`--model umbridge`, [`crate::models::umbridge`]) and serves
-//! its own models to any UM-Bridge client (`shmc serve`).
+//! its own models to any UM-Bridge client (`shmc serve`, [`crate::serve`]).
 //!
 //! An expensive model then scales out through UM-Bridge's load balancer (SLURM, HyperQueue,
 //! Kubernetes) instead of through anything of shmc's: the sampler keeps one call per chain in
@@ -8,10 +8,8 @@
 //! reachable machines need no balancer: the client spreads its calls over a list of them
 //! ([`client::Pool`]).
 //!
-//! The [`protocol`] and the [`client`] sit below the models (the served posterior is a model);
-//! the [`server`] and what it serves ([`served`]) sit above them.
+//! The [`protocol`] and the [`client`] sit here, below the models (the served posterior is a
+//! model); the server and what it serves sit above them, in [`crate::serve`].
 
 pub mod client;
 pub mod protocol;
-pub mod served;
-pub mod server;

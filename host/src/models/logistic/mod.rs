@@ -27,6 +27,7 @@
 //! block then serves every chain's `β` while it is in the L1 cache, and a shared pass returns
 //! exactly what `value`, `gradient` and `value_and_gradient` return.
 
+mod fisher;
 mod kernel;
 
 use rand::SeedableRng;
@@ -38,10 +39,11 @@ use shmc_core::random::{fill_standard_normal, uniform};
 
 use super::{ModelEntry, regression};
 use crate::data::Dataset;
+use crate::metric::RiemannianMetric;
 use crate::model::{Generative, Simulated, indexed_names};
-use crate::riemannian::{LogisticFisher, RiemannianMetric};
 use crate::row_sum::{self, Need, Query, RowSum};
 use crate::{Error, Model, Result};
+pub use fisher::LogisticFisher;
 use kernel::Blocked;
 
 /// The registry's entry: the papers' logistic regression, simulated (N = 10⁵, d = 50) or

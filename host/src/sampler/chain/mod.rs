@@ -61,8 +61,8 @@ use super::target_ess::{EssMonitor, Verdict};
 use super::trajectory::SurrogateSteps;
 use super::warmup::initial_step_size;
 use super::{ChainResult, DrawSink, InverseMetric, Phase, SAMPLER_COLUMNS};
+use crate::metric::RiemannianMetric;
 use crate::random::chain_rng;
-use crate::riemannian::RiemannianMetric;
 use crate::{Error, Model, Result};
 
 /// Where a chain's rows and progress go, and what may stop it early.

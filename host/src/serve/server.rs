@@ -25,12 +25,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tiny_http::{Header, Method, Request, Response};
 
-use super::protocol::{
+use super::served::Served;
+use crate::umbridge::protocol::{
     ApplyJacobianRequest, Endpoint, ErrorBody, ErrorResponse, EvaluateRequest, EvaluateResponse,
     GradientRequest, Info, InputSizes, ModelInfo, ModelRequest, OutputSizes, PROTOCOL_VERSION,
     Support, VectorResponse,
 };
-use super::served::Served;
 use crate::{Error, Result};
 
 /// Where and how the server listens.
@@ -53,7 +53,7 @@ impl Default for ServerSettings {
     fn default() -> Self {
         Self {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            port: super::protocol::DEFAULT_PORT,
+            port: crate::umbridge::protocol::DEFAULT_PORT,
             workers: std::thread::available_parallelism().map_or(1, usize::from),
             max_body_bytes: 1 << 20,
             max_seconds: 60.0,
