@@ -306,20 +306,7 @@ pub fn find_map(
 ) -> Result<MapEstimate> {
     options.validate()?;
     let d = potential.dim();
-    if d == 0 {
-        return Err(Error::invalid(
-            "the MAP search needs a potential of dimension ≥ 1",
-        ));
-    }
-    if start.len() != d {
-        return Err(Error::invalid(format!(
-            "the MAP search's start has {} coordinates, the potential {d}",
-            start.len()
-        )));
-    }
-    if start.iter().any(|x| !x.is_finite()) {
-        return Err(Error::invalid("the MAP search's start is not finite"));
-    }
+    check_start(start, d)?;
     let objective = Objective::new(potential);
     let (_, start_gradient) = objective.evaluate(start).map_err(|e| {
         Error::invalid(format!(
@@ -328,90 +315,11 @@ pub fn find_map(
     })?;
     let tolerance = options.gradient_tolerance * norm(&start_gradient).max(1.0);
 
-    let mut iterations = 0u64;
-    let mut caution = 0i32;
-    // The answer when argmin's own end point (not the lowest point seen) meets the tolerance.
-    let mut converged_at: Option<Evaluation> = None;
-    let termination = loop {
-        let best = objective.best();
-        if norm(&best.gradient) <= tolerance {
-            break "the gradient norm met the tolerance".to_string();
-        }
-        let remaining = options.max_iterations - iterations;
-        if remaining == 0 {
-            break TerminationReason::MaxItersReached.to_string();
-        }
-        let budget = if caution == 0 {
-            remaining
-        } else {
-            remaining.min(CAUTIOUS_ITERATIONS)
-        };
-        let non_finite_before = objective.non_finite.get();
-        let run = Executor::new(&objective, solver(caution, tolerance, options.history)?)
-            // Not `.cost(best.value)`: L-BFGS's `init` sets the cost again, and with the cost
-            // given twice its |previous − current cost| < ε test stops the run at iteration 0,
-            // reporting convergence. Without it, `init` asks for the cost, which the cache of
-            // the best point answers without an evaluation.
-            .configure(|state| {
-                state
-                    .param(best.point.clone())
-                    .gradient(best.gradient.clone())
-                    .max_iters(budget)
-            })
-            .run();
-        let hit_non_finite = objective.non_finite.get() > non_finite_before;
-        let (reason, end) = match run {
-            Ok(result) => {
-                let state = result.state;
-                // argmin counts an iteration even when its line search fails, so every run
-                // uses up budget and the loop ends.
-                iterations += state.get_iter().max(1);
-                let end = match (state.get_param(), state.get_gradient()) {
-                    (Some(p), Some(g)) => Some(Evaluation {
-                        point: p.clone(),
-                        value: state.get_cost(),
-                        gradient: g.clone(),
-                    }),
-                    _ => None,
-                };
-                let reason = state
-                    .get_termination_reason()
-                    .map_or_else(|| "unknown".to_string(), ToString::to_string);
-                (reason, end)
-            }
-            Err(e) => {
-                iterations += 1;
-                (e.to_string(), None)
-            }
-        };
-        if let Some(end) = end
-            && norm(&end.gradient) <= tolerance
-        {
-            converged_at = Some(end);
-            break "the gradient norm met the tolerance".to_string();
-        }
-        if hit_non_finite {
-            if caution == MAX_CAUTION {
-                let best = objective.best();
-                return Err(Error::invalid(format!(
-                    "the MAP search cannot proceed: every step from its best point \
-                     (U = {}, ‖∇U‖ = {:.3e}, after {iterations} iterations) leads where the \
-                     potential is not finite ({reason})",
-                    best.value,
-                    norm(&best.gradient)
-                )));
-            }
-            caution += 1;
-        } else if caution > 0 && reason == TerminationReason::MaxItersReached.to_string() {
-            caution = 0;
-        } else {
-            break reason;
-        }
-    };
-    let mut best = converged_at.unwrap_or_else(|| objective.best());
+    let search = lbfgs_search(&objective, options, tolerance)?;
+    let mut best = search.converged_at.unwrap_or_else(|| objective.best());
     let mut hessian = hessian(potential, &best.point)?;
     let mut hessians = 1;
-    let mut termination = termination;
+    let mut termination = search.termination;
     if norm(&best.gradient) > tolerance
         && let Some(finished) = newton_finish(&objective, &best, &hessian, tolerance)
     {
@@ -433,9 +341,170 @@ pub fn find_map(
         position: best.point,
         positive_definite,
         hessian,
-        iterations,
+        iterations: search.iterations,
         evaluations: objective.evaluations.get() + hessians * 2 * d as u64,
     })
+}
+
+/// Errors unless the potential has a dimension and `start` is a finite point of it.
+fn check_start(start: &[f64], d: usize) -> Result<()> {
+    if d == 0 {
+        return Err(Error::invalid(
+            "the MAP search needs a potential of dimension ≥ 1",
+        ));
+    }
+    if start.len() != d {
+        return Err(Error::invalid(format!(
+            "the MAP search's start has {} coordinates, the potential {d}",
+            start.len()
+        )));
+    }
+    if start.iter().any(|x| !x.is_finite()) {
+        return Err(Error::invalid("the MAP search's start is not finite"));
+    }
+    Ok(())
+}
+
+/// Why [`lbfgs_search`] stopped when the gradient met the tolerance.
+const GRADIENT_MET: &str = "the gradient norm met the tolerance";
+
+/// How the L-BFGS search ended.
+struct LbfgsSearch {
+    /// Why it stopped, for messages.
+    termination: String,
+    /// L-BFGS iterations over all restarts.
+    iterations: u64,
+    /// argmin's own end point (not the lowest point seen), when it met the tolerance: the answer.
+    converged_at: Option<Evaluation>,
+}
+
+/// L-BFGS runs from the objective's best point until the gradient meets `tolerance`, the
+/// iterations run out or a run stops for another reason. A run that met non-finite values is
+/// followed by a more cautious one (up to [`MAX_CAUTION`], then an error), and a cautious run
+/// that used its [`CAUTIOUS_ITERATIONS`] by an ordinary one again.
+fn lbfgs_search(
+    objective: &Objective<'_>,
+    options: &MapOptions,
+    tolerance: f64,
+) -> Result<LbfgsSearch> {
+    let mut iterations = 0u64;
+    let mut caution = 0i32;
+    let ended = |termination: String, iterations, converged_at| {
+        Ok(LbfgsSearch {
+            termination,
+            iterations,
+            converged_at,
+        })
+    };
+    loop {
+        let best = objective.best();
+        if norm(&best.gradient) <= tolerance {
+            return ended(GRADIENT_MET.to_string(), iterations, None);
+        }
+        let remaining = options.max_iterations - iterations;
+        if remaining == 0 {
+            return ended(
+                TerminationReason::MaxItersReached.to_string(),
+                iterations,
+                None,
+            );
+        }
+        let budget = if caution == 0 {
+            remaining
+        } else {
+            remaining.min(CAUTIOUS_ITERATIONS)
+        };
+        let non_finite_before = objective.non_finite.get();
+        let solver = solver(caution, tolerance, options.history)?;
+        let run = lbfgs_run(objective, solver, &best, budget);
+        let hit_non_finite = objective.non_finite.get() > non_finite_before;
+        iterations += run.iterations;
+        if let Some(end) = run.end
+            && norm(&end.gradient) <= tolerance
+        {
+            return ended(GRADIENT_MET.to_string(), iterations, Some(end));
+        }
+        if hit_non_finite {
+            if caution == MAX_CAUTION {
+                return Err(cannot_proceed(objective, iterations, &run.reason));
+            }
+            caution += 1;
+        } else if caution > 0 && run.reason == TerminationReason::MaxItersReached.to_string() {
+            caution = 0;
+        } else {
+            return ended(run.reason, iterations, None);
+        }
+    }
+}
+
+/// How one L-BFGS run ended.
+struct LbfgsRun {
+    /// The iterations it used, at least one.
+    iterations: u64,
+    /// Why it stopped: argmin's termination reason or its error.
+    reason: String,
+    /// Its end point, when argmin reports one.
+    end: Option<Evaluation>,
+}
+
+/// One L-BFGS run of at most `budget` iterations from `best`.
+fn lbfgs_run(
+    objective: &Objective<'_>,
+    solver: Solver,
+    best: &Evaluation,
+    budget: u64,
+) -> LbfgsRun {
+    let run = Executor::new(objective, solver)
+        // Not `.cost(best.value)`: L-BFGS's `init` sets the cost again, and with the cost
+        // given twice its |previous − current cost| < ε test stops the run at iteration 0,
+        // reporting convergence. Without it, `init` asks for the cost, which the cache of
+        // the best point answers without an evaluation.
+        .configure(|state| {
+            state
+                .param(best.point.clone())
+                .gradient(best.gradient.clone())
+                .max_iters(budget)
+        })
+        .run();
+    match run {
+        Ok(result) => {
+            let state = result.state;
+            let end = match (state.get_param(), state.get_gradient()) {
+                (Some(p), Some(g)) => Some(Evaluation {
+                    point: p.clone(),
+                    value: state.get_cost(),
+                    gradient: g.clone(),
+                }),
+                _ => None,
+            };
+            LbfgsRun {
+                // argmin counts an iteration even when its line search fails, so every run
+                // uses up budget and the search ends.
+                iterations: state.get_iter().max(1),
+                reason: state
+                    .get_termination_reason()
+                    .map_or_else(|| "unknown".to_string(), ToString::to_string),
+                end,
+            }
+        }
+        Err(e) => LbfgsRun {
+            iterations: 1,
+            reason: e.to_string(),
+            end: None,
+        },
+    }
+}
+
+/// The error when even the most cautious run from the best point met non-finite values.
+fn cannot_proceed(objective: &Objective<'_>, iterations: u64, reason: &str) -> Error {
+    let best = objective.best();
+    Error::invalid(format!(
+        "the MAP search cannot proceed: every step from its best point \
+         (U = {}, ‖∇U‖ = {:.3e}, after {iterations} iterations) leads where the \
+         potential is not finite ({reason})",
+        best.value,
+        norm(&best.gradient)
+    ))
 }
 
 /// The most Newton steps [`newton_finish`] takes.

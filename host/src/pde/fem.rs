@@ -62,6 +62,10 @@ fn gauss_stiffness() -> [[f64; 16]; 4] {
     out
 }
 
+/// One free–Dirichlet pair of an element: `(element, 4a + b, unknown of a, boundary value of
+/// b)`.
+type Lifting = (u32, u8, u32, f64);
+
 /// A uniform Q1 mesh of the unit square with its assembly tables and the symbolic Cholesky
 /// analysis of its stiffness matrix.
 #[derive(Debug)]
@@ -79,7 +83,7 @@ pub struct Mesh {
     scatter: Vec<u32>,
     /// `(element, 4a + b, unknown of a, boundary value of b)` for every free–Dirichlet pair:
     /// the right-hand side `−K_FD u_D`.
-    lifting: Vec<(u32, u8, u32, f64)>,
+    lifting: Vec<Lifting>,
     gauss: [[f64; 16]; 4],
     symbolic: SymbolicCholesky<u32>,
     factor_scratch: StackReq,
@@ -88,88 +92,10 @@ pub struct Mesh {
 impl Mesh {
     /// The mesh of `n × n` elements (`n ≥ 2`), with the stiffness pattern analysed once.
     pub fn new(n: usize) -> Result<Self> {
-        if n < 2 {
-            return Err(Error::invalid(format!(
-                "the finite-element mesh needs at least 2×2 elements, got {n}×{n}"
-            )));
-        }
-        if (n + 1)
-            .checked_mul(n + 1)
-            .is_none_or(|nodes| nodes > 1 << 26)
-        {
-            return Err(Error::invalid(format!(
-                "a {n}×{n} finite-element mesh is too large (at most 8191×8191)"
-            )));
-        }
-        let side = n + 1;
-        let h = 1.0 / n as f64;
-        let mut free = vec![None; side * side];
-        let mut boundary = vec![0.0; side * side];
-        let mut free_count = 0u32;
-        for j in 0..side {
-            for i in 0..side {
-                let node = i + side * j;
-                let x1 = i as f64 * h;
-                if j == 0 {
-                    boundary[node] = x1;
-                } else if j == n {
-                    boundary[node] = 1.0 - x1;
-                } else {
-                    free[node] = Some(free_count);
-                    free_count += 1;
-                }
-            }
-        }
-        let free_count = free_count as usize;
-
-        // The upper-triangle pattern: column c holds the rows r ≤ c of unknowns sharing an
-        // element with it.
-        let mut columns: Vec<Vec<u32>> = vec![Vec::with_capacity(5); free_count];
-        for e in 0..n * n {
-            let nodes = element_nodes(n, e);
-            for &na in &nodes {
-                for &nb in &nodes {
-                    if let (Some(r), Some(c)) = (free[na], free[nb])
-                        && r <= c
-                    {
-                        columns[c as usize].push(r);
-                    }
-                }
-            }
-        }
-        let mut col_ptr = Vec::with_capacity(free_count + 1);
-        let mut row_idx = Vec::new();
-        col_ptr.push(0u32);
-        for rows in &mut columns {
-            rows.sort_unstable();
-            rows.dedup();
-            row_idx.extend_from_slice(rows);
-            col_ptr.push(row_idx.len() as u32);
-        }
-
-        let mut scatter = vec![NOT_STORED; 16 * n * n];
-        let mut lifting = Vec::new();
-        for e in 0..n * n {
-            let nodes = element_nodes(n, e);
-            for a in 0..4 {
-                let Some(r) = free[nodes[a]] else { continue };
-                for b in 0..4 {
-                    match free[nodes[b]] {
-                        Some(c) if r <= c => {
-                            let start = col_ptr[c as usize] as usize;
-                            let end = col_ptr[c as usize + 1] as usize;
-                            let offset = row_idx[start..end]
-                                .binary_search(&r)
-                                .expect("every element pair is in the pattern");
-                            scatter[16 * e + 4 * a + b] = (start + offset) as u32;
-                        }
-                        Some(_) => {}
-                        None => lifting.push((e as u32, (4 * a + b) as u8, r, boundary[nodes[b]])),
-                    }
-                }
-            }
-        }
-
+        check_size(n)?;
+        let (free, boundary, free_count) = number_nodes(n);
+        let (col_ptr, row_idx) = stiffness_pattern(n, &free, free_count);
+        let (scatter, lifting) = scatter_tables(n, &free, &boundary, &col_ptr, &row_idx);
         let pattern =
             SymbolicSparseColMatRef::new_checked(free_count, free_count, &col_ptr, None, &row_idx);
         let symbolic = factorize_symbolic_cholesky(
@@ -478,6 +404,115 @@ impl Mesh {
             *o = f.map_or(*b, |r| x[r as usize]);
         }
     }
+}
+
+/// Errors unless `2 ≤ n` and the `(n + 1)²` nodes fit the tables' 32-bit indices with room to
+/// spare (at most 2²⁶ nodes).
+fn check_size(n: usize) -> Result<()> {
+    if n < 2 {
+        return Err(Error::invalid(format!(
+            "the finite-element mesh needs at least 2×2 elements, got {n}×{n}"
+        )));
+    }
+    if (n + 1)
+        .checked_mul(n + 1)
+        .is_none_or(|nodes| nodes > 1 << 26)
+    {
+        return Err(Error::invalid(format!(
+            "a {n}×{n} finite-element mesh is too large (at most 8191×8191)"
+        )));
+    }
+    Ok(())
+}
+
+/// Every node's unknown number (`None` on the Dirichlet sides `x₂ = 0` and `x₂ = 1`) and
+/// boundary value (0 at free nodes), and the number of unknowns: free nodes are numbered in
+/// node order.
+fn number_nodes(n: usize) -> (Vec<Option<u32>>, Vec<f64>, usize) {
+    let side = n + 1;
+    let h = 1.0 / n as f64;
+    let mut free = vec![None; side * side];
+    let mut boundary = vec![0.0; side * side];
+    let mut free_count = 0u32;
+    for j in 0..side {
+        for i in 0..side {
+            let node = i + side * j;
+            let x1 = i as f64 * h;
+            if j == 0 {
+                boundary[node] = x1;
+            } else if j == n {
+                boundary[node] = 1.0 - x1;
+            } else {
+                free[node] = Some(free_count);
+                free_count += 1;
+            }
+        }
+    }
+    (free, boundary, free_count as usize)
+}
+
+/// The upper-triangle pattern of the free-node stiffness matrix, as compressed columns
+/// `(col_ptr, row_idx)`: column c holds the rows r ≤ c of unknowns sharing an element with it,
+/// sorted.
+fn stiffness_pattern(n: usize, free: &[Option<u32>], free_count: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut columns: Vec<Vec<u32>> = vec![Vec::with_capacity(5); free_count];
+    for e in 0..n * n {
+        let nodes = element_nodes(n, e);
+        for &na in &nodes {
+            for &nb in &nodes {
+                if let (Some(r), Some(c)) = (free[na], free[nb])
+                    && r <= c
+                {
+                    columns[c as usize].push(r);
+                }
+            }
+        }
+    }
+    let mut col_ptr = Vec::with_capacity(free_count + 1);
+    let mut row_idx = Vec::new();
+    col_ptr.push(0u32);
+    for rows in &mut columns {
+        rows.sort_unstable();
+        rows.dedup();
+        row_idx.extend_from_slice(rows);
+        col_ptr.push(row_idx.len() as u32);
+    }
+    (col_ptr, row_idx)
+}
+
+/// The assembly tables ([`Mesh`]'s `scatter` and `lifting`): where each free–free entry of an
+/// element's stiffness goes in the pattern's values, and every free–Dirichlet pair with the
+/// boundary value it lifts into the right-hand side.
+fn scatter_tables(
+    n: usize,
+    free: &[Option<u32>],
+    boundary: &[f64],
+    col_ptr: &[u32],
+    row_idx: &[u32],
+) -> (Vec<u32>, Vec<Lifting>) {
+    let mut scatter = vec![NOT_STORED; 16 * n * n];
+    let mut lifting = Vec::new();
+    for e in 0..n * n {
+        let nodes = element_nodes(n, e);
+        for a in 0..4 {
+            let Some(r) = free[nodes[a]] else { continue };
+            for b in 0..4 {
+                match free[nodes[b]] {
+                    Some(c) if r <= c => {
+                        let start = col_ptr[c as usize] as usize;
+                        let end = col_ptr[c as usize + 1] as usize;
+                        let offset = row_idx[start..end]
+                            .binary_search(&r)
+                            .expect("every element pair is in the pattern");
+                        scatter[16 * e + 4 * a + b] = (start + offset) as u32;
+                    }
+                    Some(_) => {}
+                    None => lifting.push((e as u32, (4 * a + b) as u8, r, boundary[nodes[b]])),
+                }
+            }
+        }
+    }
+    (scatter, lifting)
 }
 
 /// The four nodes of element `e` of an `n × n` mesh, local node `a + 2b` at corner `(a, b)`.

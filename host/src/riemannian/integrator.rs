@@ -303,103 +303,179 @@ impl GeneralizedLeapfrog {
         velocity: &[f64],
         scale: &[f64],
     ) -> Result<(Vec<f64>, Box<dyn MetricAt + 'm>), StepFailure> {
-        let d = velocity.len();
-        let half = 0.5 * self.step_size;
-        let q = &point.position;
-        let update = |x: &[f64], out: &mut [f64]| {
-            for k in 0..d {
-                out[k] = q[k] + half * (velocity[k] + x[k]);
-            }
+        let equation = PositionEquation {
+            q: &point.position,
+            velocity,
+            p_half,
+            scale,
+            half: 0.5 * self.step_size,
         };
-        // The inverse Jacobian of R(q') = q' − T(q') that the evaluated iteration's updates
-        // use: (I − ε/2 ∂(G⁻¹p½)/∂q)⁻¹ at the start where the metric has the derivative, else I
-        // (the plain iteration's update, R's Jacobian without the metric's variation).
-        let identity = DMatrix::<f64>::identity(d, d);
-        let mut inverse = point
-            .metric
-            .velocity_derivative(velocity)
-            .and_then(|jacobian| inverse(&identity - jacobian * half))
-            .filter(|m| m.iter().all(|x| x.is_finite()))
-            .unwrap_or_else(|| identity.clone());
-        // The first guess, Newton's update from q, where R(q) = −ε v: with the identity, the
-        // explicit Euler step q + ε v.
-        let mut residual = DVector::from_iterator(d, velocity.iter().map(|v| -2.0 * half * v));
-        let first = -(&inverse * &residual);
-        let mut q_new: Vec<f64> = (0..d).map(|k| q[k] + first[k]).collect();
-        let mut secant = Some(first);
+        let (mut broyden, mut q_new) = Broyden::start(&*point.metric, &equation);
         let mut x = velocity.to_vec();
-        let mut next = vec![0.0; d];
-        let mut iterations = 0;
-
-        let (mut product, mut correction) = (vec![0.0; d], vec![0.0; d]);
-        let mut previous = f64::INFINITY;
-        while iterations < self.max_iterations && metric.product(&q_new, &x, &mut product) {
-            iterations += 1;
-            point.iterations += 1;
-            for k in 0..d {
-                product[k] = p_half[k] - product[k];
-            }
-            point.metric.solve(&product, &mut correction);
-            for k in 0..d {
-                x[k] += correction[k];
-            }
-            update(&x, &mut next);
-            let change = max_weighted_difference(&next, &q_new, scale);
-            if !change.is_finite() {
-                // Leave the guess where it was: the evaluated iteration starts from there.
-                break;
-            }
-            std::mem::swap(&mut q_new, &mut next);
-            if change < self.tolerance || change > 0.5 * previous {
-                break;
-            }
-            previous = change;
-        }
-
+        let mut iterations =
+            self.product_phase(metric, &*point.metric, &equation, &mut q_new, &mut x);
+        point.iterations += u64::from(iterations);
         if iterations > 0 {
             // The product phase moved the guess: the first secant is not the last update.
-            secant = None;
+            broyden.secant = None;
         }
-        previous = f64::INFINITY;
+
+        // The evaluated iteration: Broyden's method on R(q') = q' − T(q').
+        let d = velocity.len();
+        let mut next = vec![0.0; d];
+        let mut previous = f64::INFINITY;
         while iterations < self.max_iterations {
             iterations += 1;
             point.iterations += 1;
             let at = metric.at(&q_new).ok_or(StepFailure::NotPositiveDefinite)?;
             at.solve(p_half, &mut x);
-            update(&x, &mut next);
+            equation.update(&x, &mut next);
             let change = max_weighted_difference(&next, &q_new, scale);
             if change < self.tolerance {
                 return Ok((q_new, at));
             }
             let latest = DVector::from_iterator(d, (0..d).map(|k| q_new[k] - next[k]));
-            if change < previous {
-                // Broyden's update of the inverse Jacobian from the latest secant s (the last
-                // update) and y (the change of R along it).
-                if let Some(s) = secant.take() {
-                    let y = &latest - &residual;
-                    let hy = &inverse * &y;
-                    let denominator = s.dot(&hy);
-                    if denominator.is_finite() && denominator.abs() > f64::MIN_POSITIVE {
-                        let sh = s.transpose() * &inverse;
-                        inverse += (s - hy) * sh / denominator;
-                    }
-                }
-            } else {
-                // Updates that stopped shrinking: back to the plain iteration.
-                inverse = identity.clone();
-            }
+            let step = broyden.step(latest, change < previous);
             previous = change;
-            residual = latest;
-            let step = -(&inverse * &residual);
             if step.iter().all(|s| s.is_finite()) {
                 q_new.iter_mut().zip(step.iter()).for_each(|(a, b)| *a += b);
-                secant = Some(step);
+                broyden.secant = Some(step);
             } else {
                 std::mem::swap(&mut q_new, &mut next);
-                secant = None;
+                broyden.secant = None;
             }
         }
         Err(StepFailure::NotConverged)
+    }
+
+    /// The position solve's first phase, for a metric with a cheap product: the unevaluated
+    /// iteration `x ← x + G(q)⁻¹(p½ − G(q')x)`, `q' ← T(x)` from the guess `(q_new, x)`, for as
+    /// long as each update moves `q'` less than half as far as the one before (or until it meets
+    /// the tolerance or the iteration limit). Returns the iterations it took: none when the
+    /// metric has no product.
+    fn product_phase(
+        &self,
+        metric: &dyn RiemannianMetric,
+        start: &dyn MetricAt,
+        equation: &PositionEquation<'_>,
+        q_new: &mut Vec<f64>,
+        x: &mut [f64],
+    ) -> u32 {
+        let d = x.len();
+        let mut iterations = 0;
+        let (mut product, mut correction, mut next) = (vec![0.0; d], vec![0.0; d], vec![0.0; d]);
+        let mut previous = f64::INFINITY;
+        while iterations < self.max_iterations && metric.product(q_new, x, &mut product) {
+            iterations += 1;
+            for k in 0..d {
+                product[k] = equation.p_half[k] - product[k];
+            }
+            start.solve(&product, &mut correction);
+            for k in 0..d {
+                x[k] += correction[k];
+            }
+            equation.update(x, &mut next);
+            let change = max_weighted_difference(&next, q_new, equation.scale);
+            if !change.is_finite() {
+                // Leave the guess where it was: the evaluated iteration starts from there.
+                break;
+            }
+            std::mem::swap(q_new, &mut next);
+            if change < self.tolerance || change > 0.5 * previous {
+                break;
+            }
+            previous = change;
+        }
+        iterations
+    }
+}
+
+/// The implicit position equation of a step, `q' = T(q') = q + ε/2 (v + G(q')⁻¹p½)` with
+/// `v = G(q)⁻¹p½`, and the scales its iterates are compared in.
+struct PositionEquation<'a> {
+    /// The step's start `q`.
+    q: &'a [f64],
+    /// `v = G(q)⁻¹p½`.
+    velocity: &'a [f64],
+    /// The half-step momentum `p½`.
+    p_half: &'a [f64],
+    /// The metric's units of the position's coordinates (see the module's note).
+    scale: &'a [f64],
+    /// `ε/2`.
+    half: f64,
+}
+
+impl PositionEquation<'_> {
+    /// `out = q + ε/2 (v + x)`: `T(q')` for `x = G(q')⁻¹p½`.
+    fn update(&self, x: &[f64], out: &mut [f64]) {
+        for k in 0..self.q.len() {
+            out[k] = self.q[k] + self.half * (self.velocity[k] + x[k]);
+        }
+    }
+}
+
+/// The state of Broyden's method on `R(q') = q' − T(q')`: the inverse Jacobian its updates
+/// use, corrected by each secant.
+struct Broyden {
+    identity: DMatrix<f64>,
+    /// `H`, the inverse Jacobian of `R`: each update is `−H R`.
+    inverse: DMatrix<f64>,
+    /// `R` at the guess before the latest update.
+    residual: DVector<f64>,
+    /// The latest update, while it is the step to the current guess (`None` once something
+    /// else moved the guess).
+    secant: Option<DVector<f64>>,
+}
+
+impl Broyden {
+    /// The method at the step's start `q`, where `R(q) = −ε v`, with `at` the metric there, and
+    /// the first guess: Newton's update from `q`.
+    ///
+    /// `H` starts as `(I − ε/2 ∂(G⁻¹p½)/∂q)⁻¹` at the start where the metric has the derivative,
+    /// else as `I` (the plain iteration's update, `R`'s Jacobian without the metric's
+    /// variation), whose first guess is the explicit Euler step `q + ε v`.
+    fn start(at: &dyn MetricAt, equation: &PositionEquation<'_>) -> (Self, Vec<f64>) {
+        let (q, velocity, half) = (equation.q, equation.velocity, equation.half);
+        let d = velocity.len();
+        let identity = DMatrix::<f64>::identity(d, d);
+        let inverse = at
+            .velocity_derivative(velocity)
+            .and_then(|jacobian| inverse(&identity - jacobian * half))
+            .filter(|m| m.iter().all(|x| x.is_finite()))
+            .unwrap_or_else(|| identity.clone());
+        let residual = DVector::from_iterator(d, velocity.iter().map(|v| -2.0 * half * v));
+        let first = -(&inverse * &residual);
+        let q_new: Vec<f64> = (0..d).map(|k| q[k] + first[k]).collect();
+        let broyden = Self {
+            identity,
+            inverse,
+            residual,
+            secant: Some(first),
+        };
+        (broyden, q_new)
+    }
+
+    /// The next update `−H R` for the residual `latest` at the current guess. While the
+    /// updates shrink, `H` first takes Broyden's correction from the latest secant; once they
+    /// stop shrinking, `H` goes back to `I`, the plain iteration.
+    fn step(&mut self, latest: DVector<f64>, shrinking: bool) -> DVector<f64> {
+        if shrinking {
+            // Broyden's update of the inverse Jacobian from the latest secant s (the last
+            // update) and y (the change of R along it).
+            if let Some(s) = self.secant.take() {
+                let y = &latest - &self.residual;
+                let hy = &self.inverse * &y;
+                let denominator = s.dot(&hy);
+                if denominator.is_finite() && denominator.abs() > f64::MIN_POSITIVE {
+                    let sh = s.transpose() * &self.inverse;
+                    self.inverse += (s - hy) * sh / denominator;
+                }
+            }
+        } else {
+            self.inverse = self.identity.clone();
+        }
+        self.residual = latest;
+        -(&self.inverse * &self.residual)
     }
 }
 

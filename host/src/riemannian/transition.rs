@@ -70,6 +70,16 @@ impl RmhmcCounts {
         self.not_positive_definite += other.not_positive_definite;
         self.non_finite += other.non_finite;
     }
+
+    /// Counts a trajectory ended by the step failure `f`.
+    fn count_failure(&mut self, f: StepFailure) {
+        *match f {
+            StepFailure::NotPositiveDefinite => &mut self.not_positive_definite,
+            StepFailure::NotConverged => &mut self.not_converged,
+            StepFailure::NotReversible => &mut self.not_reversible,
+            StepFailure::NonFinite => &mut self.non_finite,
+        } += 1;
+    }
 }
 
 /// The outcome of one transition.
@@ -131,102 +141,41 @@ impl Rmhmc {
         potential: f64,
         rng: &mut R,
     ) -> Result<RmhmcTransition> {
-        let d = q.len();
-        for (what, dim) in [
-            ("target", target.dim()),
-            ("proposal", proposal.dim()),
-            ("metric", metric.dim()),
-        ] {
-            if dim != d {
-                return Err(Error::invalid(format!(
-                    "RMHMC: the {what} has dimension {dim}, the point {d}"
-                )));
-            }
-        }
+        check_dimensions(target, proposal, metric, q.len())?;
         let mut counts = RmhmcCounts::default();
         let start_proposal = if self.proposal_statistic {
             proposal.value(q)
         } else {
             f64::NAN
         };
-        // The statistic of a trajectory that failed: nothing accepted, if it was asked for.
-        let failed = if self.proposal_statistic {
-            0.0
-        } else {
-            f64::NAN
-        };
-        let start = Trajectory::start(proposal, metric, q).map_err(|failure| {
+        let mut point = Trajectory::start(proposal, metric, q).map_err(|failure| {
             Error::invalid(format!("RMHMC cannot start at this point: {failure:?}"))
         })?;
-        let mut z = vec![0.0; d];
-        fill_standard_normal(rng, &mut z);
-        let mut p = vec![0.0; d];
-        start.metric.factor_times(&z, &mut p);
-        let h0 = hamiltonian(potential, &*start.metric, &p);
-
-        let mut point = start;
-        let mut failure = None;
-        for _ in 0..self.steps {
-            counts.steps += 1;
-            if let Err(f) = self.integrator.step(proposal, metric, &mut point, &mut p) {
-                failure = Some(f);
-                break;
-            }
-        }
-        counts.fixed_point_iterations = point.iterations;
-        let reject = |energy_error: f64,
-                      divergence: Divergence,
-                      counts: RmhmcCounts,
-                      proposal_accept_stat: f64| RmhmcTransition {
-            position: q.to_vec(),
+        let mut p = draw_momentum(&*point.metric, q.len(), rng);
+        let origin = Origin {
+            position: q,
             potential,
-            accepted: false,
-            energy_error,
-            energy: h0,
-            divergence: Some(divergence),
-            proposal_accept_stat,
-            counts,
+            energy: hamiltonian(potential, &*point.metric, &p),
         };
-        if let Some(f) = failure {
-            *match f {
-                StepFailure::NotPositiveDefinite => &mut counts.not_positive_definite,
-                StepFailure::NotConverged => &mut counts.not_converged,
-                StepFailure::NotReversible => &mut counts.not_reversible,
-                StepFailure::NonFinite => &mut counts.non_finite,
-            } += 1;
-            return Ok(reject(f64::NAN, Divergence::Step(f), counts, failed));
+
+        if let Err(f) = self.integrate(proposal, metric, &mut point, &mut p, &mut counts) {
+            counts.count_failure(f);
+            let statistic = self.failed_statistic();
+            return Ok(origin.stay(f64::NAN, Some(Divergence::Step(f)), statistic, counts));
         }
         let end_potential = target.value(&point.position);
         let h1 = hamiltonian(end_potential, &*point.metric, &p);
-        let energy_error = h1 - h0;
-        let proposal_accept_stat = if self.proposal_statistic {
-            // ΔH̃ = ΔH − ΔU + ΔŨ: the kinetic energy and log-determinant are the same in both.
-            let error = energy_error - (end_potential - potential)
-                + (proposal.value(&point.position) - start_proposal);
-            if error.is_finite() {
-                (-error).exp().min(1.0)
-            } else {
-                failed
-            }
-        } else {
-            f64::NAN
-        };
-        if !energy_error.is_finite() {
-            counts.non_finite += 1;
-            return Ok(reject(
-                energy_error,
-                Divergence::Step(StepFailure::NonFinite),
-                counts,
-                proposal_accept_stat,
-            ));
-        }
-        if energy_error > self.max_energy_error {
-            return Ok(reject(
-                energy_error,
-                Divergence::EnergyError,
-                counts,
-                proposal_accept_stat,
-            ));
+        let energy_error = h1 - origin.energy;
+        let proposal_accept_stat = self.proposal_accept_stat(
+            proposal,
+            &point.position,
+            energy_error,
+            end_potential - potential,
+            start_proposal,
+        );
+        let divergence = self.divergence(energy_error, &mut counts);
+        if divergence.is_some() {
+            return Ok(origin.stay(energy_error, divergence, proposal_accept_stat, counts));
         }
         // Draw the uniform even when acceptance is certain, so the random stream does not
         // depend on the energy error.
@@ -243,16 +192,137 @@ impl Rmhmc {
                 counts,
             }
         } else {
-            RmhmcTransition {
-                position: q.to_vec(),
-                potential,
-                accepted,
-                energy_error,
-                energy: h0,
-                divergence: None,
-                proposal_accept_stat,
-                counts,
-            }
+            origin.stay(energy_error, None, proposal_accept_stat, counts)
         })
+    }
+
+    /// `L` generalized leapfrog steps of `(point, p)` under the proposal potential and the
+    /// metric, counted in `counts`; the first step that fails ends the trajectory.
+    fn integrate<'m>(
+        &self,
+        proposal: &dyn Potential,
+        metric: &'m dyn RiemannianMetric,
+        point: &mut Trajectory<'m>,
+        p: &mut [f64],
+        counts: &mut RmhmcCounts,
+    ) -> std::result::Result<(), StepFailure> {
+        let mut outcome = Ok(());
+        for _ in 0..self.steps {
+            counts.steps += 1;
+            if let Err(f) = self.integrator.step(proposal, metric, point, p) {
+                outcome = Err(f);
+                break;
+            }
+        }
+        counts.fixed_point_iterations = point.iterations;
+        outcome
+    }
+
+    /// Why a trajectory whose steps all succeeded is divergent, if it is: a non-finite energy
+    /// error (counted in `counts`) or one above [`Rmhmc::max_energy_error`].
+    fn divergence(&self, energy_error: f64, counts: &mut RmhmcCounts) -> Option<Divergence> {
+        if !energy_error.is_finite() {
+            counts.non_finite += 1;
+            Some(Divergence::Step(StepFailure::NonFinite))
+        } else if energy_error > self.max_energy_error {
+            Some(Divergence::EnergyError)
+        } else {
+            None
+        }
+    }
+
+    /// The proposal's acceptance statistic of a trajectory that failed: nothing accepted, if
+    /// it was asked for (NaN otherwise).
+    fn failed_statistic(&self) -> f64 {
+        if self.proposal_statistic {
+            0.0
+        } else {
+            f64::NAN
+        }
+    }
+
+    /// `min(1, exp(−ΔH̃))` for a trajectory that ended at `end` with the energy error
+    /// `energy_error` and the exact potential's change `potential_change`, where the proposal's
+    /// potential at the start was `start_proposal`: [`RmhmcTransition::proposal_accept_stat`].
+    fn proposal_accept_stat(
+        &self,
+        proposal: &dyn Potential,
+        end: &[f64],
+        energy_error: f64,
+        potential_change: f64,
+        start_proposal: f64,
+    ) -> f64 {
+        if !self.proposal_statistic {
+            return f64::NAN;
+        }
+        // ΔH̃ = ΔH − ΔU + ΔŨ: the kinetic energy and log-determinant are the same in both.
+        let error = energy_error - potential_change + (proposal.value(end) - start_proposal);
+        if error.is_finite() {
+            (-error).exp().min(1.0)
+        } else {
+            self.failed_statistic()
+        }
+    }
+}
+
+/// Errors unless the target, the proposal and the metric all have the point's dimension `d`.
+fn check_dimensions(
+    target: &dyn Potential,
+    proposal: &dyn Potential,
+    metric: &dyn RiemannianMetric,
+    d: usize,
+) -> Result<()> {
+    for (what, dim) in [
+        ("target", target.dim()),
+        ("proposal", proposal.dim()),
+        ("metric", metric.dim()),
+    ] {
+        if dim != d {
+            return Err(Error::invalid(format!(
+                "RMHMC: the {what} has dimension {dim}, the point {d}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A momentum `p = L z ~ N(0, G(q))`, `z` standard normal, with `L` the metric's square root.
+fn draw_momentum<R: Rng + ?Sized>(at: &dyn MetricAt, d: usize, rng: &mut R) -> Vec<f64> {
+    let mut z = vec![0.0; d];
+    fill_standard_normal(rng, &mut z);
+    let mut p = vec![0.0; d];
+    at.factor_times(&z, &mut p);
+    p
+}
+
+/// Where a transition starts, and where the chain stays when the proposal is rejected.
+struct Origin<'q> {
+    /// The point `q`.
+    position: &'q [f64],
+    /// The exact `U(q)`.
+    potential: f64,
+    /// `H` at `q` with the momentum drawn there.
+    energy: f64,
+}
+
+impl Origin<'_> {
+    /// The transition that stays here (a rejection, divergent or not).
+    fn stay(
+        &self,
+        energy_error: f64,
+        divergence: Option<Divergence>,
+        proposal_accept_stat: f64,
+        counts: RmhmcCounts,
+    ) -> RmhmcTransition {
+        RmhmcTransition {
+            position: self.position.to_vec(),
+            potential: self.potential,
+            accepted: false,
+            energy_error,
+            energy: self.energy,
+            divergence,
+            proposal_accept_stat,
+            counts,
+        }
     }
 }

@@ -22,6 +22,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use rand_pcg::Pcg64;
 use shmc_core::Potential;
 use shmc_core::random::{fill_standard_normal, uniform_below};
 
@@ -30,9 +31,9 @@ use super::chain::{Leave, Outlets};
 use super::config::SampleConfig;
 use super::method::SgldSettings;
 use super::target_ess::Verdict;
-use super::{ChainResult, InverseMetric, Phase, PhaseReport, SAMPLER_COLUMNS};
+use super::{ChainResult, DrawSink, InverseMetric, Phase, PhaseReport, SAMPLER_COLUMNS};
 use crate::random::chain_rng;
-use crate::row_sum::Need;
+use crate::row_sum::{Need, RowSum};
 use crate::{Error, Model, Result};
 
 /// Runs chain `number` (1-based) of SGLD with `sgld` on `model` (a row-sum model: the driver's
@@ -54,14 +55,7 @@ pub(super) fn run_chain<M: Model + ?Sized>(
     let start = initial_state(potential, &config.init, number, &mut rng)?;
     let mut q = start.position.as_slice().to_vec();
     let d = q.len();
-    let rows = sum.rows();
-    let batch = sgld.batch.min(rows);
-    let scale = rows as f64 / batch as f64;
-    // A partial Fisher–Yates shuffle of this permutation draws each minibatch without
-    // replacement in O(n), with no allocation per iteration.
-    let mut order: Vec<usize> = (0..rows).collect();
-    let mut grad = vec![0.0; d];
-    let mut noise = vec![0.0; d];
+    let mut langevin = Langevin::new(sum, sgld.batch, d);
     let names = model.parameter_names().len();
     let mut row = Vec::with_capacity(SAMPLER_COLUMNS.len() + names);
     let mut result = ChainResult::new(number, names, config.draws);
@@ -81,23 +75,9 @@ pub(super) fn run_chain<M: Model + ?Sized>(
         }
         let warmup = done < config.warmup;
         let eps = sgld.step_size(done);
-        for k in 0..batch {
-            let j = k + uniform_below(&mut rng, (rows - k) as u64) as usize;
-            order.swap(k, j);
-        }
-        sum.rows_gradient(&q, &order[..batch], &mut grad);
-        grad.iter_mut().for_each(|g| *g *= scale);
-        sum.finish(&q, Need::Gradient, &mut 0.0, &mut grad);
-        fill_standard_normal(&mut rng, &mut noise);
-        let root = eps.sqrt();
-        for ((x, g), z) in q.iter_mut().zip(&grad).zip(&noise) {
-            *x += -0.5 * eps * g + root * z;
-        }
+        langevin.step(&mut q, eps, &mut rng);
         if q.iter().any(|x| !x.is_finite()) {
-            return Err(Error::invalid(format!(
-                "chain {number}: sgld left the finite numbers at iteration {done} (step size \
-                 {eps:.3e}): the step size is too large for this posterior"
-            )));
+            return Err(left_finite_numbers(number, done, eps));
         }
         let counts = if warmup {
             &mut result.warmup_evaluations
@@ -130,16 +110,90 @@ pub(super) fn run_chain<M: Model + ?Sized>(
             break;
         }
     }
+    finish(result, config, sgld, done, &mut clock, d, outlets.sink)
+}
+
+/// The error of a chain whose state stopped being finite at iteration `done`, taken with step
+/// size `eps`.
+fn left_finite_numbers(number: usize, done: usize, eps: f64) -> Error {
+    Error::invalid(format!(
+        "chain {number}: sgld left the finite numbers at iteration {done} (step size \
+         {eps:.3e}): the step size is too large for this posterior"
+    ))
+}
+
+/// Ends a chain that stopped after `done` iterations: times the phase it stopped in (since
+/// `clock`), records the step size it would take next and its unit metric, and hands the result
+/// to the sink.
+fn finish(
+    mut result: ChainResult,
+    config: &SampleConfig,
+    sgld: &SgldSettings,
+    done: usize,
+    clock: &mut Instant,
+    d: usize,
+    sink: &mut dyn DrawSink,
+) -> Result<ChainResult> {
     if done < config.warmup {
-        result.warmup_seconds = lap(&mut result, Phase::ExactWarmup, done, &mut clock);
+        result.warmup_seconds = lap(&mut result, Phase::ExactWarmup, done, clock);
     } else {
         let kept = done - config.warmup;
-        result.sampling_seconds = lap(&mut result, Phase::Sampling, kept, &mut clock);
+        result.sampling_seconds = lap(&mut result, Phase::Sampling, kept, clock);
     }
     result.step_size = sgld.step_size(done);
     result.inv_mass = vec![1.0; d];
-    outlets.sink.finish(&result)?;
+    sink.finish(&result)?;
     Ok(result)
+}
+
+/// The Langevin dynamics of one chain: the minibatches drawn from the row sum, and the
+/// buffers a step reuses (no allocation per iteration).
+struct Langevin<'a> {
+    sum: &'a dyn RowSum,
+    /// All the rows: a partial Fisher–Yates shuffle of this permutation draws each minibatch
+    /// without replacement in O(n).
+    order: Vec<usize>,
+    /// The minibatch size `n` (at most the rows `N`).
+    batch: usize,
+    /// `N/n`, the minibatch gradient's weight.
+    scale: f64,
+    grad: Vec<f64>,
+    noise: Vec<f64>,
+}
+
+impl<'a> Langevin<'a> {
+    /// The dynamics on `sum` with minibatches of `batch` rows (all of them if fewer), in `d`
+    /// dimensions.
+    fn new(sum: &'a dyn RowSum, batch: usize, d: usize) -> Self {
+        let rows = sum.rows();
+        let batch = batch.min(rows);
+        Self {
+            sum,
+            order: (0..rows).collect(),
+            batch,
+            scale: rows as f64 / batch as f64,
+            grad: vec![0.0; d],
+            noise: vec![0.0; d],
+        }
+    }
+
+    /// One move `q ← q − (ε/2) ĝ(q) + √ε ξ`, on a minibatch drawn from `rng` before the noise.
+    fn step(&mut self, q: &mut [f64], eps: f64, rng: &mut Pcg64) {
+        let rows = self.order.len();
+        for k in 0..self.batch {
+            let j = k + uniform_below(rng, (rows - k) as u64) as usize;
+            self.order.swap(k, j);
+        }
+        self.sum
+            .rows_gradient(q, &self.order[..self.batch], &mut self.grad);
+        self.grad.iter_mut().for_each(|g| *g *= self.scale);
+        self.sum.finish(q, Need::Gradient, &mut 0.0, &mut self.grad);
+        fill_standard_normal(rng, &mut self.noise);
+        let root = eps.sqrt();
+        for ((x, g), z) in q.iter_mut().zip(&self.grad).zip(&self.noise) {
+            *x += -0.5 * eps * g + root * z;
+        }
+    }
 }
 
 /// Records a phase of `iterations` that began at `clock`, restarts the clock, and returns the

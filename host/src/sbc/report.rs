@@ -20,7 +20,16 @@ pub fn format_report(run: &SbcRun, title: &str, approximate: Option<&str>) -> St
             "{label}\n  (so calibration measures its bias: non-uniform ranks are expected)"
         );
     }
-    let source = match run.thinning {
+    write_thinning(&mut out, run);
+    write_tests(&mut out, run);
+    write_verdict(&mut out, run);
+    write_times(&mut out, run);
+    out
+}
+
+/// Where the thinning came from, in words for the summary's thinning line.
+fn thinning_source(thinning: Thinning) -> String {
+    match thinning {
         Thinning::Given => "as given".to_string(),
         Thinning::FromEss {
             ess_per_draw,
@@ -42,7 +51,13 @@ pub fn format_report(run: &SbcRun, title: &str, approximate: Option<&str>) -> St
              correlated (more draws per chain, or a given thinning, avoid this)",
             100.0 * (1.0 - THINNED_ENOUGH)
         ),
-    };
+    }
+}
+
+/// The thinning, the kept draws and the replications whose ESS fell short of them.
+fn write_thinning(out: &mut String, run: &SbcRun) {
+    let reps = run.replications.len();
+    let source = thinning_source(run.thinning);
     let mut ess: Vec<f64> = run.replications.iter().map(|r| r.min_ess).collect();
     ess.sort_by(f64::total_cmp);
     let median = ess.get(ess.len() / 2).copied().unwrap_or(f64::NAN);
@@ -58,6 +73,12 @@ pub fn format_report(run: &SbcRun, title: &str, approximate: Option<&str>) -> St
         run.underthinned(),
         ess.first().copied().unwrap_or(f64::NAN),
     );
+}
+
+/// The per-parameter uniformity tests as a table: χ², degrees of freedom, p-value and the
+/// ranks per bin, under a heading with the counts a uniform histogram expects.
+fn write_tests(out: &mut String, run: &SbcRun) {
+    let reps = run.replications.len();
     let width = run.names.iter().map(String::len).max().unwrap_or(0).max(9);
     let _ = writeln!(
         out,
@@ -82,6 +103,10 @@ pub fn format_report(run: &SbcRun, title: &str, approximate: Option<&str>) -> St
             counts.join(" ")
         );
     }
+}
+
+/// The verdict, with the Bonferroni-adjusted smallest p-value it rests on.
+fn write_verdict(out: &mut String, run: &SbcRun) {
     let v = &run.verdict;
     let _ = writeln!(
         out,
@@ -99,6 +124,11 @@ pub fn format_report(run: &SbcRun, title: &str, approximate: Option<&str>) -> St
         if v.uniform() { ">=" } else { "<" },
         v.alpha
     );
+}
+
+/// The wall and per-replication times, and the divergent kept draws.
+fn write_times(out: &mut String, run: &SbcRun) {
+    let reps = run.replications.len();
     let divergences: usize = run.replications.iter().map(|r| r.divergences).sum();
     let with_divergences = run
         .replications
@@ -113,7 +143,6 @@ pub fn format_report(run: &SbcRun, title: &str, approximate: Option<&str>) -> St
         run.wall_seconds,
         busy / reps.max(1) as f64
     );
-    out
 }
 
 /// A file name for parameter `name`: its letters, digits, `.`, `-` and `_`, the rest `_`.

@@ -294,6 +294,31 @@ impl Default for AdaptiveOptions {
     }
 }
 
+impl AdaptiveOptions {
+    /// Errors for a negative or non-finite tolerance, an empty point budget and a level cap
+    /// above [`MAX_LEVEL`].
+    fn validate(&self) -> Result<()> {
+        if !(self.tolerance.is_finite() && self.tolerance >= 0.0) {
+            return Err(Error::invalid(format!(
+                "an adaptive sparse grid's tolerance must be finite and ≥ 0, got {}",
+                self.tolerance
+            )));
+        }
+        if self.max_points == 0 {
+            return Err(Error::invalid(
+                "an adaptive sparse grid needs a point budget ≥ 1",
+            ));
+        }
+        if self.max_level > MAX_LEVEL {
+            return Err(Error::invalid(format!(
+                "a sparse grid's level cap must be at most {MAX_LEVEL}, got {}",
+                self.max_level
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// A hierarchical sparse-grid interpolant `Ũ` of a potential over a box (see the
 /// [module docs](self)).
 #[derive(Clone, Debug)]
@@ -485,6 +510,116 @@ impl<'p, P: Potential + Sync + ?Sized> Builder<'p, P> {
     }
 }
 
+impl<P: Potential + Sync + ?Sized> Builder<'_, P> {
+    /// The dimension-adaptive refinement of [`SparseGrid::adaptive`] from the single subspace
+    /// `l = 0`, until one of its stopping rules ends it; returns which.
+    fn refine(&mut self, options: &AdaptiveOptions) -> Result<AdaptiveStop> {
+        let mut frontier = Frontier::new(&self.grid);
+        loop {
+            let grid = &self.grid;
+            let Some(best) = frontier.largest(grid) else {
+                return Ok(AdaptiveStop::LevelCap);
+            };
+            if frontier.indicator[best] < options.tolerance {
+                return Ok(AdaptiveStop::Tolerance);
+            }
+            let Some(candidates) = frontier.forward_neighbours(grid, best, options.max_level)
+            else {
+                // Stays on the frontier (its surpluses still measure the error), but cannot grow.
+                frontier.growable[best] = false;
+                continue;
+            };
+            let new_points: usize = candidates.iter().map(|l| block_len(l)).sum();
+            if grid.surpluses.len() + new_points > options.max_points {
+                return Ok(AdaptiveStop::PointBudget);
+            }
+            let first = grid.active.len();
+            self.grid.active[best] = false;
+            self.add(&candidates)?;
+            frontier.extend(&self.grid, first, candidates);
+        }
+    }
+}
+
+/// What the adaptive refinement knows of every subspace added so far, beside the grid's own
+/// levels and active flags.
+struct Frontier {
+    /// The subspaces by their levels.
+    index: HashMap<Vec<u8>, usize>,
+    /// Largest |surplus| per subspace.
+    indicator: Vec<f64>,
+    /// Whether each subspace can still grow in some direction.
+    growable: Vec<bool>,
+}
+
+impl Frontier {
+    /// The frontier of a grid holding only the subspace `l = 0`.
+    fn new(grid: &SparseGrid) -> Self {
+        let d = grid.domain.dim();
+        Self {
+            index: HashMap::from([(vec![0; d], 0)]),
+            indicator: vec![grid.surpluses[0].abs()],
+            growable: vec![true],
+        }
+    }
+
+    /// The active subspace that can grow with the largest surplus (the last of equals), if any.
+    fn largest(&self, grid: &SparseGrid) -> Option<usize> {
+        (0..grid.active.len())
+            .filter(|&s| grid.active[s] && self.growable[s])
+            .max_by(|&a, &b| self.indicator[a].total_cmp(&self.indicator[b]))
+    }
+
+    /// The forward neighbours `l + eₖ` of subspace `best` to add when it retires: those below
+    /// `max_level` not yet added whose lower neighbours are all retired (or `best` itself).
+    /// `None` when `best` is at `max_level` in every coordinate.
+    fn forward_neighbours(
+        &self,
+        grid: &SparseGrid,
+        best: usize,
+        max_level: u8,
+    ) -> Option<Vec<Vec<u8>>> {
+        let d = grid.domain.dim();
+        let levels = &grid.levels[best * d..(best + 1) * d];
+        let retired = |l: &[u8]| {
+            self.index
+                .get(l)
+                .is_some_and(|&s| !grid.active[s] || s == best)
+        };
+        let mut candidates = Vec::new();
+        let mut capped = true;
+        for k in 0..d {
+            if levels[k] >= max_level {
+                continue;
+            }
+            capped = false;
+            let mut next = levels.to_vec();
+            next[k] += 1;
+            let admissible = (0..d).filter(|&m| next[m] > 0).all(|m| {
+                let mut below = next.clone();
+                below[m] -= 1;
+                retired(&below)
+            });
+            if admissible && !self.index.contains_key(&next) {
+                candidates.push(next);
+            }
+        }
+        (!capped).then_some(candidates)
+    }
+
+    /// Takes in the subspaces `candidates`, just added to `grid` as subspaces `first, …`.
+    fn extend(&mut self, grid: &SparseGrid, first: usize, candidates: Vec<Vec<u8>>) {
+        for (offset, levels) in candidates.into_iter().enumerate() {
+            let s = first + offset;
+            let block = &grid.surpluses[grid.starts[s]..grid.starts[s] + block_len(&levels)];
+            self.indicator
+                .push(block.iter().fold(0.0_f64, |m, w| m.max(w.abs())));
+            self.growable.push(true);
+            self.index.insert(levels, s);
+        }
+    }
+}
+
 impl SparseGrid {
     /// The number of points of the regular grid of `level` over `d` coordinates (`None` above
     /// `2¹²⁸`), counted without building anything: for choosing a level that fits.
@@ -556,23 +691,7 @@ impl SparseGrid {
         memory_limit: u64,
     ) -> Result<Self> {
         let start = Instant::now();
-        if !(options.tolerance.is_finite() && options.tolerance >= 0.0) {
-            return Err(Error::invalid(format!(
-                "an adaptive sparse grid's tolerance must be finite and ≥ 0, got {}",
-                options.tolerance
-            )));
-        }
-        if options.max_points == 0 {
-            return Err(Error::invalid(
-                "an adaptive sparse grid needs a point budget ≥ 1",
-            ));
-        }
-        if options.max_level > MAX_LEVEL {
-            return Err(Error::invalid(format!(
-                "a sparse grid's level cap must be at most {MAX_LEVEL}, got {}",
-                options.max_level
-            )));
-        }
+        options.validate()?;
         let d = domain.dim();
         let per_point = 8 + subspace_bytes(d) + d as u128 + 64;
         let bytes = (options.max_points as u128).checked_mul(per_point);
@@ -589,62 +708,7 @@ impl SparseGrid {
         };
         let mut builder = Builder::new(potential, domain, construction, start)?;
         builder.add(&[vec![0; d]])?;
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::from([(vec![0; d], 0)]);
-        // Largest |surplus| per subspace, and whether it can still grow in some direction.
-        let mut indicator = vec![builder.grid.surpluses[0].abs()];
-        let mut growable = vec![true];
-        let stop = loop {
-            let grid = &builder.grid;
-            let best = (0..grid.active.len())
-                .filter(|&s| grid.active[s] && growable[s])
-                .max_by(|&a, &b| indicator[a].total_cmp(&indicator[b]));
-            let Some(best) = best else {
-                break AdaptiveStop::LevelCap;
-            };
-            if indicator[best] < options.tolerance {
-                break AdaptiveStop::Tolerance;
-            }
-            let levels = &grid.levels[best * d..(best + 1) * d];
-            let retired = |l: &[u8]| index.get(l).is_some_and(|&s| !grid.active[s] || s == best);
-            let mut candidates = Vec::new();
-            let mut capped = true;
-            for k in 0..d {
-                if levels[k] >= options.max_level {
-                    continue;
-                }
-                capped = false;
-                let mut next = levels.to_vec();
-                next[k] += 1;
-                let admissible = (0..d).filter(|&m| next[m] > 0).all(|m| {
-                    let mut below = next.clone();
-                    below[m] -= 1;
-                    retired(&below)
-                });
-                if admissible && !index.contains_key(&next) {
-                    candidates.push(next);
-                }
-            }
-            if capped {
-                // Stays on the frontier (its surpluses still measure the error), but cannot grow.
-                growable[best] = false;
-                continue;
-            }
-            let new_points: usize = candidates.iter().map(|l| block_len(l)).sum();
-            if grid.surpluses.len() + new_points > options.max_points {
-                break AdaptiveStop::PointBudget;
-            }
-            let first = grid.active.len();
-            builder.grid.active[best] = false;
-            builder.add(&candidates)?;
-            let grid = &builder.grid;
-            for (offset, levels) in candidates.into_iter().enumerate() {
-                let s = first + offset;
-                let block = &grid.surpluses[grid.starts[s]..grid.starts[s] + block_len(&levels)];
-                indicator.push(block.iter().fold(0.0_f64, |m, w| m.max(w.abs())));
-                growable.push(true);
-                index.insert(levels, s);
-            }
-        };
+        let stop = builder.refine(options)?;
         if let Construction::Adaptive { stop: slot, .. } = &mut builder.grid.construction {
             *slot = stop;
         }

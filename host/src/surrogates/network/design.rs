@@ -21,6 +21,7 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::{Accum, MatMut, MatRef, Par};
 use nalgebra::{DMatrix, DVector, Dyn};
+use rand_pcg::Pcg64;
 use rayon::prelude::*;
 use shmc_core::linalg::dot;
 use shmc_core::random::uniform_below;
@@ -45,6 +46,42 @@ pub(crate) fn is_held_out(i: usize, fraction: f64) -> bool {
     ((i + 1) as f64 * fraction).floor() > (i as f64 * fraction).floor()
 }
 
+/// The state indices, the training states first and the held-out ones after them (each in push
+/// order), and the number of training states.
+fn training_order(n: usize, holdout_fraction: f64) -> (Vec<usize>, usize) {
+    let (mut order, held): (Vec<usize>, Vec<usize>) =
+        (0..n).partition(|&i| !is_held_out(i, holdout_fraction));
+    let n_train = order.len();
+    order.extend(held);
+    (order, n_train)
+}
+
+/// The mean and the standard deviation of the states' positions, per coordinate, over all the
+/// states (held-out ones included), in push order.
+fn centre_and_sd(set: &TrainingSet) -> (Vec<f64>, Vec<f64>) {
+    let (d, n) = (set.dim(), set.len());
+    let mut centre = vec![0.0; d];
+    for i in 0..n {
+        for (m, &q) in centre.iter_mut().zip(set.position(i)) {
+            *m += q;
+        }
+    }
+    centre.iter_mut().for_each(|m| *m /= n as f64);
+    let mut sd = vec![0.0; d];
+    for i in 0..n {
+        for k in 0..d {
+            let dev = set.position(i)[k] - centre[k];
+            sd[k] += dev * dev;
+        }
+    }
+    for v in sd.iter_mut() {
+        let x = (*v / (n - 1) as f64).sqrt();
+        // A coordinate the states never moved in carries no information; any scale will do.
+        *v = if x.is_finite() && x > 0.0 { x } else { 1.0 };
+    }
+    (centre, sd)
+}
+
 /// The lower Cholesky factor `L` of the covariance of the states (about `centre`), or `None`
 /// when it is not positive definite (too few states, or a direction they never moved in).
 fn covariance_factor(set: &TrainingSet, order: &[usize], centre: &[f64]) -> Option<DMatrix<f64>> {
@@ -59,6 +96,186 @@ fn covariance_factor(set: &TrainingSet, order: &[usize], centre: &[f64]) -> Opti
 
 fn par() -> Par {
     Par::rayon(0)
+}
+
+/// The unit inputs at `c = 1`, `n × d` row-major with rows in `order`: `(q − m) / sd`, or
+/// `L⁻¹(q − m)` when whitened by the covariance factor `L`.
+fn standardize(
+    set: &TrainingSet,
+    order: &[usize],
+    centre: &[f64],
+    sd: &[f64],
+    whitening: Option<&DMatrix<f64>>,
+) -> Vec<f64> {
+    let (d, n) = (centre.len(), order.len());
+    let mut standardized = vec![0.0; n * d];
+    for (row, &i) in standardized.chunks_exact_mut(d).zip(order) {
+        for k in 0..d {
+            row[k] = set.position(i)[k] - centre[k];
+        }
+    }
+    match whitening {
+        // Every row at once: the rows are the columns of a column-major d × n matrix.
+        Some(l) => {
+            let mut rows = DMatrix::from_column_slice(d, n, &standardized);
+            l.solve_lower_triangular_mut(&mut rows);
+            standardized.copy_from_slice(rows.as_slice());
+        }
+        None => standardized.chunks_exact_mut(d).for_each(|row| {
+            row.iter_mut().zip(sd).for_each(|(x, s)| *x /= s);
+        }),
+    }
+    standardized
+}
+
+/// The raw input parameters `(weights, offsets)` of the `opts.hidden` units, drawn from the
+/// weight stream: for additive units as [`Network::random`] draws them, for radial units
+/// centres at training states ([`draw_centres`]) and zero offsets.
+fn draw_input_parameters(
+    opts: &TrainOptions,
+    n_train: usize,
+    standardized: &[f64],
+    d: usize,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    let s = opts.hidden;
+    let mut rng = chain_rng(opts.seed, WEIGHT_STREAM);
+    match opts.nodes {
+        Nodes::Additive(_) => {
+            let config = NetworkConfig {
+                nodes: opts.nodes,
+                ..NetworkConfig::default()
+            };
+            // With the identity transform the stored parameters are the raw draws, exactly.
+            let net: DynNetwork =
+                Network::random(&config, InputTransform::identity(Dyn(d)), Dyn(s), &mut rng)?;
+            Ok((
+                net.weights().as_slice().to_vec(),
+                net.offsets().as_slice().to_vec(),
+            ))
+        }
+        Nodes::Rbf { .. } => {
+            let centres = draw_centres(&mut rng, standardized, n_train, d, s);
+            Ok((centres, vec![0.0; s]))
+        }
+    }
+}
+
+/// The `s` radial units' centres (`d × s` column-major, in standardized coordinates): training
+/// states drawn without replacement, cycling through fresh permutations if there are more units
+/// than training states.
+fn draw_centres(
+    rng: &mut Pcg64,
+    standardized: &[f64],
+    n_train: usize,
+    d: usize,
+    s: usize,
+) -> Vec<f64> {
+    let mut weights = vec![0.0; d * s];
+    let mut perm: Vec<usize> = (0..n_train).collect();
+    for (unit, col) in weights.chunks_exact_mut(d).enumerate() {
+        let k = unit % n_train;
+        let j = k + uniform_below(rng, (n_train - k) as u64) as usize;
+        perm.swap(k, j);
+        col.copy_from_slice(&standardized[perm[k] * d..(perm[k] + 1) * d]);
+    }
+    weights
+}
+
+/// The `n × s` column-major base matrix, rows in the order of `standardized`: `P = Ũ W` for
+/// additive units, the squared distances `D²` to the centres for radial ones.
+fn base_matrix(
+    nodes: Nodes,
+    standardized: &[f64],
+    raw_weights: &[f64],
+    n: usize,
+    d: usize,
+    s: usize,
+) -> Vec<f64> {
+    let mut base = vec![0.0; n * s];
+    match nodes {
+        Nodes::Additive(_) => matmul(
+            MatMut::from_column_major_slice_mut(&mut base, n, s),
+            Accum::Replace,
+            MatRef::from_row_major_slice(standardized, n, d),
+            MatRef::from_column_major_slice(raw_weights, d, s),
+            1.0,
+            par(),
+        ),
+        Nodes::Rbf { .. } => {
+            base.par_chunks_mut(n).enumerate().for_each(|(i, col)| {
+                let c = &raw_weights[i * d..(i + 1) * d];
+                for (x, u) in col.iter_mut().zip(standardized.chunks_exact(d)) {
+                    *x = u.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum();
+                }
+            });
+        }
+    }
+    base
+}
+
+/// The additive units' directions in `q` at `c = 1` (`d × s` column-major): `wₖᵢ / sdₖ`, or
+/// `L⁻ᵀwᵢ` when whitened. Radial units have none (an empty vector).
+fn unit_directions(
+    nodes: Nodes,
+    whitening: Option<&DMatrix<f64>>,
+    raw_weights: &[f64],
+    sd: &[f64],
+    d: usize,
+    s: usize,
+) -> Vec<f64> {
+    match (nodes, whitening) {
+        (Nodes::Rbf { .. }, _) => Vec::new(),
+        (Nodes::Additive(_), Some(l)) => {
+            let mut w = DMatrix::from_column_slice(d, s, raw_weights);
+            l.tr_solve_lower_triangular_mut(&mut w);
+            w.as_slice().to_vec()
+        }
+        (Nodes::Additive(_), None) => raw_weights
+            .chunks_exact(d)
+            .flat_map(|w| w.iter().zip(sd).map(|(w, s)| w / s))
+            .collect(),
+    }
+}
+
+/// What score matching needs beyond the base matrix: the exact gradients `G` (`n × d` row-major,
+/// rows in `order`) and, for additive units, `R = G W̃` (`n × s` column-major) and the
+/// directions' Gram matrix `M = W̃ᵀW̃` (`s × s` column-major); both empty for radial units.
+fn score_terms(
+    set: &TrainingSet,
+    order: &[usize],
+    nodes: Nodes,
+    directions: &[f64],
+    d: usize,
+    s: usize,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let n = order.len();
+    let mut gradients = vec![0.0; n * d];
+    for (row, &i) in gradients.chunks_exact_mut(d).zip(order) {
+        row.copy_from_slice(set.gradient(i).expect("validated: all gradients present"));
+    }
+    if let Nodes::Rbf { .. } = nodes {
+        return (gradients, Vec::new(), Vec::new());
+    }
+    let directions = MatRef::from_column_major_slice(directions, d, s);
+    let mut gradient_projection = vec![0.0; n * s];
+    matmul(
+        MatMut::from_column_major_slice_mut(&mut gradient_projection, n, s),
+        Accum::Replace,
+        MatRef::from_row_major_slice(&gradients, n, d),
+        directions,
+        1.0,
+        par(),
+    );
+    let mut direction_gram = vec![0.0; s * s];
+    matmul(
+        MatMut::from_column_major_slice_mut(&mut direction_gram, s, s),
+        Accum::Replace,
+        directions.transpose(),
+        directions,
+        1.0,
+        par(),
+    );
+    (gradients, gradient_projection, direction_gram)
 }
 
 /// Everything about a fit that does not depend on the scale factor `c`.
@@ -121,146 +338,21 @@ impl<'a> Prepared<'a> {
         method: FitMethod,
     ) -> Result<Self> {
         let (d, n, s) = (set.dim(), set.len(), opts.hidden);
-        let (mut order, held): (Vec<usize>, Vec<usize>) =
-            (0..n).partition(|&i| !is_held_out(i, opts.holdout_fraction));
-        let n_train = order.len();
-        order.extend(held);
-
-        let mut centre = vec![0.0; d];
-        for i in 0..n {
-            for (m, &q) in centre.iter_mut().zip(set.position(i)) {
-                *m += q;
-            }
-        }
-        centre.iter_mut().for_each(|m| *m /= n as f64);
-        let mut sd = vec![0.0; d];
-        for i in 0..n {
-            for k in 0..d {
-                let dev = set.position(i)[k] - centre[k];
-                sd[k] += dev * dev;
-            }
-        }
-        for v in sd.iter_mut() {
-            let x = (*v / (n - 1) as f64).sqrt();
-            // A coordinate the states never moved in carries no information; any scale will do.
-            *v = if x.is_finite() && x > 0.0 { x } else { 1.0 };
-        }
+        let (order, n_train) = training_order(n, opts.holdout_fraction);
+        let (centre, sd) = centre_and_sd(set);
         let whitening = match (opts.nodes, opts.inputs) {
             (Nodes::Additive(_), Inputs::Whitened) => covariance_factor(set, &order, &centre),
             _ => None,
         };
-        let mut standardized = vec![0.0; n * d];
-        for (row, &i) in standardized.chunks_exact_mut(d).zip(&order) {
-            for k in 0..d {
-                row[k] = set.position(i)[k] - centre[k];
-            }
-        }
-        match &whitening {
-            // Every row at once: the rows are the columns of a column-major d × n matrix.
-            Some(l) => {
-                let mut rows = DMatrix::from_column_slice(d, n, &standardized);
-                l.solve_lower_triangular_mut(&mut rows);
-                standardized.copy_from_slice(rows.as_slice());
-            }
-            None => standardized.chunks_exact_mut(d).for_each(|row| {
-                row.iter_mut().zip(&sd).for_each(|(x, s)| *x /= s);
-            }),
-        }
+        let standardized = standardize(set, &order, &centre, &sd, whitening.as_ref());
         let targets: Vec<f64> = order.iter().map(|&i| set.potential(i)).collect();
-
-        let mut rng = chain_rng(opts.seed, WEIGHT_STREAM);
-        let (raw_weights, raw_offsets) = match opts.nodes {
-            Nodes::Additive(_) => {
-                let config = NetworkConfig {
-                    nodes: opts.nodes,
-                    ..NetworkConfig::default()
-                };
-                // With the identity transform the stored parameters are the raw draws, exactly.
-                let net: DynNetwork =
-                    Network::random(&config, InputTransform::identity(Dyn(d)), Dyn(s), &mut rng)?;
-                (
-                    net.weights().as_slice().to_vec(),
-                    net.offsets().as_slice().to_vec(),
-                )
-            }
-            Nodes::Rbf { .. } => {
-                // Centres: training states drawn without replacement (cycling through fresh
-                // permutations if there are more units than training states).
-                let mut weights = vec![0.0; d * s];
-                let mut perm: Vec<usize> = (0..n_train).collect();
-                for (unit, col) in weights.chunks_exact_mut(d).enumerate() {
-                    let k = unit % n_train;
-                    let j = k + uniform_below(&mut rng, (n_train - k) as u64) as usize;
-                    perm.swap(k, j);
-                    col.copy_from_slice(&standardized[perm[k] * d..(perm[k] + 1) * d]);
-                }
-                (weights, vec![0.0; s])
-            }
+        let (raw_weights, raw_offsets) = draw_input_parameters(opts, n_train, &standardized, d)?;
+        let base = base_matrix(opts.nodes, &standardized, &raw_weights, n, d, s);
+        let directions = unit_directions(opts.nodes, whitening.as_ref(), &raw_weights, &sd, d, s);
+        let (gradients, gradient_projection, direction_gram) = match method {
+            FitMethod::Score => score_terms(set, &order, opts.nodes, &directions, d, s),
+            FitMethod::Potential => (Vec::new(), Vec::new(), Vec::new()),
         };
-
-        let mut base = vec![0.0; n * s];
-        match opts.nodes {
-            Nodes::Additive(_) => matmul(
-                MatMut::from_column_major_slice_mut(&mut base, n, s),
-                Accum::Replace,
-                MatRef::from_row_major_slice(&standardized, n, d),
-                MatRef::from_column_major_slice(&raw_weights, d, s),
-                1.0,
-                par(),
-            ),
-            Nodes::Rbf { .. } => {
-                base.par_chunks_mut(n).enumerate().for_each(|(i, col)| {
-                    let c = &raw_weights[i * d..(i + 1) * d];
-                    for (x, u) in col.iter_mut().zip(standardized.chunks_exact(d)) {
-                        *x = u.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum();
-                    }
-                });
-            }
-        }
-
-        let directions = match (opts.nodes, &whitening) {
-            (Nodes::Rbf { .. }, _) => Vec::new(),
-            (Nodes::Additive(_), Some(l)) => {
-                let mut w = DMatrix::from_column_slice(d, s, &raw_weights);
-                l.tr_solve_lower_triangular_mut(&mut w);
-                w.as_slice().to_vec()
-            }
-            (Nodes::Additive(_), None) => raw_weights
-                .chunks_exact(d)
-                .flat_map(|w| w.iter().zip(&sd).map(|(w, s)| w / s))
-                .collect(),
-        };
-
-        let mut gradients = Vec::new();
-        let mut gradient_projection = Vec::new();
-        let mut direction_gram = Vec::new();
-        if method == FitMethod::Score {
-            gradients = vec![0.0; n * d];
-            for (row, &i) in gradients.chunks_exact_mut(d).zip(&order) {
-                row.copy_from_slice(set.gradient(i).expect("validated: all gradients present"));
-            }
-            if let Nodes::Additive(_) = opts.nodes {
-                let directions = MatRef::from_column_major_slice(&directions, d, s);
-                gradient_projection = vec![0.0; n * s];
-                matmul(
-                    MatMut::from_column_major_slice_mut(&mut gradient_projection, n, s),
-                    Accum::Replace,
-                    MatRef::from_row_major_slice(&gradients, n, d),
-                    directions,
-                    1.0,
-                    par(),
-                );
-                direction_gram = vec![0.0; s * s];
-                matmul(
-                    MatMut::from_column_major_slice_mut(&mut direction_gram, s, s),
-                    Accum::Replace,
-                    directions.transpose(),
-                    directions,
-                    1.0,
-                    par(),
-                );
-            }
-        }
 
         Ok(Self {
             set,

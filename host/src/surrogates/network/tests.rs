@@ -646,29 +646,54 @@ fn a_version_1_file_loads_as_the_network_it_holds() {
 #[test]
 #[ignore = "timing at s = 2000, n = 4000, d = 50; several seconds"]
 fn timing_logistic_regression_d50() {
-    use rayon::prelude::*;
     let (d, big_n, n_states) = (50, 100_000, 4000);
     let mut rng = chain_rng(2016, 0);
-    let mut x = vec![0.0; big_n * d];
-    for row in x.chunks_exact_mut(d) {
-        row[0] = 0.1;
-        for v in row[1..].iter_mut() {
-            *v = 0.1 * normals(&mut rng, 1)[0];
+    let simulation = LogisticSimulation::new(d, big_n, &mut rng);
+    let set = simulation.laplace_states(n_states, &mut rng);
+    time_grid_point_pieces(&set);
+    time_fits(&set);
+}
+
+/// A simulated logistic regression (METHODS.md §7) with the prior `N(0, 100 I)`: `N` rows of
+/// `d` covariates, an intercept column of 0.1 and `0.1·N(0, 1)` entries, with labels drawn from
+/// coefficients uniform on `[0, 1)`.
+struct LogisticSimulation {
+    d: usize,
+    /// `N × d` row-major.
+    x: Vec<f64>,
+    /// The labels, 0 or 1.
+    y: Vec<f64>,
+}
+
+impl LogisticSimulation {
+    /// The covariates, then the coefficients, then the labels, in that order from `rng`.
+    fn new(d: usize, big_n: usize, rng: &mut Pcg64) -> Self {
+        let mut x = vec![0.0; big_n * d];
+        for row in x.chunks_exact_mut(d) {
+            row[0] = 0.1;
+            for v in row[1..].iter_mut() {
+                *v = 0.1 * normals(rng, 1)[0];
+            }
         }
+        let beta: Vec<f64> = (0..d).map(|_| uniform(rng)).collect();
+        let y: Vec<f64> = x
+            .chunks_exact(d)
+            .map(|row| {
+                let p = 1.0 / (1.0 + (-shmc_core::linalg::dot(row, &beta)).exp());
+                if uniform(rng) < p { 1.0 } else { 0.0 }
+            })
+            .collect();
+        Self { d, x, y }
     }
-    let beta: Vec<f64> = (0..d).map(|_| uniform(&mut rng)).collect();
-    let y: Vec<f64> = x
-        .chunks_exact(d)
-        .map(|row| {
-            let p = 1.0 / (1.0 + (-shmc_core::linalg::dot(row, &beta)).exp());
-            if uniform(&mut rng) < p { 1.0 } else { 0.0 }
-        })
-        .collect();
-    // U, ∇U and the Hessian (prior N(0, 100 I)).
-    let eval = |b: &[f64]| -> (f64, Vec<f64>, DMatrix<f64>) {
-        let (u, g, h) = x
+
+    /// `U`, `∇U` and the Hessian at `b`, summed over blocks of 1000 rows in parallel.
+    fn with_hessian(&self, b: &[f64]) -> (f64, Vec<f64>, DMatrix<f64>) {
+        use rayon::prelude::*;
+        let d = self.d;
+        let (u, g, h) = self
+            .x
             .par_chunks(d * 1000)
-            .zip(y.par_chunks(1000))
+            .zip(self.y.par_chunks(1000))
             .map(|(xs, ys)| {
                 let mut u = 0.0;
                 let mut g = vec![0.0; d];
@@ -695,30 +720,16 @@ fn timing_logistic_regression_d50() {
         let u = u + b.iter().map(|v| v * v).sum::<f64>() / 200.0;
         let g = g.iter().zip(b).map(|(g, v)| g + v / 100.0).collect();
         (u, g, h + DMatrix::identity(d, d) / 100.0)
-    };
-    let mut mode = vec![0.0; d];
-    for _ in 0..20 {
-        let (_, g, h) = eval(&mode);
-        let step = h.cholesky().unwrap().solve(&DVector::from_vec(g));
-        mode.iter_mut().zip(step.iter()).for_each(|(m, s)| *m -= s);
     }
-    let (_, _, h) = eval(&mode);
-    let cov = h.clone().try_inverse().unwrap();
-    let l_prec = h.cholesky().unwrap().l();
-    let mut set = TrainingSet::new(d);
-    let draws: Vec<Vec<f64>> = (0..n_states)
-        .map(|_| {
-            // q = mode + L⁻ᵀ z has covariance H⁻¹.
-            let z = DVector::from_vec(normals(&mut rng, d));
-            let dq = l_prec.transpose().solve_upper_triangular(&z).unwrap();
-            mode.iter().zip(dq.iter()).map(|(m, v)| m + v).collect()
-        })
-        .collect();
-    // U and ∇U only (no Hessian) at the states.
-    let value_and_gradient = |b: &[f64]| -> (f64, Vec<f64>) {
-        let (u, g) = x
+
+    /// `U` and `∇U` only (no Hessian) at `b`, as [`Self::with_hessian`] sums them.
+    fn value_and_gradient(&self, b: &[f64]) -> (f64, Vec<f64>) {
+        use rayon::prelude::*;
+        let d = self.d;
+        let (u, g) = self
+            .x
             .par_chunks(d * 1000)
-            .zip(y.par_chunks(1000))
+            .zip(self.y.par_chunks(1000))
             .map(|(xs, ys)| {
                 let mut u = 0.0;
                 let mut g = vec![0.0; d];
@@ -741,36 +752,69 @@ fn timing_logistic_regression_d50() {
             );
         let u = u + b.iter().map(|v| v * v).sum::<f64>() / 200.0;
         (u, g.iter().zip(b).map(|(g, v)| g + v / 100.0).collect())
-    };
-    let t0 = std::time::Instant::now();
-    for q in &draws {
-        let (u, g) = value_and_gradient(q);
-        set.push(q, u, Some(&g));
     }
-    eprintln!(
-        "logistic d = {d}, N = {big_n}: posterior sd ≈ {:.3}; {n_states} states computed in {:.1} s",
-        cov[(1, 1)].sqrt(),
-        t0.elapsed().as_secs_f64()
-    );
 
-    // The pieces of one grid point (potential matching, c = 16), best of 3.
+    /// `n_states` states of the Laplace approximation `N(mode, H⁻¹)` (the mode by 20 Newton
+    /// steps from 0), with their `U` and `∇U`, whose computation is timed and printed.
+    fn laplace_states(&self, n_states: usize, rng: &mut Pcg64) -> TrainingSet {
+        let d = self.d;
+        let mut mode = vec![0.0; d];
+        for _ in 0..20 {
+            let (_, g, h) = self.with_hessian(&mode);
+            let step = h.cholesky().unwrap().solve(&DVector::from_vec(g));
+            mode.iter_mut().zip(step.iter()).for_each(|(m, s)| *m -= s);
+        }
+        let (_, _, h) = self.with_hessian(&mode);
+        let cov = h.clone().try_inverse().unwrap();
+        let l_prec = h.cholesky().unwrap().l();
+        let mut set = TrainingSet::new(d);
+        let draws: Vec<Vec<f64>> = (0..n_states)
+            .map(|_| {
+                // q = mode + L⁻ᵀ z has covariance H⁻¹.
+                let z = DVector::from_vec(normals(rng, d));
+                let dq = l_prec.transpose().solve_upper_triangular(&z).unwrap();
+                mode.iter().zip(dq.iter()).map(|(m, v)| m + v).collect()
+            })
+            .collect();
+        let t0 = std::time::Instant::now();
+        for q in &draws {
+            let (u, g) = self.value_and_gradient(q);
+            set.push(q, u, Some(&g));
+        }
+        eprintln!(
+            "logistic d = {d}, N = {}: posterior sd ≈ {:.3}; {n_states} states computed in \
+             {:.1} s",
+            self.y.len(),
+            cov[(1, 1)].sqrt(),
+            t0.elapsed().as_secs_f64()
+        );
+        set
+    }
+}
+
+/// The fastest of three runs of `f`, in seconds.
+fn best_of(f: &mut dyn FnMut()) -> f64 {
+    (0..3)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Times the pieces of one grid point of a potential-matching fit with 2000 units (c = 16),
+/// best of 3, and the normal matrix `HᵀH` alone (its lower triangle against the full product),
+/// and prints them.
+fn time_grid_point_pieces(set: &TrainingSet) {
     let opts = TrainOptions {
         hidden: 2000,
         scale: Scale::Fixed(16.0),
         ..TrainOptions::default()
     };
-    let best_of = |f: &mut dyn FnMut()| {
-        (0..3)
-            .map(|_| {
-                let t = std::time::Instant::now();
-                f();
-                t.elapsed().as_secs_f64()
-            })
-            .fold(f64::INFINITY, f64::min)
-    };
     let mut prep = None;
     let t_prep = best_of(&mut || {
-        prep = Some(design::Prepared::new(&set, &opts, FitMethod::Potential).unwrap())
+        prep = Some(design::Prepared::new(set, &opts, FitMethod::Potential).unwrap())
     });
     let prep = prep.unwrap();
     let mut stats = None;
@@ -810,69 +854,36 @@ fn timing_logistic_regression_d50() {
         gflop / t_tri,
         2.0 * gflop / t_full
     );
+}
 
+/// Times whole fits with 2000 units, potential and score matching at fixed scales and with
+/// the automatic choice, and prints each with its held-out errors per candidate scale; the
+/// first fit's file is also timed ([`time_save_and_load`]).
+fn time_fits(set: &TrainingSet) {
     let base = TrainOptions {
         hidden: 2000,
         ..TrainOptions::default()
     };
+    let fixed = |c: f64| TrainOptions {
+        scale: Scale::Fixed(c),
+        ..base.clone()
+    };
     for (label, opts) in [
-        (
-            "fit_potential Fixed(16)",
-            TrainOptions {
-                scale: Scale::Fixed(16.0),
-                ..base.clone()
-            },
-        ),
+        ("fit_potential Fixed(16)", fixed(16.0)),
         ("fit_potential Auto", base.clone()),
-        (
-            "fit_score Fixed(16)",
-            TrainOptions {
-                scale: Scale::Fixed(16.0),
-                ..base.clone()
-            },
-        ),
+        ("fit_score Fixed(16)", fixed(16.0)),
         ("fit_score Auto", base.clone()),
-        (
-            "fit_potential Fixed(64)",
-            TrainOptions {
-                scale: Scale::Fixed(64.0),
-                ..base.clone()
-            },
-        ),
-        (
-            "fit_score Fixed(64)",
-            TrainOptions {
-                scale: Scale::Fixed(64.0),
-                ..base.clone()
-            },
-        ),
-        (
-            "fit_score Fixed(128)",
-            TrainOptions {
-                scale: Scale::Fixed(128.0),
-                ..base.clone()
-            },
-        ),
+        ("fit_potential Fixed(64)", fixed(64.0)),
+        ("fit_score Fixed(64)", fixed(64.0)),
+        ("fit_score Fixed(128)", fixed(128.0)),
     ] {
         let fit = if label.starts_with("fit_score") {
-            fit_score(&set, &opts).unwrap()
+            fit_score(set, &opts).unwrap()
         } else {
-            fit_potential(&set, &opts).unwrap()
+            fit_potential(set, &opts).unwrap()
         };
         if label == "fit_potential Fixed(16)" {
-            let path = temp_path("timing.json");
-            let t = std::time::Instant::now();
-            save_network(&fit.network, &path, &fit.meta("lr-sim", &opts));
-            let t_save = t.elapsed().as_secs_f64();
-            let t = std::time::Instant::now();
-            kinds::load(&path, d).unwrap();
-            let bytes = std::fs::metadata(&path).unwrap().len();
-            eprintln!(
-                "save {t_save:.3} s, load {:.3} s, {:.1} MB",
-                t.elapsed().as_secs_f64(),
-                bytes as f64 / 1e6
-            );
-            std::fs::remove_file(&path).unwrap();
+            time_save_and_load(&fit, &opts, set.dim());
         }
         eprintln!(
             "{label}: {:.2} s, c = {}, held-out gradient error {:.3e}, value RMSE {:.3e}",
@@ -885,6 +896,24 @@ fn timing_logistic_regression_d50() {
             );
         }
     }
+}
+
+/// Times saving `fit`'s network to a file and loading it back, and prints the times and the
+/// file's size.
+fn time_save_and_load(fit: &TrainedNetwork, opts: &TrainOptions, d: usize) {
+    let path = temp_path("timing.json");
+    let t = std::time::Instant::now();
+    save_network(&fit.network, &path, &fit.meta("lr-sim", opts));
+    let t_save = t.elapsed().as_secs_f64();
+    let t = std::time::Instant::now();
+    kinds::load(&path, d).unwrap();
+    let bytes = std::fs::metadata(&path).unwrap().len();
+    eprintln!(
+        "save {t_save:.3} s, load {:.3} s, {:.1} MB",
+        t.elapsed().as_secs_f64(),
+        bytes as f64 / 1e6
+    );
+    std::fs::remove_file(&path).unwrap();
 }
 
 /// fit_score at the VHMC probit size (s = 100, d = 5).
