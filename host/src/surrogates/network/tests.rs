@@ -640,7 +640,7 @@ fn a_version_1_file_loads_as_the_network_it_holds() {
     std::fs::remove_file(&path).unwrap();
 }
 
-/// The logistic-regression simulation of METHODS.md §7 (d = 50, N = 10⁵), with 4000 states drawn
+/// The logistic-regression simulation of docs/methods.md, "Published settings and results" (d = 50, N = 10⁵), with 4000 states drawn
 /// from its Laplace approximation, to time the fits at the paper's size. Run with
 /// `cargo test -p shmc --release surrogates::network::tests::timing -- --ignored --nocapture`.
 #[test]
@@ -654,7 +654,7 @@ fn timing_logistic_regression_d50() {
     time_fits(&set);
 }
 
-/// A simulated logistic regression (METHODS.md §7) with the prior `N(0, 100 I)`: `N` rows of
+/// A simulated logistic regression (docs/methods.md, "Published settings and results") with the prior `N(0, 100 I)`: `N` rows of
 /// `d` covariates, an intercept column of 0.1 and `0.1·N(0, 1)` entries, with labels drawn from
 /// coefficients uniform on `[0, 1)`.
 struct LogisticSimulation {
