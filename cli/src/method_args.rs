@@ -61,8 +61,8 @@ pub struct MethodArgs {
 }
 
 impl MethodArgs {
-    /// The method for a run with `warmup` warmup iterations and seed `seed`.
-    pub fn method(&self, warmup: usize, seed: u64) -> Result<Method> {
+    /// The method for a run with seed `seed`.
+    pub fn method(&self, seed: u64) -> Result<Method> {
         let surrogate_methods = ["rns-hmc", "arns-hmc", "grid-hmc", "sg-hmc", "rns-rmhmc"];
         if self.surrogate.train_from != TrainFromArg::Warmup
             && !surrogate_methods.contains(&self.method.as_str())
@@ -73,9 +73,9 @@ impl MethodArgs {
             )));
         }
         Ok(match self.method.as_str() {
-            "rns-hmc" => Method::RnsHmc(self.surrogate.settings(warmup, seed)?),
+            "rns-hmc" => Method::RnsHmc(self.surrogate.settings(seed)?),
             "grid-hmc" | "sg-hmc" => {
-                let mut settings = self.surrogate.settings(warmup, seed)?;
+                let mut settings = self.surrogate.settings(seed)?;
                 if settings.surrogate_file.is_some() {
                     return Err(Error::invalid(
                         "--surrogate loads a saved surrogate: use it with --method rns-hmc",
@@ -98,11 +98,11 @@ impl MethodArgs {
                 b: self.sgld_b,
                 gamma: self.sgld_gamma,
             }),
-            "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(warmup, seed)?),
+            "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(seed)?),
             "vhmc" => Method::Vhmc(self.surrogate.vhmc(seed)?),
             "rmhmc" => Method::Rmhmc(self.rmhmc.settings(&self.trajectory, true)),
             "rns-rmhmc" => Method::RnsRmhmc(
-                self.surrogate.settings(warmup, seed)?,
+                self.surrogate.settings(seed)?,
                 self.rmhmc.settings(&self.trajectory, false),
             ),
             _ => Method::Hmc,

@@ -14,8 +14,8 @@ pub struct RmhmcArgs {
     /// rmhmc, rns-rmhmc: fixed step size of the generalized leapfrog (the papers': LR-sim 0.54,
     /// Bank 0.4, a9a 0.5, PDE 0.8). Default: rmhmc takes --step-size; without either, it is
     /// adapted by dual averaging on RMHMC's own acceptance during the warmup RMHMC runs in
-    /// (rns-rmhmc: after --exact-warmup, on the acceptance under the surrogate's own
-    /// Hamiltonian, as rns-hmc's surrogate warmup adapts).
+    /// (rns-rmhmc: after --exact-warmup, by default half the warmup, on the acceptance under
+    /// the surrogate's own Hamiltonian, as rns-hmc's surrogate warmup adapts).
     #[arg(long, value_name = "EPS")]
     pub rmhmc_step_size: Option<f64>,
     /// rmhmc, rns-rmhmc: maximum generalized leapfrog steps per trajectory, drawn from 1..=L

@@ -139,7 +139,7 @@ impl SampleArgs {
             target_ess: self.target_ess,
             ess_check_every: self.ess_check_every,
             lockstep: !self.no_lockstep,
-            method: self.method.method(self.warmup, self.seed)?,
+            method: self.method.method(self.seed)?,
             memory_limit: self.method.surrogate.memory_limit(),
         })
     }

@@ -69,7 +69,7 @@ impl SbcArgs {
             seed: self.seed,
             step_size: self.method.trajectory.step_size(),
             steps: self.method.trajectory.steps(),
-            method: self.method.method(self.warmup, self.seed)?,
+            method: self.method.method(self.seed)?,
             ..SampleConfig::default()
         })
     }

@@ -69,7 +69,7 @@ pub struct SurrogateArgs {
     /// for the rest of warmup, the step size and metric adapting on its trajectories (one exact
     /// U per iteration instead of a trajectory of exact gradients; back to exact HMC if its
     /// acceptance collapses, said in the output). Default: fit at the end of warmup, as the
-    /// papers do.
+    /// papers do (rns-rmhmc adapting its step size: after half the warmup).
     #[arg(long, value_name = "N")]
     pub exact_warmup: Option<usize>,
     /// ARNS-HMC: collected states before the surrogate starts proposing and updating online.
@@ -253,8 +253,8 @@ impl SurrogateArgs {
         })
     }
 
-    /// The validated settings for a run with `warmup` warmup iterations and seed `seed`.
-    pub fn settings(&self, warmup: usize, seed: u64) -> Result<SurrogateSettings> {
+    /// The validated settings for a run with seed `seed`.
+    pub fn settings(&self, seed: u64) -> Result<SurrogateSettings> {
         if self.cubic && self.train_from != TrainFromArg::Laplace {
             return Err(Error::invalid(
                 "--cubic is for --train-from laplace (the cubic sits between the Laplace \
@@ -274,9 +274,7 @@ impl SurrogateArgs {
                 },
             },
             cubic: self.cubic,
-            train_after: self
-                .train_after
-                .unwrap_or(self.exact_warmup.map_or(warmup / 5, |n| n / 3)),
+            train_after: self.train_after,
             exact_warmup: self.exact_warmup,
             start_after: self.start_after,
             start_error: self.start_error,

@@ -36,7 +36,7 @@ pub struct TrainArgs {
 
 /// Runs `shmc train`.
 pub fn run(args: &TrainArgs) -> Result<i32> {
-    let mut settings = args.surrogate.settings(args.warmup, args.seed)?;
+    let mut settings = args.surrogate.settings(args.seed)?;
     settings.surrogate_file = None;
     let kind = args.surrogate.surrogate.as_deref().and_then(|p| p.to_str());
     match kind {

@@ -27,7 +27,7 @@ fn grid_method(kind: GridKind, domain: DomainChoice) -> Method {
             domain,
             memory_limit: GIB,
         }),
-        train_after: 200,
+        train_after: Some(200),
         ..SurrogateSettings::default()
     })
 }

@@ -340,7 +340,7 @@ fn lockstep_and_per_chain_runs_make_the_same_draws() {
     let rns = Method::RnsHmc(SurrogateSettings {
         train: train.clone(),
         fit: FitMethod::Score,
-        train_after: 100,
+        train_after: Some(100),
         ..SurrogateSettings::default()
     });
     let vhmc = Method::Vhmc(VhmcSettings {

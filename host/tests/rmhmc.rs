@@ -39,7 +39,7 @@ fn network(hidden: usize, train_after: usize) -> SurrogateSettings {
             ..TrainOptions::default()
         },
         fit: FitMethod::Score,
-        train_after,
+        train_after: Some(train_after),
         ..SurrogateSettings::default()
     }
 }

@@ -75,7 +75,7 @@ fn rns_hmc_with_a_network_trained_per_replication_is_calibrated() {
             hidden: 100,
             ..TrainOptions::default()
         },
-        train_after: 100,
+        train_after: Some(100),
         ..SurrogateSettings::default()
     };
     let run = calibrate(&config(Method::RnsHmc(surrogate)), 100, 0);

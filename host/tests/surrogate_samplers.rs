@@ -20,7 +20,7 @@ fn small_net() -> SurrogateSettings {
             seed: 3,
             ..TrainOptions::default()
         },
-        train_after: 200,
+        train_after: Some(200),
         start_after: 400,
         ..SurrogateSettings::default()
     }
@@ -120,7 +120,7 @@ fn trained_surrogate_gives_hmc_level_acceptance_on_logistic_regression() {
                 ..TrainOptions::default()
             },
             fit,
-            train_after,
+            train_after: Some(train_after),
             ..SurrogateSettings::default()
         };
         let rns = run(
@@ -289,7 +289,7 @@ fn hmc_and_rns_hmc_agree_on_the_coarse_five_mode_posterior() {
             ..TrainOptions::default()
         },
         fit: FitMethod::Score,
-        train_after: 150,
+        train_after: Some(150),
         ..SurrogateSettings::default()
     };
     let rns = run(
@@ -383,7 +383,7 @@ fn nuts_trees_on_a_warmup_trained_network_keep_the_banana_exact() {
         seed: 4,
         method: Method::RnsHmc(SurrogateSettings {
             trajectory: SurrogateSteps::Nuts,
-            train_after: 200,
+            train_after: Some(200),
             ..small_net()
         }),
         ..SampleConfig::default()

@@ -27,7 +27,7 @@ fn surrogate_warmup(
             ..TrainOptions::default()
         },
         fit: FitMethod::Score,
-        train_after,
+        train_after: Some(train_after),
         exact_warmup: Some(exact),
         trajectory,
         ..SurrogateSettings::default()

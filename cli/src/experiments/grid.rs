@@ -610,7 +610,7 @@ fn network(hidden: usize, train_after: usize, seed: u64) -> SurrogateSettings {
             ..TrainOptions::default()
         },
         fit: FitMethod::Score,
-        train_after,
+        train_after: Some(train_after),
         ..SurrogateSettings::default()
     }
 }

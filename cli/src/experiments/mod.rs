@@ -617,7 +617,7 @@ pub fn run_experiment(
             seed: settings.seed,
             ..TrainOptions::default()
         },
-        train_after: settings.train_after,
+        train_after: Some(settings.train_after),
         ..SurrogateSettings::default()
     };
     let long = SurrogateSettings {

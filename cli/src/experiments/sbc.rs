@@ -203,7 +203,7 @@ impl Sized {
                 ..TrainOptions::default()
             },
             fit,
-            train_after,
+            train_after: Some(train_after),
             // ARNS-HMC's first fit on half the states its warmup collects, the rest updating
             // it online (its default of 300 is all of a quick run's).
             start_after: ((self.warmup - train_after) / 2).min(300),

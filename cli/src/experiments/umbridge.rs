@@ -193,7 +193,7 @@ pub fn run_umbridge(
                 ..TrainOptions::default()
             },
             fit: FitMethod::Score,
-            train_after: warmup / 5,
+            train_after: Some(warmup / 5),
             trajectory: SurrogateSteps::Auto,
             ..SurrogateSettings::default()
         }),

@@ -81,6 +81,11 @@ fn kl_bound(settings: &SurrogateSettings, surrogate: &dyn Surrogate) -> Option<f
 pub struct FittedPhase<'m> {
     adaptive: bool,
     settings: SurrogateSettings,
+    /// Warmup iterations before states are collected ([`SurrogateSettings::collect_after`]).
+    collect_after: usize,
+    /// The warmup iterations after which the surrogate is fitted and proposes, when that is
+    /// before the end of warmup ([`crate::sampler::Method::exact_warmup`]).
+    exact_warmup: Option<usize>,
     fitter: Box<dyn Fitter>,
     exact: &'m (dyn Potential + Sync),
     training: TrainingSet,
@@ -94,10 +99,13 @@ pub struct FittedPhase<'m> {
 
 impl<'m> FittedPhase<'m> {
     /// The phase of RNS-HMC (`adaptive`: of ARNS-HMC) with `settings` on the exact potential
-    /// `exact`. A saved surrogate is loaded here; a precomputed one proposes from the start.
+    /// `exact`, in a warmup of `warmup` iterations whose exact part ends after `exact_warmup`
+    /// (`None`: at its end). A saved surrogate is loaded here; a precomputed one proposes from
+    /// the start.
     pub fn new(
         adaptive: bool,
         settings: &SurrogateSettings,
+        (warmup, exact_warmup): (usize, Option<usize>),
         exact: &'m (dyn Potential + Sync),
         precomputed: Option<&Precomputed>,
     ) -> Result<Self> {
@@ -130,6 +138,8 @@ impl<'m> FittedPhase<'m> {
         Ok(Self {
             adaptive,
             settings: settings.clone(),
+            collect_after: settings.collect_after(warmup, exact_warmup),
+            exact_warmup,
             fitter: settings.fitter(),
             exact,
             // A network precomputed on states chooses its trajectories at them.
@@ -156,7 +166,7 @@ impl<'m> FittedPhase<'m> {
                 format!(
                     "({}) leaves only {} accepted warmup states to train the surrogate on (at \
                      least {MIN_TRAINING_STATES}): lower it or lengthen the warmup",
-                    self.settings.train_after,
+                    self.collect_after,
                     self.training.len()
                 ),
             ));
@@ -297,7 +307,7 @@ impl Proposer for FittedPhase<'_> {
         }
         let last = i + 1 == warmup;
         if self.proposal.is_none() {
-            if accepted && i >= self.settings.train_after {
+            if accepted && i >= self.collect_after {
                 self.training.push(
                     state.position.as_slice(),
                     state.potential,
@@ -307,7 +317,7 @@ impl Proposer for FittedPhase<'_> {
             let ready = if self.adaptive {
                 self.training.len() >= self.settings.start_after || last
             } else {
-                last || self.settings.exact_warmup == Some(i + 1)
+                last || self.exact_warmup == Some(i + 1)
             };
             return if ready { self.fit(i, last) } else { Ok(false) };
         }
@@ -360,13 +370,13 @@ mod tests {
                 scale: Scale::Fixed(2.0),
                 ..TrainOptions::default()
             },
-            train_after: 0,
+            train_after: Some(0),
             start_after: 50,
             start_error: f64::INFINITY,
             ..SurrogateSettings::default()
         };
         let (warmup, start_after) = (200, settings.start_after);
-        let mut phase = FittedPhase::new(true, &settings, &model, None).unwrap();
+        let mut phase = FittedPhase::new(true, &settings, (warmup, None), &model, None).unwrap();
         let mut rng = chain_rng(5, 0);
         let mut states = Vec::new();
         for i in 0..warmup {

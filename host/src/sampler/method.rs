@@ -313,8 +313,11 @@ pub struct SurrogateSettings {
     /// quadratic misses ([`crate::surrogates::cubic`]), before the network (small dimensions
     /// only). Ignored for other training.
     pub cubic: bool,
-    /// Warmup iterations before states are collected (the papers: 1000).
-    pub train_after: usize,
+    /// Warmup iterations before states are collected (the papers: 1000 of 5000); `None`, the
+    /// default: a fifth of the warmup, or a third of the exact warmup when the surrogate
+    /// proposes in warmup ([`SurrogateSettings::collect_after`]), so the defaults fit any
+    /// warmup.
+    pub train_after: Option<usize>,
     /// RNS-HMC: the warmup iterations of exact HMC after which the surrogate is fitted and
     /// proposes, adaptation going on with it, for the rest of warmup (surrogate-driven warmup:
     /// one exact `U` per iteration instead of a trajectory of exact gradients). `None`: fitted
@@ -347,7 +350,7 @@ impl Default for SurrogateSettings {
             fit: FitMethod::Potential,
             train_from: TrainFrom::Warmup,
             cubic: false,
-            train_after: 1000,
+            train_after: None,
             exact_warmup: None,
             start_after: 300,
             start_error: 0.1,
@@ -375,6 +378,15 @@ impl SurrogateSettings {
             train_from: TrainFrom::Laplace { states },
             ..Self::default()
         }
+    }
+
+    /// The warmup iterations before states are collected in a warmup of `warmup` iterations
+    /// whose exact part ends after `exact_warmup` ([`Method::exact_warmup`]):
+    /// [`Self::train_after`] if given, else a fifth of the warmup (a third of the exact warmup
+    /// when there is one), so that four fifths of the exact warmup's states train the surrogate.
+    pub fn collect_after(&self, warmup: usize, exact_warmup: Option<usize>) -> usize {
+        self.train_after
+            .unwrap_or(exact_warmup.map_or(warmup / 5, |exact| exact / 3))
     }
 
     /// Whether the surrogate is fitted once before the chains start, shared by all of them: a
@@ -409,6 +421,26 @@ impl SurrogateSettings {
 }
 
 impl Method {
+    /// The warmup iterations of exact HMC after which a surrogate fitted on warmup states
+    /// proposes, when that is before the end of warmup: the settings' `exact_warmup`, and for
+    /// RNS-RMHMC left to adapt its step size without one, half the warmup, since that step size
+    /// adapts only on RMHMC's own transitions (fitting at the end of warmup, as the papers do
+    /// with their fixed step sizes, would leave it none to adapt in).
+    pub fn exact_warmup(&self, warmup: usize) -> Option<usize> {
+        match self {
+            Method::RnsRmhmc(s, r)
+                if s.exact_warmup.is_none()
+                    && s.surrogate_file.is_none()
+                    && !s.before_sampling()
+                    && matches!(r.step_size, StepSize::Adapt { .. }) =>
+            {
+                Some(warmup / 2)
+            }
+            Method::RnsHmc(s) | Method::ArnsHmc(s) | Method::RnsRmhmc(s, _) => s.exact_warmup,
+            _ => None,
+        }
+    }
+
     /// The method's name on the command line and in the output.
     pub fn name(&self) -> &'static str {
         match self {
@@ -474,7 +506,7 @@ impl Method {
             Method::Rmhmc(r) => return r.validate(warmup),
             Method::RnsRmhmc(s, r) => {
                 // The warmup RMHMC runs in: all of it for a network trained before sampling.
-                let adapt_warmup = match (s.laplace_states(), s.exact_warmup) {
+                let adapt_warmup = match (s.laplace_states(), self.exact_warmup(warmup)) {
                     (Some(_), _) => warmup,
                     (None, exact) => exact.map_or(0, |exact| warmup.saturating_sub(exact)),
                 };
@@ -551,6 +583,7 @@ impl Method {
             s.train.check_memory(states)?;
         }
         let needs_states = s.surrogate_file.is_none() && !s.before_sampling();
+        let train_after = s.collect_after(warmup, self.exact_warmup(warmup));
         if let Some(exact) = s.exact_warmup {
             if !matches!(self, Method::RnsHmc(_) | Method::RnsRmhmc(..)) || !needs_states {
                 return Err(Error::setting(
@@ -559,24 +592,22 @@ impl Method {
                      proposing when its fit is good enough)",
                 ));
             }
-            if exact > warmup || s.train_after >= exact {
+            if exact > warmup || train_after >= exact {
                 return Err(Error::setting(
                     "exact_warmup",
                     format!(
                         "({exact}) must lie above the iterations before states are collected \
-                         ({}) and at most the warmup ({warmup})",
-                        s.train_after
+                         ({train_after}) and at most the warmup ({warmup})"
                     ),
                 ));
             }
         }
-        if needs_states && s.train_after >= warmup {
+        if needs_states && train_after >= warmup {
             return Err(Error::setting(
                 "train_after",
                 format!(
-                    "({}) must be below the warmup ({warmup}): the surrogate trains on warmup \
-                     states",
-                    s.train_after
+                    "({train_after}) must be below the warmup ({warmup}): the surrogate trains \
+                     on warmup states"
                 ),
             ));
         }

@@ -204,6 +204,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         };
         let proposer = start::proposer(
             &config.method,
+            config.warmup,
             exact,
             state.position.as_slice(),
             precomputed,

@@ -76,6 +76,7 @@ pub fn restored_state(checkpoint: &Checkpoint, dim: usize) -> Result<State<Dyn>>
 /// `precomputed` is the surrogate fitted before sampling, if there is one.
 pub fn proposer<'m>(
     method: &Method,
+    warmup: usize,
     model: &'m (dyn Potential + Sync),
     start: &[f64],
     precomputed: Option<&Precomputed>,
@@ -84,12 +85,19 @@ pub fn proposer<'m>(
         // NUTS and SGLD run their own chains (the sampler's `nuts` and `sgld` modules) and
         // only share the start.
         Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) | Method::Sgld(_) => None,
-        Method::RnsHmc(settings) | Method::RnsRmhmc(settings, _) => Some(Box::new(
-            FittedPhase::new(false, settings, model, precomputed)?,
-        )),
+        Method::RnsHmc(settings) | Method::RnsRmhmc(settings, _) => {
+            Some(Box::new(FittedPhase::new(
+                false,
+                settings,
+                (warmup, method.exact_warmup(warmup)),
+                model,
+                precomputed,
+            )?))
+        }
         Method::ArnsHmc(settings) => Some(Box::new(FittedPhase::new(
             true,
             settings,
+            (warmup, None),
             model,
             precomputed,
         )?)),
