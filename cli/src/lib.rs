@@ -195,14 +195,14 @@ fn catalogue_text() -> String {
         .iter()
         .map(|m| {
             let options = match m.options {
-                [] => "none".to_string(),
+                [] => " none".to_string(),
                 options => options
                     .iter()
                     .map(|(setting, note)| format!("\n        {} ({note})", flag(setting)))
                     .collect(),
             };
             format!(
-                "{}\n    {}\n    parameters: {}\n    options: {options}\n",
+                "{}\n    {}\n    parameters: {}\n    options:{options}\n",
                 m.name, m.description, m.parameters
             )
         })

@@ -25,7 +25,7 @@ use shmc_core::random::{fill_standard_normal, uniform};
 use crate::data::Dataset;
 use crate::{Error, Model, Result};
 pub use spec::{ModelSpec, ServedSpec};
-pub(crate) use spec::{no_data_options, regression};
+pub(crate) use spec::{no_data_options, regression, regression_options};
 
 /// Every built-in model, in the order `shmc models` lists them.
 pub const CATALOGUE: [ModelEntry; 9] = [

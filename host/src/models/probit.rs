@@ -36,7 +36,7 @@ use shmc_core::Potential;
 use shmc_core::linalg::{axpy, dot};
 use shmc_core::random::{fill_standard_normal, uniform};
 
-use super::{ModelEntry, regression};
+use super::{ModelEntry, regression, regression_options};
 use crate::data::Dataset;
 use crate::model::{Generative, Simulated, indexed_names};
 use crate::row_sum::{self, Need, Query, RowSum};
@@ -48,26 +48,7 @@ pub const ENTRY: ModelEntry = ModelEntry {
     name: "probit",
     description: "Bayesian probit regression, prior N(0, 100 I); simulated as in the VHMC paper, or from a data file",
     parameters: "theta.1 .. theta.d",
-    options: &[
-        (
-            "data",
-            "FILE: CSV with a header or LIBSVM text, or a bundled data set (a9a, bank)",
-        ),
-        (
-            "format",
-            "csv | libsvm; by default from the file's extension",
-        ),
-        ("response", "the CSV's response column; y"),
-        ("missing", "error | drop-rows: a CSV's missing values"),
-        ("standardize", "scale each feature to mean 0, sd 1"),
-        ("project", "K: project the features to K dimensions"),
-        ("projection_seed", "1"),
-        ("intercept", "add a constant column"),
-        ("n", "10000 rows when simulated"),
-        ("d", "5 features when simulated"),
-        ("data_seed", "1"),
-        ("prior_variance", "100"),
-    ],
+    options: regression_options!("10000 rows when simulated", "5 features when simulated"),
     build: |spec| {
         regression(
             spec,

@@ -4,7 +4,35 @@
 use std::path::PathBuf;
 
 use crate::data::{Dataset, Missing, Preprocessing, Projection, read_csv, read_libsvm};
+
+/// The settings a regression model reads ([`super::ModelEntry::options`]): its data file and
+/// how to read it, or the size of its simulation (`n` and `d` described as given).
+macro_rules! regression_options {
+    ($n:literal, $d:literal) => {
+        &[
+            (
+                "data",
+                "FILE: CSV with a header or LIBSVM text, or a bundled data set (a9a, bank)",
+            ),
+            (
+                "format",
+                "csv | libsvm; by default from the file's extension",
+            ),
+            ("response", "the CSV's response column; y"),
+            ("missing", "error | drop-rows: a CSV's missing values"),
+            ("standardize", "scale each feature to mean 0, sd 1"),
+            ("project", "K: project the features to K dimensions"),
+            ("projection_seed", "1"),
+            ("intercept", "add a constant column"),
+            ("n", $n),
+            ("d", $d),
+            ("data_seed", "1"),
+            ("prior_variance", "100"),
+        ]
+    };
+}
 use crate::{Error, Model, Result};
+pub(crate) use regression_options;
 
 /// Which model to build and from what.
 #[derive(Clone, Debug, PartialEq)]

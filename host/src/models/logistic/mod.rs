@@ -37,7 +37,7 @@ use shmc_core::fastmath::logistic;
 use shmc_core::linalg::{axpy, dot};
 use shmc_core::random::{fill_standard_normal, uniform};
 
-use super::{ModelEntry, regression};
+use super::{ModelEntry, regression, regression_options};
 use crate::data::Dataset;
 use crate::metric::RiemannianMetric;
 use crate::model::{Generative, Simulated, indexed_names};
@@ -52,26 +52,7 @@ pub const ENTRY: ModelEntry = ModelEntry {
     name: "logistic",
     description: "Bayesian logistic regression, prior N(0, 100 I); simulated as in the papers, or from a data file",
     parameters: "beta.1 .. beta.d",
-    options: &[
-        (
-            "data",
-            "FILE: CSV with a header or LIBSVM text, or a bundled data set (a9a, bank)",
-        ),
-        (
-            "format",
-            "csv | libsvm; by default from the file's extension",
-        ),
-        ("response", "the CSV's response column; y"),
-        ("missing", "error | drop-rows: a CSV's missing values"),
-        ("standardize", "scale each feature to mean 0, sd 1"),
-        ("project", "K: project the features to K dimensions"),
-        ("projection_seed", "1"),
-        ("intercept", "add a constant column"),
-        ("n", "100000 rows when simulated"),
-        ("d", "50 features when simulated"),
-        ("data_seed", "1"),
-        ("prior_variance", "100"),
-    ],
+    options: regression_options!("100000 rows when simulated", "50 features when simulated"),
     build: |spec| {
         regression(
             spec,
