@@ -8,7 +8,7 @@
 
 use nalgebra::{Cholesky, DMatrix, DVector, Dyn};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// A position-dependent metric `G(q)`: what a model or surrogate offers when it can supply
 /// Riemannian-manifold HMC with a metric (an object-safe trait, so the sampler can hold any

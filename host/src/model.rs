@@ -3,7 +3,7 @@
 
 use shmc_core::Potential;
 
-use crate::Result;
+use crate::error::Result;
 use crate::metric::RiemannianMetric;
 use crate::row_sum::RowSum;
 
