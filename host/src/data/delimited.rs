@@ -63,17 +63,6 @@ fn is_missing(field: &str) -> bool {
             .any(|m| field.eq_ignore_ascii_case(m))
 }
 
-/// How a feature column is read.
-enum Column {
-    /// Numbers, copied as they are.
-    Numeric,
-    /// Text levels, in order of first appearance.
-    Categorical {
-        levels: Vec<String>,
-        index: HashMap<String, usize>,
-    },
-}
-
 /// Parses the text of a delimited file as [`read_csv`] reads it from disk; `path` only names
 /// the file in errors (text from a network or an archive has no file of its own).
 pub fn parse_csv(
@@ -83,66 +72,184 @@ pub fn parse_csv(
     missing: Missing,
     memory_limit: u64,
 ) -> Result<Dataset> {
-    let data_error = |line: u64, message: String| Error::Data {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut reader = open_reader(text, path)?;
+    let header = Header::read(&mut reader, path, response)?;
+    let rows = Rows::read(&mut reader, path, &header, missing)?;
+    let mut features = header.features(&rows, path)?;
+    let values = read_values(&mut features, &rows, path)?;
+    let layout = Layout::of(&features);
+    let notes = notes(&features, &header, &rows.dropped);
+    let (n, p) = (rows.y.len(), layout.names.len());
+    super::check_size(&describe_design(path, &features, n, p), n, p, memory_limit)?;
+    let x = one_hot(&features, &layout, &values, n);
+    let mut data = Dataset::new(x, rows.y, n, p, layout.names)?;
+    data.notes = notes;
+    Ok(data)
+}
+
+/// An [`Error::Data`] on `line` of the file `path`.
+fn data_error(path: &Path, line: u64, message: String) -> Error {
+    Error::Data {
         path: path.to_path_buf(),
         line: line as usize,
         message,
-    };
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    }
+}
+
+/// An error of the `csv` reader (a record it cannot read) as an [`Error::Data`] on the line it
+/// names, or the first.
+fn csv_error(path: &Path, e: csv::Error) -> Error {
+    let line = e.position().map_or(1, |p| p.line());
+    data_error(path, line, e.to_string())
+}
+
+/// A `csv` reader over `text`, its delimiter detected from the header line, which must not be
+/// blank. The reader is flexible so that a ragged row reaches [`Rows::take`], whose error says
+/// how many fields the header has.
+fn open_reader<'t>(text: &'t str, path: &Path) -> Result<csv::Reader<&'t [u8]>> {
     let header_line = text.lines().next().unwrap_or("");
     if header_line.trim().is_empty() {
         return Err(data_error(
+            path,
             1,
             "empty file: expected a header row naming the columns".into(),
         ));
     }
-    let delimiter = detect_delimiter(header_line);
-    let mut reader = csv::ReaderBuilder::new()
-        .delimiter(delimiter)
+    Ok(csv::ReaderBuilder::new()
+        .delimiter(detect_delimiter(header_line))
         .has_headers(true)
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_reader(text.as_bytes());
-    let csv_error = |e: csv::Error| {
-        let line = e.position().map_or(1, |p| p.line());
-        data_error(line, e.to_string())
-    };
-    let header = reader.headers().map_err(csv_error)?.clone();
-    let names: Vec<&str> = header.iter().collect();
-    for (j, name) in names.iter().enumerate() {
-        if name.is_empty() {
-            return Err(data_error(1, format!("column {} has an empty name", j + 1)));
-        }
-        if names[..j].contains(name) {
-            return Err(data_error(
-                1,
-                format!("column name \"{name}\" appears twice"),
-            ));
-        }
-    }
-    let response_col = names.iter().position(|&n| n == response).ok_or_else(|| {
-        data_error(
-            1,
-            format!(
-                "no response column \"{response}\" in the header (columns: {})",
-                names.join(", ")
-            ),
-        )
-    })?;
-    let feature_cols: Vec<usize> = (0..names.len()).filter(|&j| j != response_col).collect();
+        .from_reader(text.as_bytes()))
+}
 
-    // Pass 1: every row checked and kept as text with its line, rows with a missing value
-    // refused or dropped, the responses parsed.
-    let mut rows: Vec<(u64, csv::StringRecord)> = Vec::new();
-    let mut y: Vec<f64> = Vec::new();
-    let mut dropped: Vec<(u64, usize)> = Vec::new();
-    let mut last_line = 1;
-    for record in reader.records() {
-        let record = record.map_err(csv_error)?;
-        let line = record.position().map_or(last_line + 1, |p| p.line());
-        last_line = line;
+/// The header row: every column's name, and which column is the response.
+struct Header {
+    names: Vec<String>,
+    response: usize,
+}
+
+impl Header {
+    /// Reads the header row and finds the column named `response` in it. Every name must be
+    /// given and unique: the features are known by their names.
+    fn read(reader: &mut csv::Reader<&[u8]>, path: &Path, response: &str) -> Result<Self> {
+        let names: Vec<String> = reader
+            .headers()
+            .map_err(|e| csv_error(path, e))?
+            .iter()
+            .map(String::from)
+            .collect();
+        for (j, name) in names.iter().enumerate() {
+            if name.is_empty() {
+                return Err(data_error(
+                    path,
+                    1,
+                    format!("column {} has an empty name", j + 1),
+                ));
+            }
+            if names[..j].contains(name) {
+                return Err(data_error(
+                    path,
+                    1,
+                    format!("column name \"{name}\" appears twice"),
+                ));
+            }
+        }
+        let response = names.iter().position(|n| n == response).ok_or_else(|| {
+            data_error(
+                path,
+                1,
+                format!(
+                    "no response column \"{response}\" in the header (columns: {})",
+                    names.join(", ")
+                ),
+            )
+        })?;
+        Ok(Self { names, response })
+    }
+
+    /// Pass 2: every column but the response, in file order, its type decided from all its
+    /// values (see [`Column::of`]).
+    fn features(&self, rows: &Rows, path: &Path) -> Result<Vec<Feature<'_>>> {
+        (0..self.names.len())
+            .filter(|&j| j != self.response)
+            .map(|j| {
+                let name = self.names[j].as_str();
+                let column = Column::of(j, name, rows, path)?;
+                Ok(Feature {
+                    field: j,
+                    name,
+                    column,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The data rows, read in one pass before any feature is: a column's type needs all of its
+/// values.
+struct Rows {
+    /// The rows kept, as text, each with its line for the errors of the later passes.
+    records: Vec<(u64, csv::StringRecord)>,
+    /// The kept rows' responses.
+    y: Vec<f64>,
+    /// The line of each row dropped for a missing value, and the column of its first one.
+    dropped: Vec<(u64, usize)>,
+}
+
+impl Rows {
+    /// Pass 1: every row checked, then kept or dropped (see [`Rows::take`]). A file left
+    /// without rows is an error on line 2, the first row's.
+    fn read(
+        reader: &mut csv::Reader<&[u8]>,
+        path: &Path,
+        header: &Header,
+        missing: Missing,
+    ) -> Result<Self> {
+        let mut rows = Rows {
+            records: Vec::new(),
+            y: Vec::new(),
+            dropped: Vec::new(),
+        };
+        // A record knows its line (quoted newlines included); one that does not follows the
+        // last.
+        let mut last_line = 1;
+        for record in reader.records() {
+            let record = record.map_err(|e| csv_error(path, e))?;
+            let line = record.position().map_or(last_line + 1, |p| p.line());
+            last_line = line;
+            rows.take(record, line, path, header, missing)?;
+        }
+        if rows.y.is_empty() {
+            let why = if rows.dropped.is_empty() {
+                "no data rows after the header".to_string()
+            } else {
+                format!(
+                    "every one of the {} data rows has a missing value",
+                    rows.dropped.len()
+                )
+            };
+            return Err(data_error(path, 2, why));
+        }
+        Ok(rows)
+    }
+
+    /// Keeps the row `record` on `line` with its parsed response, or drops it if a value is
+    /// missing and `missing` allows it. A row of the wrong width, a missing value (by
+    /// default) and a response that is not binary are errors on its line.
+    fn take(
+        &mut self,
+        record: csv::StringRecord,
+        line: u64,
+        path: &Path,
+        header: &Header,
+        missing: Missing,
+    ) -> Result<()> {
+        let names = &header.names;
         if record.len() != names.len() {
             return Err(data_error(
+                path,
                 line,
                 format!(
                     "expected {} fields as in the header, found {}",
@@ -155,6 +262,7 @@ pub fn parse_csv(
             match missing {
                 Missing::Error => {
                     return Err(data_error(
+                        path,
                         line,
                         format!(
                             "missing value \"{}\" in column \"{}\" (drop such rows to go on \
@@ -165,14 +273,15 @@ pub fn parse_csv(
                     ));
                 }
                 Missing::DropRows => {
-                    dropped.push((line, j));
-                    continue;
+                    self.dropped.push((line, j));
+                    return Ok(());
                 }
             }
         }
-        let value = &record[response_col];
-        y.push(parse_response(value).ok_or_else(|| {
+        let (value, response) = (&record[header.response], &names[header.response]);
+        self.y.push(parse_response(value).ok_or_else(|| {
             data_error(
+                path,
                 line,
                 format!(
                     "response \"{value}\" in column \"{response}\" is not 0/1, -1/1, yes/no \
@@ -180,120 +289,169 @@ pub fn parse_csv(
                 ),
             )
         })?);
-        rows.push((line, record));
+        self.records.push((line, record));
+        Ok(())
     }
-    let n = y.len();
-    if n == 0 {
-        let why = if dropped.is_empty() {
-            "no data rows after the header".to_string()
-        } else {
-            format!(
-                "every one of the {} data rows has a missing value",
-                dropped.len()
-            )
-        };
-        return Err(data_error(2, why));
-    }
+}
 
-    // Pass 2: each column's type from all its values.
-    let mut columns: Vec<Column> = Vec::with_capacity(feature_cols.len());
-    let mut notes = Vec::new();
-    for &j in &feature_cols {
+/// A feature column: where it is in a row, its name, and how it is read.
+struct Feature<'h> {
+    field: usize,
+    name: &'h str,
+    column: Column,
+}
+
+/// How a feature column is read.
+enum Column {
+    /// Numbers, copied as they are.
+    Numeric,
+    /// Text levels, in order of first appearance.
+    Categorical {
+        levels: Vec<String>,
+        index: HashMap<String, usize>,
+    },
+}
+
+impl Column {
+    /// The type of the column at `field` of `rows`, named `name`: numeric if every value is a
+    /// number, categorical if none is; a mix is an error showing one of each, since reading
+    /// either way would be a guess. The levels are found in pass 3 ([`read_values`]).
+    fn of(field: usize, name: &str, rows: &Rows, path: &Path) -> Result<Self> {
         let number = rows
+            .records
             .iter()
-            .find(|(_, r)| unquote(&r[j]).parse::<f64>().is_ok());
+            .find(|(_, r)| unquote(&r[field]).parse::<f64>().is_ok());
         let text = rows
+            .records
             .iter()
-            .find(|(_, r)| unquote(&r[j]).parse::<f64>().is_err());
-        columns.push(match (number, text) {
-            (Some((number_line, number)), Some((line, record))) => {
-                return Err(data_error(
-                    *line,
-                    format!(
-                        "column \"{}\" mixes numbers and text: \"{}\" here, \"{}\" on line \
-                         {number_line}",
-                        names[j],
-                        unquote(&record[j]),
-                        unquote(&number[j])
-                    ),
-                ));
-            }
-            (_, Some(_)) => Column::Categorical {
+            .find(|(_, r)| unquote(&r[field]).parse::<f64>().is_err());
+        match (number, text) {
+            (Some((number_line, number)), Some((line, record))) => Err(data_error(
+                path,
+                *line,
+                format!(
+                    "column \"{name}\" mixes numbers and text: \"{}\" here, \"{}\" on line \
+                     {number_line}",
+                    unquote(&record[field]),
+                    unquote(&number[field])
+                ),
+            )),
+            (_, Some(_)) => Ok(Column::Categorical {
                 levels: Vec::new(),
                 index: HashMap::new(),
-            },
-            _ => Column::Numeric,
-        });
-    }
-
-    // Pass 3: the values, categorical entries as level indices until the widths are known.
-    let m = columns.len();
-    let mut raw: Vec<f64> = Vec::with_capacity(n * m);
-    for (line, record) in &rows {
-        for (column, &j) in columns.iter_mut().zip(&feature_cols) {
-            let field = unquote(&record[j]);
-            raw.push(match column {
-                Column::Numeric => parse_number(field).ok_or_else(|| {
-                    data_error(
-                        *line,
-                        format!(
-                            "column \"{}\": \"{field}\" is not a finite number",
-                            names[j]
-                        ),
-                    )
-                })?,
-                Column::Categorical { levels, index } => {
-                    let next = levels.len();
-                    let level = *index.entry(field.to_string()).or_insert(next);
-                    if level == next {
-                        levels.push(field.to_string());
-                    }
-                    level as f64
-                }
-            });
+            }),
+            _ => Ok(Column::Numeric),
         }
     }
 
-    // Pass 4: expand the categorical columns into indicators of every level but the first.
-    let mut feature_names = Vec::new();
-    let mut offsets = Vec::with_capacity(m);
-    for (column, &j) in columns.iter().zip(&feature_cols) {
-        offsets.push(feature_names.len());
-        match column {
-            Column::Numeric => feature_names.push(names[j].to_string()),
-            Column::Categorical { levels, .. } => {
-                notes.push(format!(
-                    "column \"{}\" is categorical: {} levels, one-hot as {} against \"{}\"",
-                    names[j],
-                    levels.len(),
-                    count(levels.len() - 1, "indicator"),
-                    levels[0]
-                ));
-                feature_names.extend(
-                    levels[1..]
-                        .iter()
-                        .map(|level| format!("{}={level}", names[j])),
-                );
+    /// The value of `field` in this column: its number (`None` if not finite), or the index
+    /// of its level, a level seen for the first time taking the next.
+    fn value(&mut self, field: &str) -> Option<f64> {
+        match self {
+            Column::Numeric => parse_number(field),
+            Column::Categorical { levels, index } => {
+                let next = levels.len();
+                let level = *index.entry(field.to_string()).or_insert(next);
+                if level == next {
+                    levels.push(field.to_string());
+                }
+                Some(level as f64)
             }
         }
     }
+}
+
+/// Pass 3: the features' values, row by row, categorical entries as level indices: how many
+/// indicator columns a categorical column takes is known only once every level is seen. A
+/// number that is not finite is an error on its line.
+fn read_values(features: &mut [Feature<'_>], rows: &Rows, path: &Path) -> Result<Vec<f64>> {
+    let mut values = Vec::with_capacity(rows.records.len() * features.len());
+    for (line, record) in &rows.records {
+        for feature in features.iter_mut() {
+            let field = unquote(&record[feature.field]);
+            values.push(feature.column.value(field).ok_or_else(|| {
+                data_error(
+                    path,
+                    *line,
+                    format!(
+                        "column \"{}\": \"{field}\" is not a finite number",
+                        feature.name
+                    ),
+                )
+            })?);
+        }
+    }
+    Ok(values)
+}
+
+/// The columns of the design matrix: a numeric feature's own, a categorical feature's
+/// indicators of every level but the first (the baseline, which the intercept absorbs).
+struct Layout {
+    /// Every column's name: a numeric feature's, or `feature=level`.
+    names: Vec<String>,
+    /// The first column of each feature.
+    offsets: Vec<usize>,
+}
+
+impl Layout {
+    /// Pass 4: the columns of `features`, in order.
+    fn of(features: &[Feature<'_>]) -> Self {
+        let mut layout = Layout {
+            names: Vec::new(),
+            offsets: Vec::with_capacity(features.len()),
+        };
+        for feature in features {
+            layout.offsets.push(layout.names.len());
+            match &feature.column {
+                Column::Numeric => layout.names.push(feature.name.to_string()),
+                Column::Categorical { levels, .. } => layout.names.extend(
+                    levels[1..]
+                        .iter()
+                        .map(|level| format!("{}={level}", feature.name)),
+                ),
+            }
+        }
+        layout
+    }
+}
+
+/// What the reader decided, for a run to show the user ([`Dataset::notes`]): each categorical
+/// column with its levels and baseline, then the rows dropped for a missing value.
+fn notes(features: &[Feature<'_>], header: &Header, dropped: &[(u64, usize)]) -> Vec<String> {
+    let mut notes: Vec<String> = features
+        .iter()
+        .filter_map(|feature| match &feature.column {
+            Column::Categorical { levels, .. } => Some(format!(
+                "column \"{}\" is categorical: {} levels, one-hot as {} against \"{}\"",
+                feature.name,
+                levels.len(),
+                count(levels.len() - 1, "indicator"),
+                levels[0]
+            )),
+            Column::Numeric => None,
+        })
+        .collect();
     if let Some(&(line, j)) = dropped.first() {
         notes.push(format!(
             "{} with a missing value dropped (the first on line {line}, column \"{}\")",
             count(dropped.len(), "row"),
-            names[j]
+            header.names[j]
         ));
     }
-    let p = feature_names.len();
-    let widest = columns
+    notes
+}
+
+/// The `n × p` design matrix as a memory-limit error names it: with the widest categorical
+/// column if there is one, as a column of identifiers is the likely reason it is too large.
+fn describe_design(path: &Path, features: &[Feature<'_>], n: usize, p: usize) -> String {
+    let widest = features
         .iter()
-        .zip(&feature_cols)
-        .filter_map(|(column, &j)| match column {
-            Column::Categorical { levels, .. } => Some((levels.len(), names[j])),
+        .filter_map(|feature| match &feature.column {
+            Column::Categorical { levels, .. } => Some((levels.len(), feature.name)),
             Column::Numeric => None,
         })
         .max_by_key(|&(levels, _)| levels);
-    let what = match widest {
+    match widest {
         Some((levels, name)) => format!(
             "{}: the design matrix of {n} rows × {p} columns (column \"{name}\" is categorical \
              with {levels} levels)",
@@ -303,12 +461,18 @@ pub fn parse_csv(
             "{}: the design matrix of {n} rows × {p} columns",
             path.display()
         ),
-    };
-    super::check_size(&what, n, p, memory_limit)?;
+    }
+}
+
+/// The dense `n`-row design matrix, row-major, once its size is checked: the numbers copied,
+/// each categorical level a 1 in its indicator column (the baseline, level 0, has none).
+fn one_hot(features: &[Feature<'_>], layout: &Layout, values: &[f64], n: usize) -> Vec<f64> {
+    let p = layout.names.len();
     let mut x = vec![0.0; n * p];
-    for (row, raw_row) in x.chunks_exact_mut(p.max(1)).zip(raw.chunks_exact(m.max(1))) {
-        for ((column, &offset), &v) in columns.iter().zip(&offsets).zip(raw_row) {
-            match column {
+    let rows = values.chunks_exact(features.len().max(1));
+    for (row, raw_row) in x.chunks_exact_mut(p.max(1)).zip(rows) {
+        for ((feature, &offset), &v) in features.iter().zip(&layout.offsets).zip(raw_row) {
+            match feature.column {
                 Column::Numeric => row[offset] = v,
                 Column::Categorical { .. } => {
                     let level = v as usize;
@@ -319,9 +483,7 @@ pub fn parse_csv(
             }
         }
     }
-    let mut data = Dataset::new(x, y, n, p, feature_names)?;
-    data.notes = notes;
-    Ok(data)
+    x
 }
 
 /// `n thing` or `n things`.

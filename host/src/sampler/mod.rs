@@ -29,6 +29,7 @@ pub mod warmup;
 mod whitened;
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -572,7 +573,6 @@ fn run_chains<M: Model + ?Sized>(
             config.chains
         )));
     }
-    let resumed_chain = |chain: usize| resumed.get(chain - 1).and_then(Option::as_ref);
     let never = AtomicBool::new(false);
     let interrupt = interrupt.unwrap_or(&never);
     // The chains stop on `stop`: set by the caller's interrupt or a failure the model records
@@ -588,14 +588,7 @@ fn run_chains<M: Model + ?Sized>(
     };
     let checked = checked::Checked::new(model);
     let start = std::time::Instant::now();
-    let laplace = match config.mass_matrix() {
-        MassMatrix::Laplace => match find_laplace(&checked, config) {
-            Ok(laplace) => Some(Arc::new(laplace)),
-            // A served model's lost connection is the failure to report, not its effect.
-            Err(e) => return Err(checked.failure().map_or(e, Error::ModelFailed)),
-        },
-        MassMatrix::Diagonal => None,
-    };
+    let laplace = laplace_metric(&checked, config)?;
     let whitened = laplace
         .as_deref()
         .map(|laplace| whitened::Whitened::new(&checked, laplace));
@@ -603,81 +596,24 @@ fn run_chains<M: Model + ?Sized>(
         Some(whitened) => whitened,
         None => &checked,
     };
-    let in_z;
     let (config, sinks) = match &laplace {
-        Some(laplace) => {
-            in_z = in_standard_coordinates(config, laplace);
-            let sinks = sinks
-                .into_iter()
-                .map(|sink| {
-                    Box::new(whitened::DenseAdaptation::new(sink, Arc::clone(laplace)))
-                        as Box<dyn DrawSink>
-                })
-                .collect();
-            (&in_z, sinks)
-        }
-        None => (config, sinks),
+        Some(laplace) => (
+            Cow::Owned(in_standard_coordinates(config, laplace)),
+            reporting_dense_metrics(sinks, laplace),
+        ),
+        None => (Cow::Borrowed(config), sinks),
     };
-    let precomputed = match config.method.surrogate() {
-        Some(settings) => fitted::precompute(settings, model),
-        None => Ok(None),
-    };
-    if let Some(failure) = model.failure() {
-        return Err(Error::ModelFailed(failure));
+    let precomputed = precompute(model, &config)?;
+    let monitor = ess_monitor(model, &config);
+    let chains = Chains {
+        config: &config,
+        precomputed: precomputed.as_ref(),
+        resumed,
+        progress: &progress,
+        stop: &stop,
+        monitor: monitor.as_ref(),
     }
-    let precomputed = precomputed?;
-    let monitor = config.target_ess.map(|target| {
-        EssMonitor::new(
-            target,
-            config.ess_check_every,
-            config.chains,
-            model.parameter_names().len(),
-        )
-    });
-    let (precomputed_ref, monitor_ref) = (precomputed.as_ref(), monitor.as_ref());
-    // SGLD never evaluates the whole row sum: there is no pass over the data to share.
-    let shares_passes = !matches!(config.method, Method::Sgld(_));
-    let lockstep = if config.lockstep && config.chains >= 2 && shares_passes {
-        lockstep::Lockstep::new(model, config.chains)
-    } else {
-        None
-    };
-    let chains = match lockstep {
-        Some(lockstep) => lockstep.run(sinks, |member, chain, sink| {
-            let outlets = chain::Outlets {
-                sink: &mut *sink,
-                progress: &progress,
-                interrupt: &stop,
-                monitor: monitor_ref,
-            };
-            let result = run_caught(
-                member,
-                config,
-                precomputed_ref,
-                chain,
-                outlets,
-                resumed_chain(chain),
-            );
-            stop_on_failure(result, sink, &stop)
-        }),
-        None => on_own_threads(sinks, |chain, sink| {
-            let outlets = chain::Outlets {
-                sink: &mut *sink,
-                progress: &progress,
-                interrupt: &stop,
-                monitor: monitor_ref,
-            };
-            let result = run_caught(
-                model,
-                config,
-                precomputed_ref,
-                chain,
-                outlets,
-                resumed_chain(chain),
-            );
-            stop_on_failure(result, sink, &stop)
-        }),
-    };
+    .run(model, sinks);
     // A chain that stopped on the failure may have failed in turn (no finite start, a
     // surrogate that cannot train on NaN): the model's own account is the one to give.
     if let Some(failure) = model.failure() {
@@ -688,18 +624,23 @@ fn run_chains<M: Model + ?Sized>(
         names: model.parameter_names(),
         chains,
         wall_seconds: start.elapsed().as_secs_f64(),
-        precompute: precomputed.map(|p| Precompute {
-            evaluations: p.evaluations,
-            seconds: p.seconds,
-            before_sampling: true,
-        }),
+        precompute: precomputed.map(|p| before_sampling(p.evaluations, p.seconds)),
         target_ess: monitor.and_then(|m| m.last_check()),
-        laplace: laplace.map(|l| Precompute {
-            evaluations: l.evaluations(),
-            seconds: l.seconds(),
-            before_sampling: true,
-        }),
+        laplace: laplace.map(|l| before_sampling(l.evaluations(), l.seconds())),
     })
+}
+
+/// The Laplace approximation the chains run on under the Laplace mass matrix ([`find_laplace`]),
+/// or none under the diagonal one.
+fn laplace_metric(model: &dyn Model, config: &SampleConfig) -> Result<Option<Arc<Laplace>>> {
+    match config.mass_matrix() {
+        MassMatrix::Laplace => match find_laplace(model, config) {
+            Ok(laplace) => Ok(Some(Arc::new(laplace))),
+            // A served model's lost connection is the failure to report, not its effect.
+            Err(e) => Err(model.failure().map_or(e, Error::ModelFailed)),
+        },
+        MassMatrix::Diagonal => Ok(None),
+    }
 }
 
 /// The Laplace approximation for a run with the Laplace mass matrix: the MAP searched from the
@@ -727,6 +668,113 @@ fn in_standard_coordinates(config: &SampleConfig, laplace: &Laplace) -> SampleCo
         config.init = Init::Values(z);
     }
     config
+}
+
+/// `sinks` for chains that run in the standard coordinates of `laplace`: each reports the
+/// inverse mass matrix adapted there as the dense one it is on the model's parameters.
+fn reporting_dense_metrics(
+    sinks: Vec<Box<dyn DrawSink>>,
+    laplace: &Arc<Laplace>,
+) -> Vec<Box<dyn DrawSink>> {
+    sinks
+        .into_iter()
+        .map(|sink| {
+            Box::new(whitened::DenseAdaptation::new(sink, Arc::clone(laplace))) as Box<dyn DrawSink>
+        })
+        .collect()
+}
+
+/// The surrogate fitted once for every chain before sampling, if the method fits one then. A
+/// failure the model records while it is fitted is the error to report, not the fit's.
+fn precompute(model: &dyn Model, config: &SampleConfig) -> Result<Option<fitted::Precomputed>> {
+    let precomputed = match config.method.surrogate() {
+        Some(settings) => fitted::precompute(settings, model),
+        None => Ok(None),
+    };
+    if let Some(failure) = model.failure() {
+        return Err(Error::ModelFailed(failure));
+    }
+    precomputed
+}
+
+/// The chains' shared check of the run's target ESS, if it has one.
+fn ess_monitor(model: &dyn Model, config: &SampleConfig) -> Option<EssMonitor> {
+    config.target_ess.map(|target| {
+        EssMonitor::new(
+            target,
+            config.ess_check_every,
+            config.chains,
+            model.parameter_names().len(),
+        )
+    })
+}
+
+/// What the chains of a run share: their settings, the surrogate fitted before sampling, the
+/// checkpoints they resume from, where their progress goes, and what stops them.
+struct Chains<'a> {
+    config: &'a SampleConfig,
+    precomputed: Option<&'a fitted::Precomputed>,
+    resumed: &'a [Option<Resumed>],
+    progress: &'a (dyn Fn(usize, usize) + Sync),
+    stop: &'a AtomicBool,
+    monitor: Option<&'a EssMonitor>,
+}
+
+impl Chains<'_> {
+    /// Runs every chain on `model` at once, one sink each: in lockstep over the data if
+    /// `config.lockstep`, there are two chains or more, the method makes passes over the data to
+    /// share and the model is a [`RowSum`](crate::row_sum::RowSum); else on threads of their own.
+    fn run(&self, model: &dyn Model, sinks: Vec<Box<dyn DrawSink>>) -> Result<Vec<ChainResult>> {
+        let config = self.config;
+        // SGLD never evaluates the whole row sum: there is no pass over the data to share.
+        let shares_passes = !matches!(config.method, Method::Sgld(_));
+        let lockstep = if config.lockstep && config.chains >= 2 && shares_passes {
+            lockstep::Lockstep::new(model, config.chains)
+        } else {
+            None
+        };
+        match lockstep {
+            Some(lockstep) => lockstep.run(sinks, |member, chain, sink| {
+                self.run_one(member, chain, sink)
+            }),
+            None => on_own_threads(sinks, |chain, sink| self.run_one(model, chain, sink)),
+        }
+    }
+
+    /// Runs chain `chain` (1-based) on `model` (a lockstep member, or the model itself) into
+    /// `sink`, from its checkpoint if it has one; if it fails, the other chains stop.
+    fn run_one<M: Model + ?Sized>(
+        &self,
+        model: &M,
+        chain: usize,
+        sink: &mut dyn DrawSink,
+    ) -> Result<ChainResult> {
+        let outlets = chain::Outlets {
+            sink: &mut *sink,
+            progress: self.progress,
+            interrupt: self.stop,
+            monitor: self.monitor,
+        };
+        let resumed = self.resumed.get(chain - 1).and_then(Option::as_ref);
+        let result = run_caught(
+            model,
+            self.config,
+            self.precomputed,
+            chain,
+            outlets,
+            resumed,
+        );
+        stop_on_failure(result, sink, self.stop)
+    }
+}
+
+/// A computation made once before sampling, as the run reports it.
+fn before_sampling(evaluations: u64, seconds: f64) -> Precompute {
+    Precompute {
+        evaluations,
+        seconds,
+        before_sampling: true,
+    }
 }
 
 #[cfg(test)]
