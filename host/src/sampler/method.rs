@@ -496,6 +496,10 @@ impl Method {
     }
 
     /// Checks the settings against the run's warmup length.
+    ///
+    /// Long (over 100 lines) because it is one flat list of refusals, each a few lines with
+    /// its message, read top to bottom as the methods' rules; the per-kind settings check their
+    /// own ranges (`RmhmcSettings::validate`, `VhmcSettings::validate`, ...).
     pub fn validate(&self, warmup: usize) -> Result<()> {
         match self {
             Method::Nuts(n) if n.max_depth == 0 => {

@@ -137,6 +137,9 @@ impl DelayedNuts {
     /// One transition from `state` (whose proposal gradient is the surrogate's, and where
     /// `Ũ = proposal_value`) with step size `step_size` under `metric`: NUTS on `proposal`,
     /// then the exact `target` judges the point it drew.
+    ///
+    /// Long (over 100 lines) because the tree's doubling loop, the draw it keeps and its delayed
+    /// acceptance are one algorithm that reads as the published one, step by step.
     #[allow(clippy::too_many_arguments)]
     pub fn transition<M>(
         &mut self,

@@ -186,6 +186,10 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
 impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
     /// The initial point, the surrogate machinery (a method may move the random start to
     /// where it knows the posterior is) and the first step size.
+    ///
+    /// Long (over 100 lines) because it fills every field of the chain in one literal; it
+    /// shrinks when the kernel each phase runs becomes one value chosen once (the kernel seam
+    /// still to come), taking its own fields with it.
     fn start(
         model: &'b M,
         exact: &'b (dyn Potential + Sync),
@@ -604,6 +608,10 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
     /// One transition, counted, written when kept (or when warmup is saved) and reported;
     /// `None` once the run is interrupted. Returns the transition and the acceptance statistic
     /// adaptation learns from (in sampling, where nothing adapts, the exact one).
+    ///
+    /// Long (over 100 lines) because it still picks among three kernels (the generalized
+    /// leapfrog, NUTS trees on the surrogate, HMC) per iteration; one kernel trait chosen per
+    /// phase is the next consolidation and leaves here the counting and the row.
     fn iterate(&mut self) -> Result<Option<(Transition, f64)>> {
         if self.outlets.interrupt.load(Ordering::Relaxed) {
             self.result.interrupted = true;
