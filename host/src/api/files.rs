@@ -12,8 +12,6 @@ use crate::{Model, Result};
 pub(super) struct Files {
     /// The run's folder.
     pub dir: PathBuf,
-    /// The data file, named in every header.
-    pub data_file: Option<String>,
     /// The files are a stopped run's: go on from each chain's checkpoint.
     pub resume: bool,
 }
@@ -22,11 +20,12 @@ pub(super) struct Files {
 pub(super) type Opened = (Vec<Box<dyn DrawSink>>, Vec<Option<Resumed>>);
 
 impl Files {
-    /// Opens every chain's file: created (with the folder, if needed) for a new run, cut back
-    /// to its checkpoint for a resumed one.
+    /// Opens every chain's file, its header naming the model `name` and the data file:
+    /// created (with the folder, if needed) for a new run, cut back to its checkpoint for a
+    /// resumed one.
     pub fn open<M: Model + ?Sized>(
         &self,
-        name: &str,
+        (name, data_file): (&str, Option<&str>),
         config: &SampleConfig,
         model: &M,
     ) -> Result<Opened> {
@@ -38,7 +37,7 @@ impl Files {
         for chain in 1..=config.chains {
             let path = chain_path(&self.dir, name, chain);
             let mut header = CsvHeader::for_run(name, chain, config, model.parameter_names());
-            header.data_file = self.data_file.clone();
+            header.data_file = data_file.map(str::to_string);
             let (sink, resumed) = if self.resume {
                 CsvSink::resume(&path, &header, model.dim(), warmup_rows)?
             } else {

@@ -47,6 +47,7 @@ pub struct Sampler<'m, M: ?Sized> {
     progress: Option<Progress<'m>>,
     interrupt: Option<&'m AtomicBool>,
     files: Option<Files>,
+    data_file: Option<String>,
 }
 
 /// Told `(chain, iterations done)` (chains counted from 1, warmup included) as chains advance,
@@ -63,6 +64,7 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
             progress: None,
             interrupt: None,
             files: None,
+            data_file: None,
         }
     }
 
@@ -157,7 +159,6 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
     pub fn write_to(mut self, dir: impl Into<PathBuf>) -> Self {
         self.files = Some(Files {
             dir: dir.into(),
-            data_file: self.files.and_then(|f| f.data_file),
             resume: false,
         });
         self
@@ -168,21 +169,16 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
     /// its start if it stopped in warmup. The draws are those of an uninterrupted run, bit for
     /// bit; a file whose header differs from the one these settings write is refused.
     pub fn resume_in(mut self, dir: impl Into<PathBuf>) -> Self {
-        self = self.write_to(dir);
-        if let Some(files) = &mut self.files {
-            files.resume = true;
-        }
+        self.files = Some(Files {
+            dir: dir.into(),
+            resume: true,
+        });
         self
     }
 
     /// The data file to name in the files' headers (with [`Sampler::write_to`]).
     pub fn data_file(mut self, name: impl Into<String>) -> Self {
-        let files = self.files.get_or_insert_with(|| Files {
-            dir: PathBuf::new(),
-            data_file: None,
-            resume: false,
-        });
-        files.data_file = Some(name.into());
+        self.data_file = Some(name.into());
         self
     }
 
@@ -197,13 +193,10 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
     pub fn open(self) -> Result<Opened<'m, M>> {
         self.config.validate(self.model)?;
         let chains = self.config.chains;
-        let (sinks, resumed, replays) = match self
-            .files
-            .as_ref()
-            .filter(|f| !f.dir.as_os_str().is_empty())
-        {
+        let (sinks, resumed, replays) = match &self.files {
             Some(files) => {
-                let (sinks, resumed) = files.open(&self.name, &self.config, self.model)?;
+                let header = (self.name.as_str(), self.data_file.as_deref());
+                let (sinks, resumed) = files.open(header, &self.config, self.model)?;
                 (sinks, resumed, Vec::new())
             }
             None => {
@@ -262,12 +255,11 @@ impl<'m, M: Model + ?Sized> Opened<'m, M> {
         };
         let run =
             sampler::resume_validated(s.model, &s.config, &resumed, sinks, &progress, s.interrupt);
-        let files = s.files.filter(|f| !f.dir.as_os_str().is_empty());
-        let run = match (run, &files) {
+        let run = match (run, &s.files) {
             (Err(e), Some(files)) => return Err(failed(e, files, &s.name, s.config.chains)),
             (run, _) => run?,
         };
-        let written = match files {
+        let written = match s.files {
             Some(files) => Written::Streamed(files.dir),
             None => Written::InMemory(
                 replays
