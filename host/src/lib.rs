@@ -13,7 +13,8 @@
 //! [`surrogates`] (what a trained surrogate is, and its kinds) → [`sampler`] (the chains, which
 //! drive any surrogate) → [`output`] → [`sbc`] (simulation-based calibration of any sampler)
 //! and [`report`] (a run's files as one HTML page) → [`api`] (the short way in: [`Sampler`]).
-//! Below them all: [`random`] (the seeded streams), [`diagnostics`], [`error`], [`memory`]
+//! Below them all: [`random`] (the seeded streams), [`records`] (what the sampler writes and
+//! the output and report read), [`diagnostics`], [`error`], [`memory`]
 //! (allocations sized before they are made), [`plot`] (the look of every SVG plot).
 //! [`umbridge`]'s protocol and client sit below the models (a served model is a model), and
 //! [`serve`], the server that serves them, above.
@@ -37,6 +38,7 @@ pub mod output;
 pub mod pde;
 pub mod plot;
 pub mod random;
+pub mod records;
 pub mod report;
 pub mod riemannian;
 pub mod row_sum;

@@ -3,7 +3,8 @@
 //! curve. [`CsvSink`](super::CsvSink) writes them with the functions here and
 //! [`ChainFooter::parse`] reads them back, so the two never drift apart.
 
-use crate::sampler::{Evaluations, LearningPoint, SurrogateReport};
+use crate::records::{Evaluations, LearningPoint};
+use crate::sampler::SurrogateReport;
 
 /// What the line of the learning curve starts with, after `shmc `.
 const LEARNING: &str = "learning curve (iteration:states learned:surrogate proposals:mean \

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::diagnostics::{ParameterSummary, summarize};
 use crate::output::{RunTotals, StanCsv, parse_stan_csv, read_stan_csv};
-use crate::sampler::{MIN_SUMMARY_DRAWS, SAMPLER_COLUMNS};
+use crate::records::{MIN_SUMMARY_DRAWS, SAMPLER_COLUMNS};
 use crate::{Error, Result};
 
 /// The usable chains of a run and what was left out.

@@ -10,7 +10,7 @@
 use plotters::prelude::*;
 
 use crate::plot::{self, BAR, Canvas, Chart, Drawn, chain_colour, line, span};
-use crate::sampler::LearningPoint;
+use crate::records::LearningPoint;
 use crate::{Error, Result};
 
 /// The most draws per chain a trace shows (more than the pixels across it).

@@ -23,7 +23,7 @@ use page::{Page, escape, figure, number};
 
 use crate::diagnostics::ParameterSummary;
 use crate::output::ChainFooter;
-use crate::sampler::Evaluations;
+use crate::records::Evaluations;
 use crate::{Error, Result};
 
 /// The parameters plotted when none are chosen: the first few, so that the pairs stay few.

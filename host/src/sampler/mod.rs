@@ -40,12 +40,13 @@ pub use method::{
     MIN_LAPLACE_STATES, Method, NutsSettings, RmhmcSettings, SgldSettings, StepSize,
     SurrogateSettings, TrainFrom, VhmcSettings,
 };
-pub use proposer::{LearningPoint, Precompute, SurrogateReport};
+pub use proposer::{Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
 pub use variational::PILOT_STATES;
 
 use crate::diagnostics::{ParameterSummary, summarize};
+pub use crate::records::{Evaluations, LearningPoint, MIN_SUMMARY_DRAWS, SAMPLER_COLUMNS};
 use crate::surrogates::Surrogate;
 use crate::whitening::Laplace;
 use crate::{Error, Model, Result};
@@ -59,20 +60,6 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".into())
 }
-
-/// The fewest kept draws of a chain that a summary's diagnostics (split R̂, ESS) accept.
-pub const MIN_SUMMARY_DRAWS: usize = 4;
-
-/// The sampler columns that precede the parameters in every row, as CmdStan names them.
-pub const SAMPLER_COLUMNS: [&str; 7] = [
-    "lp__",
-    "accept_stat__",
-    "stepsize__",
-    "treedepth__",
-    "n_leapfrog__",
-    "divergent__",
-    "energy__",
-];
 
 /// The inverse mass matrix a chain's warmup ends with, as its file reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,61 +110,6 @@ impl DrawSink for NullSink {
     }
     fn finish(&mut self, _: &ChainResult) -> Result<()> {
         Ok(())
-    }
-}
-
-/// Potential evaluations of one phase of a chain.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Evaluations {
-    /// Transitions made.
-    pub iterations: u64,
-    /// Exact gradient evaluations (each leapfrog step of an exact trajectory, the last fused
-    /// with the exact value).
-    pub exact_gradients: u64,
-    /// Exact value-only evaluations (the end point of a surrogate trajectory).
-    pub exact_values: u64,
-    /// Surrogate gradient evaluations (leapfrog steps of surrogate trajectories).
-    pub surrogate_gradients: u64,
-}
-
-impl Evaluations {
-    /// Counts the generalized-leapfrog transition `t` (RMHMC), whose steps each took
-    /// `gradients_per_step` gradients of the proposal potential (the surrogate's, or exact),
-    /// and whose end point one exact `U`.
-    fn record_generalized(
-        &mut self,
-        t: &shmc_core::Transition,
-        surrogate: bool,
-        gradients_per_step: u64,
-    ) {
-        self.iterations += 1;
-        self.exact_values += 1;
-        let gradients = u64::from(t.steps) * gradients_per_step;
-        if surrogate {
-            self.surrogate_gradients += gradients;
-        } else {
-            self.exact_gradients += gradients;
-        }
-    }
-
-    /// Counts transition `t`, proposed by the surrogate or exactly, and judged by the exact `U`
-    /// or (VHMC's approximate rule) by the surrogate.
-    /// Moves `outside` of the surrogate gradients counted to the exact ones: the proposal
-    /// handed them to the exact potential, outside the surrogate's domain.
-    fn record_outside(&mut self, outside: u64) {
-        let moved = outside.min(self.surrogate_gradients);
-        self.surrogate_gradients -= moved;
-        self.exact_gradients += outside;
-    }
-
-    fn record(&mut self, t: &shmc_core::Transition, surrogate: bool, exact_judge: bool) {
-        self.iterations += 1;
-        if surrogate {
-            self.exact_values += u64::from(exact_judge);
-            self.surrogate_gradients += u64::from(t.steps);
-        } else {
-            self.exact_gradients += u64::from(t.steps);
-        }
     }
 }
 

@@ -12,6 +12,7 @@ use shmc_core::{Dyn, Potential, State, Steps};
 
 use super::trajectory::TrajectoryChoice;
 use crate::Result;
+use crate::records::LearningPoint;
 use crate::surrogates::{Fallback, Surrogate, exact_floats};
 
 /// What a chain needs from a surrogate method: the proposal potential (once there is one), how
@@ -164,23 +165,6 @@ pub struct SurrogateReport {
     /// Whether a longer warmup or more training states would still pay shows only here.
     #[serde(default)]
     pub learning: Vec<LearningPoint>,
-}
-
-/// One point of the learning curve: the acceptance of consecutive surrogate proposals and what
-/// the surrogate had learned from when it made them.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LearningPoint {
-    /// The chain's iteration (1-based, warmup included) of the last of the proposals.
-    pub iteration: usize,
-    /// The states the surrogate had learned from by then ([`Proposer::learned`]; 0 for a
-    /// surrogate fitted before sampling or loaded from a file, which learns nothing in the run).
-    pub states: usize,
-    /// The proposals.
-    pub proposals: usize,
-    /// Their mean Metropolis–Hastings acceptance probability (under the exact `U`, except with
-    /// an approximate acceptance rule, which the output labels).
-    #[serde(with = "exact_floats")]
-    pub acceptance: f64,
 }
 
 /// What precomputing a surrogate from the exact potential cost.

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sampler::proposer::LearningPoint;
+use crate::records::LearningPoint;
 use crate::surrogates::exact_floats;
 
 /// Warmup windows per chain at most: enough for a curve, few enough for one line of a file.
