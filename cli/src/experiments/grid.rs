@@ -805,46 +805,16 @@ fn compare(
         return Ok(Vec::new());
     };
     let map = find_map(first, &vec![0.0; first.dim()], &MapOptions::default())?;
-    let pilot = pilot_seed(seed);
-    let at_length = |steps| pilot_step_size(first, &map.position, paper.acceptance, steps, pilot);
-    let (step_size, steps, pilot_note) = match paper.length {
-        Length::MatchPaper(target) => {
-            let found = pilot_length(
-                first,
-                &map.position,
-                &at_length,
-                target,
-                (burn_in, draws),
-                pilot,
-            )?;
-            let how = if found.reached {
-                "reaches"
-            } else {
-                "falls short of, at its best,"
-            };
-            (
-                found.step_size,
-                Steps::Fixed(found.steps),
-                format!(
-                    " (the fewest at which pilot HMC's min ESS per draw, {:.3}, {how} the \
-                     paper's {target:.3}; {PILOT_CHAINS} chains)",
-                    found.per_draw
-                ),
-            )
-        }
-        Length::Given(steps) => (at_length(steps)?, steps, String::new()),
-    };
-    let trajectory = match steps {
-        Steps::Fixed(n) => format!("{n} steps"),
-        _ => format!("{}..={} steps", steps.min(), steps.max()),
-    };
+    let trajectories = Trajectories::pilot(first, &map.position, paper, (burn_in, draws), seed)?;
     let names: Vec<&str> = forms.iter().map(|(name, _)| *name).collect();
     log(&format!(
-        "{}: d = {}, {trajectory}{pilot_note}, step size {step_size:.4} (pilot HMC's at \
-         acceptance {}, the paper's, on these trajectories; {PILOT_CHAINS} chains), \
-         {replicates} {} per method",
+        "{}: d = {}, {}{}, step size {:.4} (pilot HMC's at acceptance {}, the paper's, on these \
+         trajectories; {PILOT_CHAINS} chains), {replicates} {} per method",
         names.join(", "),
         first.dim(),
+        trajectories.described,
+        trajectories.note,
+        trajectories.step_size,
         paper.acceptance,
         if replicates == 1 {
             "chain"
@@ -852,61 +822,130 @@ fn compare(
             "replicates"
         }
     ));
-    let mut methods = vec![("hmc", "HMC")];
-    if hidden.is_some() {
-        methods.push(("rns", "RNS-HMC (score fit)"));
-    }
-    methods.extend(grids.iter().map(|g| (g.key, g.label)));
-    // The method of `key` for the replicate seeded `seed` (the network's draws, too).
-    let method = |key: &str, seed: u64| match (key, hidden) {
-        ("hmc", _) => Method::Hmc,
-        ("rns", Some(hidden)) => Method::RnsHmc(network(hidden, burn_in / 4, seed)),
-        _ => Method::RnsHmc(SurrogateSettings {
-            grid: grids
-                .iter()
-                .find(|g| g.key == key)
-                .map(|g| g.fitter.clone()),
-            ..SurrogateSettings::default()
-        }),
+    let comparison = Comparison {
+        grids,
+        hidden,
+        lengths: (burn_in, draws),
+        seed,
+        replicates,
+        start: &map.position,
+        trajectories,
     };
     let mut rows = Vec::new();
     for &(problem, model) in forms {
-        let exact_u = exact_potential_seconds(model, &map.position);
+        rows.extend(comparison.form(problem, model, log)?);
+    }
+    Ok(rows)
+}
+
+/// The step size and trajectories every row of a comparison runs, as the pilots of exact HMC
+/// found them.
+struct Trajectories {
+    step_size: f64,
+    steps: Steps,
+    /// The rows' `trajectory`: "18 steps", "1..=10 steps".
+    described: String,
+    /// How the length pilot chose `steps`, for the log (empty where the length was given).
+    note: String,
+}
+
+impl Trajectories {
+    /// Pilots exact HMC on `model` from `start` (seeded [`pilot_seed`], so that no pilot chain
+    /// is a replicate's) for the step size at the paper's acceptance and, where
+    /// [`Length::MatchPaper`], the length at which its ESS per draw reaches the paper's.
+    fn pilot(
+        model: &dyn Model,
+        start: &[f64],
+        paper: PaperHmc,
+        (burn_in, draws): (usize, usize),
+        seed: u64,
+    ) -> Result<Self> {
+        let pilot = pilot_seed(seed);
+        let at_length = |steps| pilot_step_size(model, start, paper.acceptance, steps, pilot);
+        let (step_size, steps, note) = match paper.length {
+            Length::MatchPaper(target) => {
+                let found =
+                    pilot_length(model, start, &at_length, target, (burn_in, draws), pilot)?;
+                let how = if found.reached {
+                    "reaches"
+                } else {
+                    "falls short of, at its best,"
+                };
+                (
+                    found.step_size,
+                    Steps::Fixed(found.steps),
+                    format!(
+                        " (the fewest at which pilot HMC's min ESS per draw, {:.3}, {how} the \
+                         paper's {target:.3}; {PILOT_CHAINS} chains)",
+                        found.per_draw
+                    ),
+                )
+            }
+            Length::Given(steps) => (at_length(steps)?, steps, String::new()),
+        };
+        let described = match steps {
+            Steps::Fixed(n) => format!("{n} steps"),
+            _ => format!("{}..={} steps", steps.min(), steps.max()),
+        };
+        Ok(Self {
+            step_size,
+            steps,
+            described,
+            note,
+        })
+    }
+}
+
+/// What every form of a comparison runs the same: the methods, the iterations, the seeds, the
+/// start and the trajectories. Only the model differs between forms.
+struct Comparison<'a> {
+    grids: &'a [GridMethod],
+    hidden: Option<usize>,
+    lengths: (usize, usize),
+    seed: u64,
+    replicates: u64,
+    start: &'a [f64],
+    trajectories: Trajectories,
+}
+
+impl Comparison<'_> {
+    /// The rows' (key, label), in the order they run: HMC first (the speed-ups are over it),
+    /// then RNS-HMC if it has a network, then the grids.
+    fn methods(&self) -> Vec<(&'static str, &'static str)> {
+        let mut methods = vec![("hmc", "HMC")];
+        if self.hidden.is_some() {
+            methods.push(("rns", "RNS-HMC (score fit)"));
+        }
+        methods.extend(self.grids.iter().map(|g| (g.key, g.label)));
+        methods
+    }
+
+    /// The method of `key` for the replicate seeded `seed` (the network's draws, too).
+    fn method(&self, key: &str, seed: u64) -> Method {
+        match (key, self.hidden) {
+            ("hmc", _) => Method::Hmc,
+            ("rns", Some(hidden)) => Method::RnsHmc(network(hidden, self.lengths.0 / 4, seed)),
+            _ => Method::RnsHmc(SurrogateSettings {
+                grid: self
+                    .grids
+                    .iter()
+                    .find(|g| g.key == key)
+                    .map(|g| g.fitter.clone()),
+                ..SurrogateSettings::default()
+            }),
+        }
+    }
+
+    /// Every method's row on the form `problem`, `model`, with its speed-up over the form's
+    /// HMC row and that speed-up's standard error.
+    fn form(&self, problem: &str, model: &dyn Model, log: &dyn Fn(&str)) -> Result<Vec<BenchRow>> {
+        let exact_u = exact_potential_seconds(model, self.start);
         let mut form = Vec::new();
         let mut replicates_of = Vec::new();
-        for (key, label) in &methods {
+        for (key, label) in self.methods() {
             log(&format!("  {problem}: running {label} ..."));
-            let done = replicated(model, replicates, |replicate| {
-                let seed = seed.wrapping_add(replicate);
-                protocol(
-                    1,
-                    (burn_in, draws),
-                    seed,
-                    &map.position,
-                    (StepSize::Fixed(step_size), steps),
-                    method(key, seed),
-                )
-            })?;
-            let (geyer, sampling) = (done.geyer(), done.sampling());
-            log(&format!(
-                "    sampling {sampling:.4} s in all, each replicate the fastest of its identical \
-                 runs ({:?})",
-                done.repeats
-            ));
-            let seconds = Seconds {
-                sampling,
-                with_training: done.waited,
-            };
-            let Replicated { run, each, .. } = done;
-            let mut r = row(key, label, &run, exact_u, &geyer, seconds);
-            r.problem = problem.to_string();
-            r.trajectory = Some(trajectory.clone());
-            if let Some(p) = run.precompute {
-                r.precompute_seconds = p.seconds;
-                r.precompute_evaluations = p.evaluations;
-                r.training_seconds = 0.0;
-            }
-            form.push(r);
+            let (row, each) = self.row(problem, model, (key, label), exact_u, log)?;
+            form.push(row);
             replicates_of.push(each);
         }
         let hmc = form[0].min_ess_per_second;
@@ -914,9 +953,52 @@ fn compare(
             r.speedup = r.min_ess_per_second / hmc;
             r.speedup_se = speedup_se(each, &replicates_of[0]);
         }
-        rows.extend(form);
+        Ok(form)
     }
-    Ok(rows)
+
+    /// Runs the replicates of `key` on `model` and returns its row and each replicate's
+    /// measures (which the speed-up's standard error resamples).
+    fn row(
+        &self,
+        problem: &str,
+        model: &dyn Model,
+        (key, label): (&str, &str),
+        exact_u: f64,
+        log: &dyn Fn(&str),
+    ) -> Result<(BenchRow, Vec<Replicate>)> {
+        let trajectories = &self.trajectories;
+        let done = replicated(model, self.replicates, |replicate| {
+            let seed = self.seed.wrapping_add(replicate);
+            protocol(
+                1,
+                self.lengths,
+                seed,
+                self.start,
+                (StepSize::Fixed(trajectories.step_size), trajectories.steps),
+                self.method(key, seed),
+            )
+        })?;
+        let (geyer, sampling) = (done.geyer(), done.sampling());
+        log(&format!(
+            "    sampling {sampling:.4} s in all, each replicate the fastest of its identical \
+             runs ({:?})",
+            done.repeats
+        ));
+        let seconds = Seconds {
+            sampling,
+            with_training: done.waited,
+        };
+        let Replicated { run, each, .. } = done;
+        let mut r = row(key, label, &run, exact_u, &geyer, seconds);
+        r.problem = problem.to_string();
+        r.trajectory = Some(trajectories.described.clone());
+        if let Some(p) = run.precompute {
+            r.precompute_seconds = p.seconds;
+            r.precompute_evaluations = p.evaluations;
+            r.training_seconds = 0.0;
+        }
+        Ok((r, each))
+    }
 }
 
 /// The parts of `shmc bench grid` a run can be limited to: the problems of section 4 (the

@@ -599,19 +599,89 @@ pub fn run_experiment(
     quick: bool,
     log: &dyn Fn(&str),
 ) -> Result<Vec<BenchRow>> {
-    if let Some(dir) = &settings.plots {
-        // Before the runs, so that a folder that cannot be made costs no minutes of sampling.
-        if experiment == Experiment::Pde {
-            return Err(Error::invalid(
-                "the journal's figures are drawn for the regressions (lr-sim, bank, a9a)",
-            ));
-        }
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    }
+    prepare_plots(experiment, settings)?;
     let (model, description) = experiment.model(settings, quick)?;
     let model = model.as_ref();
     log(&description);
-    let surrogate = SurrogateSettings {
+    let surrogate = surrogate_settings(settings);
+    let methods = methods(experiment, settings, &surrogate);
+    // Start every method at the MAP: from 0 the papers' small fixed step sizes can diverge on
+    // every proposal (a9a: U's gradient at 0 is ~10⁴) and the chain never moves.
+    let map = find_map(model, &vec![0.0; model.dim()], &MapOptions::default())?;
+    log(&format!(
+        "start: the MAP, found in {} evaluations ({})",
+        map.evaluations, map.termination
+    ));
+    let mut rows: Vec<BenchRow> = Vec::new();
+    let mut traces: Vec<figures::Traces> = Vec::new();
+    // HMC's burn-in, which Figs. 5 and 4 fit their networks on.
+    let mut hmc_warmup: Vec<Vec<f64>> = Vec::new();
+    for (key, label, method) in methods {
+        if !settings.methods.iter().any(|m| m == key) {
+            continue;
+        }
+        log(&format!("running {label} ..."));
+        log_laplace_plan(label, &method, log);
+        let chain = chain_row(model, settings, (key, label), method, &map.position)?;
+        if let Some(warmup) = chain.warmup {
+            hmc_warmup = warmup;
+        }
+        traces.push(chain.trace);
+        rows.push(chain.row);
+    }
+    set_speedups(&mut rows);
+    if settings.methods.iter().any(|m| m == "all-in") {
+        let exact_u = match rows.first() {
+            Some(r) => r.exact_potential_seconds,
+            None => exact_potential_seconds(model, &map.position),
+        };
+        // Its speed-up stays NaN: two chains against the papers' one are not comparable.
+        rows.push(all_in_row(
+            experiment, model, settings, quick, exact_u, log,
+        )?);
+    }
+    if settings.methods.iter().any(|m| m == "nuts") {
+        let (row, trace) = nuts_row(model, settings, quick, log)?;
+        rows.push(row);
+        traces.push(trace);
+    }
+    for r in &mut rows {
+        r.problem = experiment.name().to_string();
+    }
+    compare_with_nuts(&mut rows);
+    if let Some(dir) = &settings.plots {
+        let figures = Figures {
+            dir,
+            model,
+            settings,
+            traces: &traces,
+            burn_in: &hmc_warmup,
+            map: &map.position,
+            simulated: experiment.simulated_observations(quick),
+        };
+        figures.draw(&surrogate, quick, log)?;
+    }
+    Ok(rows)
+}
+
+/// Makes the figures' folder, if figures are asked for, before the runs: a folder that cannot
+/// be made (or an experiment the figures are not drawn for) then costs no minutes of sampling.
+fn prepare_plots(experiment: Experiment, settings: &BenchSettings) -> Result<()> {
+    let Some(dir) = &settings.plots else {
+        return Ok(());
+    };
+    if experiment == Experiment::Pde {
+        return Err(Error::invalid(
+            "the journal's figures are drawn for the regressions (lr-sim, bank, a9a)",
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
+}
+
+/// The papers' RNS-HMC surrogate: a network of `settings.hidden` units trained on the burn-in
+/// after `settings.train_after` iterations. The other surrogate rows and the figures vary it.
+fn surrogate_settings(settings: &BenchSettings) -> SurrogateSettings {
+    SurrogateSettings {
         train: TrainOptions {
             hidden: settings.hidden,
             seed: settings.seed,
@@ -619,7 +689,16 @@ pub fn run_experiment(
         },
         train_after: Some(settings.train_after),
         ..SurrogateSettings::default()
-    };
+    }
+}
+
+/// Every row a single chain makes, as (key, label, method), in the order of [`METHOD_KEYS`]:
+/// the variants of `surrogate`, then RMHMC and RNS-RMHMC.
+fn methods(
+    experiment: Experiment,
+    settings: &BenchSettings,
+    surrogate: &SurrogateSettings,
+) -> Vec<(&'static str, &'static str, Method)> {
     let long = SurrogateSettings {
         trajectory: SurrogateSteps::Factor(4),
         ..surrogate.clone()
@@ -632,7 +711,35 @@ pub fn run_experiment(
         fit: FitMethod::Score,
         ..surrogate.clone()
     };
-    let rmhmc = RmhmcSettings {
+    let rmhmc = rmhmc_settings(experiment, settings);
+    // RNS-RMHMC's network on the PDE: trained on the Laplace approximation's draws, with a
+    // cubic term (the chain then runs in its standard coordinates, the metric the diagonal of
+    // the anchored surrogate's Hessian there); elsewhere on the burn-in, as the papers do.
+    let rns_rmhmc = if experiment == Experiment::Pde {
+        let (hidden, states) = PDE_RNS_RMHMC_PLAN;
+        SurrogateSettings {
+            cubic: true,
+            ..SurrogateSettings::laplace_trained(hidden, states, settings.seed)
+        }
+    } else {
+        surrogate.clone()
+    };
+    vec![
+        ("hmc", "HMC", Method::Hmc),
+        ("rns", "RNS-HMC", Method::RnsHmc(surrogate.clone())),
+        ("rns-score", "RNS-HMC (score fit)", Method::RnsHmc(score)),
+        ("arns", "ARNS-HMC", Method::ArnsHmc(surrogate.clone())),
+        ("rns-long", "RNS-HMC (4x steps)", Method::RnsHmc(long)),
+        ("rns-auto", "RNS-HMC (auto steps)", Method::RnsHmc(auto)),
+        ("rmhmc", "RMHMC", Method::Rmhmc(rmhmc.clone())),
+        ("rns-rmhmc", "RNS-RMHMC", Method::RnsRmhmc(rns_rmhmc, rmhmc)),
+    ]
+}
+
+/// RMHMC's and RNS-RMHMC's settings: the papers' fixed step size and trajectory length, and
+/// the metric each experiment's posterior wants.
+fn rmhmc_settings(experiment: Experiment, settings: &BenchSettings) -> RmhmcSettings {
+    RmhmcSettings {
         step_size: StepSize::Fixed(settings.rmhmc_step_size),
         // The journal jitters the trajectory lengths of HMC and RNS-HMC only (section 5); its
         // RMHMC rows take all L steps every iteration, twice the average of 1..=L. On the PDE
@@ -668,169 +775,129 @@ pub fn run_experiment(
             100.0
         },
         ..RmhmcSettings::default()
-    };
-    // RNS-RMHMC's network on the PDE: trained on the Laplace approximation's draws, with a
-    // cubic term (the chain then runs in its standard coordinates, the metric the diagonal of
-    // the anchored surrogate's Hessian there); elsewhere on the burn-in, as the papers do.
-    let rns_rmhmc = if experiment == Experiment::Pde {
-        let (hidden, states) = PDE_RNS_RMHMC_PLAN;
-        SurrogateSettings {
-            cubic: true,
-            ..SurrogateSettings::laplace_trained(hidden, states, settings.seed)
-        }
-    } else {
-        surrogate.clone()
-    };
-    let all: Vec<(&str, &str, Method)> = vec![
-        ("hmc", "HMC", Method::Hmc),
-        ("rns", "RNS-HMC", Method::RnsHmc(surrogate.clone())),
-        ("rns-score", "RNS-HMC (score fit)", Method::RnsHmc(score)),
-        ("arns", "ARNS-HMC", Method::ArnsHmc(surrogate.clone())),
-        ("rns-long", "RNS-HMC (4x steps)", Method::RnsHmc(long)),
-        ("rns-auto", "RNS-HMC (auto steps)", Method::RnsHmc(auto)),
-        ("rmhmc", "RMHMC", Method::Rmhmc(rmhmc.clone())),
-        ("rns-rmhmc", "RNS-RMHMC", Method::RnsRmhmc(rns_rmhmc, rmhmc)),
-    ];
-    // Start every method at the MAP: from 0 the papers' small fixed step sizes can diverge on
-    // every proposal (a9a: U's gradient at 0 is ~10⁴) and the chain never moves.
-    let map = find_map(model, &vec![0.0; model.dim()], &MapOptions::default())?;
-    log(&format!(
-        "start: the MAP, found in {} evaluations ({})",
-        map.evaluations, map.termination
-    ));
-    let mut rows: Vec<BenchRow> = Vec::new();
-    let mut traces: Vec<figures::Traces> = Vec::new();
-    // HMC's burn-in, which Figs. 5 and 4 fit their networks on.
-    let mut hmc_warmup: Vec<Vec<f64>> = Vec::new();
-    for (key, label, method) in all {
-        if !settings.methods.iter().any(|m| m == key) {
-            continue;
-        }
-        log(&format!("running {label} ..."));
-        if let Method::RnsRmhmc(surrogate, rmhmc) = &method
-            && let Some(states) = surrogate.laplace_states()
-        {
-            log(&format!(
-                "  {label}: {}network of {} units {} to what the Laplace approximation's \
-                 quadratic misses at {states} of its draws, before the chain; the chain in the \
-                 approximation's standard coordinates, its metric the SoftAbs'd (alpha {}) {} \
-                 of the surrogate's Hessian there",
-                if surrogate.cubic {
-                    "cubic term and "
-                } else {
-                    ""
-                },
-                surrogate.train.hidden,
-                match surrogate.fit {
-                    FitMethod::Score => "score-matched",
-                    FitMethod::Potential => "fitted",
-                },
-                rmhmc.softabs_alpha,
-                if rmhmc.diagonal { "diagonal" } else { "whole" }
-            ));
-        }
-        let (burn_in, draws) = match &method {
-            Method::Rmhmc(_) => settings.rmhmc_iterations,
-            _ => (settings.burn_in, settings.draws),
-        };
-        let config = SampleConfig {
-            chains: 1,
-            warmup: burn_in,
-            draws,
-            seed: settings.seed,
-            step_size: StepSize::Fixed(settings.step_size),
-            steps: Steps::Jittered(settings.steps),
-            adapt_mass: false,
-            init: Init::Values(map.position.clone()),
-            // The sink alone sees saved warmup rows: the row's figures are the same.
-            save_warmup: settings.plots.is_some() && key == "hmc",
-            max_energy_error: 1000.0,
-            lockstep: true,
-            method,
-            ..SampleConfig::default()
-        };
-        let saved = if config.save_warmup { burn_in } else { 0 };
-        let (recorder, recorded) = figures::Recorder::new(Instant::now(), saved);
-        let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(recorder)];
-        let work_before = model.work();
-        let run = sample(model, &config, sinks, &|_, _| {}, None)?;
-        let work = work_since(&work_before, &model.work());
-        let chain = &run.chains[0];
-        let recorded = figures::take(&recorded);
-        if config.save_warmup {
-            hmc_warmup = recorded.warmup;
-        }
-        traces.push(figures::Traces {
-            key: key.to_string(),
-            method: label.to_string(),
-            chains: vec![figures::ChainTrace::new(
-                chain,
-                model.dim(),
-                recorded.finished,
-            )],
-        });
-        let last: Vec<f64> = (0..model.dim())
-            .map(|p| *chain.parameter(p).last().unwrap_or(&0.0))
-            .collect();
-        let exact_u = exact_potential_seconds(model, &last);
-        let geyer: Vec<f64> = (0..run.names.len())
-            .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
-            .collect();
-        let seconds = Seconds {
-            sampling: run.sampling_seconds(),
-            with_training: chain.warmup_seconds + chain.sampling_seconds,
-        };
-        let mut r = row(key, label, &run, exact_u, &geyer, seconds);
-        r.work_per_iteration = per_iteration(&work, (burn_in + draws) as f64);
-        rows.push(r);
     }
-    // Speed-ups are over HMC's row, so without one they stay NaN.
+}
+
+/// Logs, for RNS-RMHMC trained on the Laplace approximation's draws (the PDE), what its
+/// surrogate and metric are: nothing in the row says so.
+fn log_laplace_plan(label: &str, method: &Method, log: &dyn Fn(&str)) {
+    if let Method::RnsRmhmc(surrogate, rmhmc) = method
+        && let Some(states) = surrogate.laplace_states()
+    {
+        log(&format!(
+            "  {label}: {}network of {} units {} to what the Laplace approximation's \
+             quadratic misses at {states} of its draws, before the chain; the chain in the \
+             approximation's standard coordinates, its metric the SoftAbs'd (alpha {}) {} \
+             of the surrogate's Hessian there",
+            if surrogate.cubic {
+                "cubic term and "
+            } else {
+                ""
+            },
+            surrogate.train.hidden,
+            match surrogate.fit {
+                FitMethod::Score => "score-matched",
+                FitMethod::Potential => "fitted",
+            },
+            rmhmc.softabs_alpha,
+            if rmhmc.diagonal { "diagonal" } else { "whole" }
+        ));
+    }
+}
+
+/// What one method's chain gives [`run_experiment`]: its row, its trace for the figures, and,
+/// for HMC when figures are drawn, its burn-in.
+struct ChainRow {
+    row: BenchRow,
+    trace: figures::Traces,
+    warmup: Option<Vec<Vec<f64>>>,
+}
+
+/// Runs one chain of `method` from `start` with the papers' protocol (fixed step size,
+/// jittered steps, no mass adaptation) and measures its row.
+fn chain_row(
+    model: &dyn Model,
+    settings: &BenchSettings,
+    (key, label): (&str, &str),
+    method: Method,
+    start: &[f64],
+) -> Result<ChainRow> {
+    let (burn_in, draws) = match &method {
+        Method::Rmhmc(_) => settings.rmhmc_iterations,
+        _ => (settings.burn_in, settings.draws),
+    };
+    let config = SampleConfig {
+        chains: 1,
+        warmup: burn_in,
+        draws,
+        seed: settings.seed,
+        step_size: StepSize::Fixed(settings.step_size),
+        steps: Steps::Jittered(settings.steps),
+        adapt_mass: false,
+        init: Init::Values(start.to_vec()),
+        // The sink alone sees saved warmup rows: the row's figures are the same.
+        save_warmup: settings.plots.is_some() && key == "hmc",
+        max_energy_error: 1000.0,
+        lockstep: true,
+        method,
+        ..SampleConfig::default()
+    };
+    let saved = if config.save_warmup { burn_in } else { 0 };
+    let (recorder, recorded) = figures::Recorder::new(Instant::now(), saved);
+    let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(recorder)];
+    let work_before = model.work();
+    let run = sample(model, &config, sinks, &|_, _| {}, None)?;
+    let work = work_since(&work_before, &model.work());
+    let chain = &run.chains[0];
+    let recorded = figures::take(&recorded);
+    let warmup = config.save_warmup.then_some(recorded.warmup);
+    let trace = figures::Traces {
+        key: key.to_string(),
+        method: label.to_string(),
+        chains: vec![figures::ChainTrace::new(
+            chain,
+            model.dim(),
+            recorded.finished,
+        )],
+    };
+    let last: Vec<f64> = (0..model.dim())
+        .map(|p| *chain.parameter(p).last().unwrap_or(&0.0))
+        .collect();
+    let exact_u = exact_potential_seconds(model, &last);
+    let geyer: Vec<f64> = (0..run.names.len())
+        .map(|p| ess(&Draws::from_chain(chain.parameter(p))))
+        .collect();
+    let seconds = Seconds {
+        sampling: run.sampling_seconds(),
+        with_training: chain.warmup_seconds + chain.sampling_seconds,
+    };
+    let mut row = row(key, label, &run, exact_u, &geyer, seconds);
+    row.work_per_iteration = per_iteration(&work, (burn_in + draws) as f64);
+    Ok(ChainRow { row, trace, warmup })
+}
+
+/// Sets every row's speed-up over HMC's row; without one they stay NaN.
+fn set_speedups(rows: &mut [BenchRow]) {
     if let Some(hmc) = rows
         .iter()
         .find(|r| r.key == "hmc")
         .map(|r| r.min_ess_per_second)
     {
-        for r in &mut rows {
+        for r in rows {
             r.speedup = r.min_ess_per_second / hmc;
         }
     }
-    if settings.methods.iter().any(|m| m == "all-in") {
-        let exact_u = match rows.first() {
-            Some(r) => r.exact_potential_seconds,
-            None => exact_potential_seconds(model, &map.position),
-        };
-        // Its speed-up stays NaN: two chains against the papers' one are not comparable.
-        rows.push(all_in_row(
-            experiment, model, settings, quick, exact_u, log,
-        )?);
-    }
-    if settings.methods.iter().any(|m| m == "nuts") {
-        let (row, trace) = nuts_row(model, settings, quick, log)?;
-        rows.push(row);
-        traces.push(trace);
-    }
-    for r in &mut rows {
-        r.problem = experiment.name().to_string();
-    }
+}
+
+/// Sets the all-in row's rate over NUTS's in the same run, both warmup and training included,
+/// when both ran.
+fn compare_with_nuts(rows: &mut [BenchRow]) {
     let nuts = rows.iter().find(|r| r.key == "nuts");
     if let Some(rate) = nuts.map(|r| r.min_ess_per_second_with_training) {
         for r in rows.iter_mut().filter(|r| r.key == "all-in") {
             r.versus_nuts = r.min_ess_per_second_with_training / rate;
         }
     }
-    if let Some(dir) = &settings.plots {
-        let figures = Figures {
-            dir,
-            model,
-            settings,
-            traces: &traces,
-            burn_in: &hmc_warmup,
-            map: &map.position,
-            simulated: experiment.simulated_observations(quick),
-        };
-        figures.draw(&surrogate, quick, log)?;
-    }
-    Ok(rows)
 }
 
 /// What [`run_experiment`] hands its figures: the rows' traces, HMC's burn-in, the MAP, and

@@ -166,138 +166,210 @@ pub fn run_umbridge(
     let mut out = String::new();
     log("protocol overhead on loopback ...");
     overhead(quick, &mut out)?;
+    let plan = PdePlan::new(quick, seed);
+    let served = plan.measure(start_server, log)?;
+    plan.write_table(&served, &mut out);
+    served.write_ratios(&mut out);
+    Ok(out)
+}
 
-    let pde = if quick {
-        PdeSettings {
-            mesh: 15,
-            modes: 5,
-            ..PdeSettings::default()
+/// The PDE runs of part 2 and 3: the model's size, the iterations, and the HMC and RNS-HMC
+/// samplers every served run shares, so that the rows differ in the serving alone.
+struct PdePlan {
+    pde: PdeSettings,
+    warmup: usize,
+    draws: usize,
+    hmc: SampleConfig,
+    rns: SampleConfig,
+}
+
+/// The rows of the PDE runs, in the order they are measured, and how the two processes of one
+/// worker split the calls.
+struct Served {
+    in_process: Measured,
+    one_worker: Measured,
+    two_workers: Measured,
+    rns_two_workers: Measured,
+    two_processes: Measured,
+    /// Each process's Evaluate calls, joined by " + ".
+    split: String,
+}
+
+impl PdePlan {
+    /// The quick run's smaller mesh, fewer modes, shorter chains and smaller network, or the
+    /// full run's.
+    fn new(quick: bool, seed: u64) -> Self {
+        let pde = if quick {
+            PdeSettings {
+                mesh: 15,
+                modes: 5,
+                ..PdeSettings::default()
+            }
+        } else {
+            PdeSettings::default()
+        };
+        let (warmup, draws) = if quick { (150, 150) } else { (300, 500) };
+        let hmc = SampleConfig {
+            chains: CHAINS,
+            warmup,
+            draws,
+            seed,
+            steps: Steps::Jittered(10),
+            ..SampleConfig::default()
+        };
+        let rns = SampleConfig {
+            method: Method::RnsHmc(SurrogateSettings {
+                train: TrainOptions {
+                    hidden: if quick { 200 } else { 1000 },
+                    seed,
+                    ..TrainOptions::default()
+                },
+                fit: FitMethod::Score,
+                train_after: Some(warmup / 5),
+                trajectory: SurrogateSteps::Auto,
+                ..SurrogateSettings::default()
+            }),
+            ..hmc.clone()
+        };
+        Self {
+            pde,
+            warmup,
+            draws,
+            hmc,
+            rns,
         }
-    } else {
-        PdeSettings::default()
-    };
-    let (warmup, draws) = if quick { (150, 150) } else { (300, 500) };
-    let hmc = SampleConfig {
-        chains: CHAINS,
-        warmup,
-        draws,
-        seed,
-        steps: Steps::Jittered(10),
-        ..SampleConfig::default()
-    };
-    let rns = SampleConfig {
-        method: Method::RnsHmc(SurrogateSettings {
-            train: TrainOptions {
-                hidden: if quick { 200 } else { 1000 },
-                seed,
-                ..TrainOptions::default()
-            },
-            fit: FitMethod::Score,
-            train_after: Some(warmup / 5),
-            trajectory: SurrogateSteps::Auto,
-            ..SurrogateSettings::default()
-        }),
-        ..hmc.clone()
-    };
-    log("HMC on the PDE model in process ...");
-    let local = EllipticPde::simulate(pde)?;
-    let in_process = measure("HMC, in process", &local, &hmc)?;
-    let one_worker = {
-        log("HMC on the PDE model served with 1 worker ...");
-        let (url, _server) = start_server(&pde, 1)?;
-        measure(
-            "HMC, served by 1 worker",
-            &connect(&url, "elliptic-pde")?,
-            &hmc,
-        )?
-    };
-    let (two_workers, rns_two_workers) = {
-        log("HMC on the PDE model served with 2 workers ...");
-        let (url, _server) = start_server(&pde, 2)?;
-        let hmc_row = measure(
-            "HMC, served by 2 workers",
-            &connect(&url, "elliptic-pde")?,
-            &hmc,
-        )?;
-        log("RNS-HMC on the PDE model served with 2 workers ...");
-        let rns_row = measure(
-            "RNS-HMC, served by 2 workers",
-            &connect(&url, "elliptic-pde")?,
-            &rns,
-        )?;
-        (hmc_row, rns_row)
-    };
-    let (two_processes, split) = {
-        log("HMC on the PDE model served by 2 processes of 1 worker ...");
-        let (a, _a) = start_server(&pde, 1)?;
-        let (b, _b) = start_server(&pde, 1)?;
-        let served = connect(&format!("{a},{b}"), "elliptic-pde")?;
-        let row = measure("HMC, served by 2 processes", &served, &hmc)?;
-        let split: Vec<String> = served
-            .evaluations_per_instance()
-            .iter()
-            .map(|(_, n)| n.to_string())
-            .collect();
-        (row, split.join(" + "))
-    };
-    let _ = writeln!(
-        out,
-        "\nelliptic PDE ({}x{} mesh, {} modes), {CHAINS} chains x ({warmup} warmup + {draws} \
-         draws), steps 1..=10, {} cores here:",
-        pde.mesh,
-        pde.mesh,
-        pde.modes,
-        std::thread::available_parallelism().map_or(1, usize::from)
-    );
-    let _ = writeln!(
-        out,
-        "  {:<30} {:>7} {:>12} {:>12} {:>8} {:>14} {:>22}",
-        "run",
-        "wall s",
-        "exact calls",
-        "calls per s",
-        "min ESS",
-        "calls per ESS",
-        "sampling evals per ESS"
-    );
-    let rows = [
-        &in_process,
-        &one_worker,
-        &two_workers,
-        &two_processes,
-        &rns_two_workers,
-    ];
-    for r in rows {
+    }
+
+    /// Measures the runs one after another: in process, then served by 1 worker, by 2 workers
+    /// (HMC and RNS-HMC), and by 2 processes of 1 worker. Each server stops when its block
+    /// ends, so no server competes for the cores with the next run's.
+    fn measure(&self, start_server: StartServer<'_>, log: &dyn Fn(&str)) -> Result<Served> {
+        let (pde, hmc, rns) = (&self.pde, &self.hmc, &self.rns);
+        log("HMC on the PDE model in process ...");
+        let local = EllipticPde::simulate(*pde)?;
+        let in_process = measure("HMC, in process", &local, hmc)?;
+        let one_worker = {
+            log("HMC on the PDE model served with 1 worker ...");
+            let (url, _server) = start_server(pde, 1)?;
+            measure(
+                "HMC, served by 1 worker",
+                &connect(&url, "elliptic-pde")?,
+                hmc,
+            )?
+        };
+        let (two_workers, rns_two_workers) = {
+            log("HMC on the PDE model served with 2 workers ...");
+            let (url, _server) = start_server(pde, 2)?;
+            let hmc_row = measure(
+                "HMC, served by 2 workers",
+                &connect(&url, "elliptic-pde")?,
+                hmc,
+            )?;
+            log("RNS-HMC on the PDE model served with 2 workers ...");
+            let rns_row = measure(
+                "RNS-HMC, served by 2 workers",
+                &connect(&url, "elliptic-pde")?,
+                rns,
+            )?;
+            (hmc_row, rns_row)
+        };
+        let (two_processes, split) = {
+            log("HMC on the PDE model served by 2 processes of 1 worker ...");
+            let (a, _a) = start_server(pde, 1)?;
+            let (b, _b) = start_server(pde, 1)?;
+            let served = connect(&format!("{a},{b}"), "elliptic-pde")?;
+            let row = measure("HMC, served by 2 processes", &served, hmc)?;
+            let split: Vec<String> = served
+                .evaluations_per_instance()
+                .iter()
+                .map(|(_, n)| n.to_string())
+                .collect();
+            (row, split.join(" + "))
+        };
+        Ok(Served {
+            in_process,
+            one_worker,
+            two_workers,
+            rns_two_workers,
+            two_processes,
+            split,
+        })
+    }
+
+    /// Writes the runs' table: one line per run, HMC's first and RNS-HMC's last.
+    fn write_table(&self, served: &Served, out: &mut String) {
+        let (pde, warmup, draws) = (&self.pde, self.warmup, self.draws);
         let _ = writeln!(
             out,
-            "  {:<30} {:>7.1} {:>12} {:>12.0} {:>8.0} {:>14.1} {:>22.2}",
-            r.label,
-            r.seconds,
-            r.calls,
-            r.calls as f64 / r.seconds,
-            r.min_ess,
-            r.calls as f64 / r.min_ess,
-            r.sampling_evaluations as f64 / r.min_ess
+            "\nelliptic PDE ({}x{} mesh, {} modes), {CHAINS} chains x ({warmup} warmup + {draws} \
+             draws), steps 1..=10, {} cores here:",
+            pde.mesh,
+            pde.mesh,
+            pde.modes,
+            std::thread::available_parallelism().map_or(1, usize::from)
+        );
+        let _ = writeln!(
+            out,
+            "  {:<30} {:>7} {:>12} {:>12} {:>8} {:>14} {:>22}",
+            "run",
+            "wall s",
+            "exact calls",
+            "calls per s",
+            "min ESS",
+            "calls per ESS",
+            "sampling evals per ESS"
+        );
+        let rows = [
+            &served.in_process,
+            &served.one_worker,
+            &served.two_workers,
+            &served.two_processes,
+            &served.rns_two_workers,
+        ];
+        for r in rows {
+            let _ = writeln!(
+                out,
+                "  {:<30} {:>7.1} {:>12} {:>12.0} {:>8.0} {:>14.1} {:>22.2}",
+                r.label,
+                r.seconds,
+                r.calls,
+                r.calls as f64 / r.seconds,
+                r.min_ess,
+                r.calls as f64 / r.min_ess,
+                r.sampling_evaluations as f64 / r.min_ess
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  (exact calls, warmup included: served Evaluate + Gradient calls, in process forward \
+             + adjoint solves; sampling evals: exact values and gradients while making kept draws)"
         );
     }
-    let _ = writeln!(
-        out,
-        "  (exact calls, warmup included: served Evaluate + Gradient calls, in process forward + \
-         adjoint solves; sampling evals: exact values and gradients while making kept draws)"
-    );
-    let per_second = |r: &Measured| r.calls as f64 / r.seconds;
-    let (one, two, procs, rns) = (&one_worker, &two_workers, &two_processes, &rns_two_workers);
-    let _ = writeln!(
-        out,
-        "2 workers vs 1: {:.2}x the served calls per second; 2 processes of 1 worker vs 1: \
-         {:.2}x (their Evaluate calls {split}); RNS-HMC vs HMC: {:.1}x fewer served calls per \
-         effective sample, warmup included, {:.1}x fewer exact evaluations per effective sample \
-         while sampling",
-        per_second(two) / per_second(one),
-        per_second(procs) / per_second(one),
-        (two.calls as f64 / two.min_ess) / (rns.calls as f64 / rns.min_ess),
-        (two.sampling_evaluations as f64 / two.min_ess)
-            / (rns.sampling_evaluations as f64 / rns.min_ess)
-    );
-    Ok(out)
+}
+
+impl Served {
+    /// Writes the line the table is for: what a second worker, a second process and the
+    /// surrogate each buy.
+    fn write_ratios(&self, out: &mut String) {
+        let per_second = |r: &Measured| r.calls as f64 / r.seconds;
+        let (one, two, procs, rns) = (
+            &self.one_worker,
+            &self.two_workers,
+            &self.two_processes,
+            &self.rns_two_workers,
+        );
+        let _ = writeln!(
+            out,
+            "2 workers vs 1: {:.2}x the served calls per second; 2 processes of 1 worker vs 1: \
+             {:.2}x (their Evaluate calls {}); RNS-HMC vs HMC: {:.1}x fewer served calls per \
+             effective sample, warmup included, {:.1}x fewer exact evaluations per effective \
+             sample while sampling",
+            per_second(two) / per_second(one),
+            per_second(procs) / per_second(one),
+            self.split,
+            (two.calls as f64 / two.min_ess) / (rns.calls as f64 / rns.min_ess),
+            (two.sampling_evaluations as f64 / two.min_ess)
+                / (rns.sampling_evaluations as f64 / rns.min_ess)
+        );
+    }
 }

@@ -304,95 +304,17 @@ fn run_problem(
 ) -> Result<Vec<ErrorRow>> {
     let model = problem.model.as_ref();
     let map = find_map(model, &problem.start, &MapOptions::default())?;
-    let hmc_config = |method: Method, chains: usize, lengths: Lengths| SampleConfig {
-        chains,
-        warmup: lengths.warmup,
-        draws: lengths.draws,
+    let protocol = Protocol {
+        problem,
         seed,
-        step_size: StepSize::Adapt { target: 0.7 },
-        steps: Steps::Jittered(problem.steps),
-        adapt_mass: true,
-        init: Init::Values(map.position.clone()),
-        method,
-        ..SampleConfig::default()
+        start: &map.position,
     };
-    log(&format!(
-        "{}: reference: exact HMC, 2 chains x {} draws after {} warmup",
-        problem.name, reference_lengths.draws, reference_lengths.warmup
-    ));
-    let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink), Box::new(NullSink)];
-    let reference = sample(
-        model,
-        &hmc_config(Method::Hmc, 2, reference_lengths),
-        sinks,
-        &|_, _| {},
-        None,
-    )?;
+    let reference = protocol.reference(reference_lengths, log)?;
     let (ref_mean, ref_var) = moments(&reference);
-    let vhmc = |exact_acceptance| {
-        Method::Vhmc(VhmcSettings {
-            train: TrainOptions {
-                hidden: problem.hidden,
-                ridge: 1e-3,
-                seed,
-                ..TrainOptions::default()
-            },
-            tau: problem.tau,
-            exact_acceptance,
-        })
-    };
-    let mut runs = vec![
-        ("hmc".to_string(), hmc_config(Method::Hmc, 1, lengths)),
-        ("vhmc".to_string(), hmc_config(vhmc(true), 1, lengths)),
-        (
-            "vhmc-approximate (APPROXIMATE)".to_string(),
-            hmc_config(vhmc(false), 1, lengths),
-        ),
-    ];
-    match model.row_sum() {
-        Some(sum) => {
-            // As many rows read as exact HMC's L̄ = (L + 1)/2 full gradients per iteration.
-            let hmc_rows = (lengths.warmup + lengths.draws) as f64 * f64::from(problem.steps + 1)
-                / 2.0
-                * sum.rows() as f64;
-            let batch = SGLD_BATCH.min(sum.rows());
-            let total = ((hmc_rows / batch as f64) as usize).clamp(1000, SGLD_MAX_ITERATIONS);
-            let gamma = 0.55;
-            let b = total as f64 / 10.0;
-            let eps0 = 0.2 * smallest_variance(&reference);
-            let settings = SgldSettings {
-                batch,
-                a: eps0 * b.powf(gamma),
-                b,
-                gamma,
-            };
-            let warmup = total / 10;
-            let config = SampleConfig {
-                warmup,
-                draws: total - warmup,
-                method: Method::Sgld(settings),
-                ..hmc_config(Method::Hmc, 1, lengths)
-            };
-            runs.push(("sgld (APPROXIMATE)".to_string(), config));
-        }
-        None => log(&format!(
-            "{}: no sgld row: its U is not a sum over data rows",
-            problem.name
-        )),
-    }
     let mut rows = Vec::new();
-    for (label, config) in runs {
+    for (label, config) in protocol.runs(lengths, &reference, log) {
         log(&format!("{}: running {label} ...", problem.name));
-        let times = Arc::new(Mutex::new(Vec::with_capacity(config.draws)));
-        let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(Stopwatch {
-            start: Instant::now(),
-            times: Arc::clone(&times),
-        })];
-        let run = sample(model, &config, sinks, &|_, _| {}, None)?;
-        let times = times
-            .lock()
-            .map_err(|_| Error::invalid("the stopwatch's lock is poisoned"))?
-            .clone();
+        let (run, times) = timed(model, &config)?;
         rows.extend(checkpoints(
             problem.name,
             &label,
@@ -403,6 +325,136 @@ fn run_problem(
         ));
     }
     Ok(rows)
+}
+
+/// What every run on a problem shares: its seed, and adapted HMC's settings from the MAP.
+struct Protocol<'a> {
+    problem: &'a Problem,
+    seed: u64,
+    /// The MAP.
+    start: &'a [f64],
+}
+
+impl Protocol<'_> {
+    /// `chains` of `method` for `lengths`, with the step size adapted to acceptance 0.7 and the
+    /// mass matrix adapted, and the problem's jittered steps.
+    fn config(&self, method: Method, chains: usize, lengths: Lengths) -> SampleConfig {
+        SampleConfig {
+            chains,
+            warmup: lengths.warmup,
+            draws: lengths.draws,
+            seed: self.seed,
+            step_size: StepSize::Adapt { target: 0.7 },
+            steps: Steps::Jittered(self.problem.steps),
+            adapt_mass: true,
+            init: Init::Values(self.start.to_vec()),
+            method,
+            ..SampleConfig::default()
+        }
+    }
+
+    /// The reference the methods' errors are measured against: 2 chains of exact HMC.
+    fn reference(&self, lengths: Lengths, log: &dyn Fn(&str)) -> Result<Run> {
+        log(&format!(
+            "{}: reference: exact HMC, 2 chains x {} draws after {} warmup",
+            self.problem.name, lengths.draws, lengths.warmup
+        ));
+        let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(NullSink), Box::new(NullSink)];
+        sample(
+            self.problem.model.as_ref(),
+            &self.config(Method::Hmc, 2, lengths),
+            sinks,
+            &|_, _| {},
+            None,
+        )
+    }
+
+    /// VHMC with the problem's network and τ; `exact_acceptance` false: the approximate
+    /// variant, which accepts on the surrogate's Hamiltonian.
+    fn vhmc(&self, exact_acceptance: bool) -> Method {
+        Method::Vhmc(VhmcSettings {
+            train: TrainOptions {
+                hidden: self.problem.hidden,
+                ridge: 1e-3,
+                seed: self.seed,
+                ..TrainOptions::default()
+            },
+            tau: self.problem.tau,
+            exact_acceptance,
+        })
+    }
+
+    /// The methods' runs, labelled, in the order they run: HMC, VHMC, approximate VHMC and,
+    /// where `U` is a sum over data rows, SGLD.
+    fn runs(
+        &self,
+        lengths: Lengths,
+        reference: &Run,
+        log: &dyn Fn(&str),
+    ) -> Vec<(String, SampleConfig)> {
+        let mut runs = vec![
+            ("hmc".to_string(), self.config(Method::Hmc, 1, lengths)),
+            ("vhmc".to_string(), self.config(self.vhmc(true), 1, lengths)),
+            (
+                "vhmc-approximate (APPROXIMATE)".to_string(),
+                self.config(self.vhmc(false), 1, lengths),
+            ),
+        ];
+        match self.problem.model.row_sum() {
+            Some(sum) => runs.push((
+                "sgld (APPROXIMATE)".to_string(),
+                self.sgld(lengths, sum.rows(), reference),
+            )),
+            None => log(&format!(
+                "{}: no sgld row: its U is not a sum over data rows",
+                self.problem.name
+            )),
+        }
+        runs
+    }
+
+    /// SGLD on a `U` summed over `rows` data rows, given as many rows read as exact HMC's
+    /// L̄ = (L + 1)/2 full gradients per iteration, its step sizes decaying from a fifth of
+    /// the reference's smallest posterior variance.
+    fn sgld(&self, lengths: Lengths, rows: usize, reference: &Run) -> SampleConfig {
+        let hmc_rows = (lengths.warmup + lengths.draws) as f64 * f64::from(self.problem.steps + 1)
+            / 2.0
+            * rows as f64;
+        let batch = SGLD_BATCH.min(rows);
+        let total = ((hmc_rows / batch as f64) as usize).clamp(1000, SGLD_MAX_ITERATIONS);
+        let gamma = 0.55;
+        let b = total as f64 / 10.0;
+        let eps0 = 0.2 * smallest_variance(reference);
+        let settings = SgldSettings {
+            batch,
+            a: eps0 * b.powf(gamma),
+            b,
+            gamma,
+        };
+        let warmup = total / 10;
+        SampleConfig {
+            warmup,
+            draws: total - warmup,
+            method: Method::Sgld(settings),
+            ..self.config(Method::Hmc, 1, lengths)
+        }
+    }
+}
+
+/// Runs `config` on `model` and returns the run with each kept draw's seconds since the start
+/// (the checkpoints' time axis).
+fn timed(model: &dyn Model, config: &SampleConfig) -> Result<(Run, Vec<f64>)> {
+    let times = Arc::new(Mutex::new(Vec::with_capacity(config.draws)));
+    let sinks: Vec<Box<dyn DrawSink>> = vec![Box::new(Stopwatch {
+        start: Instant::now(),
+        times: Arc::clone(&times),
+    })];
+    let run = sample(model, config, sinks, &|_, _| {}, None)?;
+    let times = times
+        .lock()
+        .map_err(|_| Error::invalid("the stopwatch's lock is poisoned"))?
+        .clone();
+    Ok((run, times))
 }
 
 /// The errors of `run`'s running moments at the [`CHECKPOINTS`].
