@@ -100,3 +100,46 @@ pub struct Simulated {
 pub fn indexed_names(prefix: &str, n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("{prefix}.{i}")).collect()
 }
+
+/// A model made of one function, `U(q)` returned and `∇U(q)` written into the slice it is
+/// given, and the parameters' names: all a density of one's own needs to be sampled (a closure,
+/// an automatic-differentiation callback, a binding's call into another language).
+///
+/// `U` alone is the same function with a scratch gradient, allocated per call: the samplers ask
+/// for `U` alone once per surrogate trajectory, which for a model worth a surrogate is small
+/// beside the evaluation itself. A model with a cheaper `U` implements [`Potential`] itself.
+pub struct FnModel<F> {
+    names: Vec<String>,
+    value_and_gradient: F,
+}
+
+impl<F: Fn(&[f64], &mut [f64]) -> f64 + Send + Sync> FnModel<F> {
+    /// The model on `names.len()` parameters whose `U` and `∇U` `value_and_gradient` gives.
+    pub fn new(names: Vec<String>, value_and_gradient: F) -> Self {
+        Self {
+            names,
+            value_and_gradient,
+        }
+    }
+}
+
+impl<F: Fn(&[f64], &mut [f64]) -> f64> Potential for FnModel<F> {
+    fn dim(&self) -> usize {
+        self.names.len()
+    }
+
+    fn value(&self, q: &[f64]) -> f64 {
+        let mut gradient = vec![0.0; q.len()];
+        (self.value_and_gradient)(q, &mut gradient)
+    }
+
+    fn value_and_gradient(&self, q: &[f64], gradient: &mut [f64]) -> f64 {
+        (self.value_and_gradient)(q, gradient)
+    }
+}
+
+impl<F: Fn(&[f64], &mut [f64]) -> f64 + Send + Sync> Model for FnModel<F> {
+    fn parameter_names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+}
