@@ -78,6 +78,38 @@ fn comparable_lines(file: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `shmc sample` of the CLI's `gaussian-32 --d 10` with `method` and `seed` into `dir`: 2 chains
+/// of 150 warmup iterations (saved) and 200 draws; its output, after checking it succeeded.
+fn shmc_sample(dir: &Path, method: &str, seed: &str) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args([
+            "sample",
+            "--model",
+            "gaussian-32",
+            "--d",
+            "10",
+            "--method",
+            method,
+        ])
+        .args([
+            "--chains", "2", "--warmup", "150", "--draws", "200", "--seed", seed,
+        ])
+        .args([
+            "--save-warmup",
+            "--quiet",
+            "--output",
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 #[test]
 fn write_cmdstan_writes_what_shmc_sample_writes_for_the_same_seed() {
     for (method, api_method) in [
@@ -85,32 +117,7 @@ fn write_cmdstan_writes_what_shmc_sample_writes_for_the_same_seed() {
         ("hmc", Method::Hmc),
     ] {
         let cli_dir = temp_dir(&format!("cli-{method}"));
-        let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
-            .args([
-                "sample",
-                "--model",
-                "gaussian-32",
-                "--d",
-                "10",
-                "--method",
-                method,
-            ])
-            .args([
-                "--chains", "2", "--warmup", "150", "--draws", "200", "--seed", "11",
-            ])
-            .args([
-                "--save-warmup",
-                "--quiet",
-                "--output",
-                cli_dir.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        shmc_sample(&cli_dir, method, "11");
 
         let api_dir = temp_dir(&format!("api-{method}"));
         let model = gaussian();
@@ -149,33 +156,7 @@ fn write_cmdstan_writes_what_shmc_sample_writes_for_the_same_seed() {
 #[test]
 fn write_to_streams_the_files_shmc_sample_writes_and_resumes_them() {
     let cli_dir = temp_dir("stream-cli");
-    let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args([
-            "sample",
-            "--model",
-            "gaussian-32",
-            "--d",
-            "10",
-            "--chains",
-            "2",
-        ])
-        .args([
-            "--warmup",
-            "150",
-            "--draws",
-            "200",
-            "--seed",
-            "5",
-            "--save-warmup",
-        ])
-        .args(["--quiet", "--output", cli_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = shmc_sample(&cli_dir, "hmc", "5");
 
     let api_dir = temp_dir("stream-api");
     let model = gaussian();
