@@ -225,6 +225,15 @@ impl ChainResult {
         )
     }
 
+    /// The counts of warmup's evaluations (`warmup`) or sampling's.
+    fn evaluations(&mut self, warmup: bool) -> &mut Evaluations {
+        if warmup {
+            &mut self.warmup_evaluations
+        } else {
+            &mut self.sampling_evaluations
+        }
+    }
+
     fn record(&mut self, row: &[f64]) {
         for (column, &x) in self.columns.iter_mut().zip(row) {
             column.push(x);

@@ -21,7 +21,7 @@ use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use shmc_core::Steps;
 
-use super::kernel::RiemannianReport;
+use super::generalized::RiemannianReport;
 use super::learning::Recorder;
 use crate::sampler::proposer::{Collapse, SurrogateReport};
 use crate::sampler::{Evaluations, PhaseReport};

@@ -34,6 +34,9 @@ use rand_pcg::Pcg64;
 use shmc_core::random::uniform;
 use shmc_core::{Dyn, Exact, Metric, Potential, State, Transition, leapfrog};
 
+use super::kernel::{Ctx, Kernel, Outcome};
+use crate::{Error, Result};
+
 /// Stan's default maximum tree depth: at most `2^10 − 1` leapfrog steps per draw.
 pub const MAX_DEPTH: u32 = 10;
 
@@ -78,7 +81,7 @@ impl Tree {
 
 /// What a transition did.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Outcome {
+pub struct Drawn {
     /// Accepted or not by the second stage, its acceptance probability, the exact energies,
     /// and the tree's leapfrog steps.
     pub transition: Transition,
@@ -98,6 +101,35 @@ pub struct DelayedNuts {
     steps: u32,
     accept_sum: f64,
     divergent: bool,
+}
+
+impl Kernel for DelayedNuts {
+    /// Runs only while the surrogate proposes (with the exact `U` judging), on the chain's
+    /// Euclidean step size and metric.
+    fn transition(&mut self, ctx: Ctx<'_>) -> Result<Outcome> {
+        let Some(proposal) = ctx.proposer.and_then(|p| p.proposal()) else {
+            return Err(Error::invalid(
+                "delayed-acceptance NUTS runs only while a surrogate proposes",
+            ));
+        };
+        let out = self.draw(
+            ctx.state,
+            *ctx.proposal_value,
+            ctx.exact,
+            proposal,
+            ctx.metric,
+            ctx.hmc.config.step_size,
+            ctx.rng,
+        );
+        *ctx.proposal_value = out.proposal_value;
+        let t = out.transition;
+        ctx.counts.record(&t, true, out.exact_evaluated);
+        Ok(Outcome {
+            transition: t,
+            stat: out.tree_accept,
+            depth: tree_depth(u64::from(t.steps)),
+        })
+    }
 }
 
 /// Whether a trajectory with velocities `first` and `last` at its ends and momentum sum `rho`
@@ -141,7 +173,7 @@ impl DelayedNuts {
     /// Long (over 100 lines) because the tree's doubling loop, the draw it keeps and its delayed
     /// acceptance are one algorithm that reads as the published one, step by step.
     #[allow(clippy::too_many_arguments)]
-    pub fn transition<M>(
+    pub fn draw<M>(
         &mut self,
         state: &mut State<Dyn>,
         proposal_value: f64,
@@ -150,7 +182,7 @@ impl DelayedNuts {
         metric: &M,
         step_size: f64,
         rng: &mut Pcg64,
-    ) -> Outcome
+    ) -> Drawn
     where
         M: Metric + ?Sized,
     {
@@ -207,7 +239,7 @@ impl DelayedNuts {
         let kinetic = metric.kinetic(&sample.p);
         if tree.sample_is_start {
             // The first stage stayed: the second has nothing to judge (its ratio is 1).
-            return Outcome {
+            return Drawn {
                 transition: Transition {
                     accepted: false,
                     accept_prob: 1.0,
@@ -237,7 +269,7 @@ impl DelayedNuts {
             state.potential = exact;
             new_value = sample.value;
         }
-        Outcome {
+        Drawn {
             transition: Transition {
                 accepted,
                 accept_prob,
@@ -439,7 +471,7 @@ mod tests {
         let mut nuts = DelayedNuts::new(MAX_DEPTH, 1000.0);
         let (mut draws, mut steps) = (Vec::with_capacity(n), 0u64);
         for _ in 0..n {
-            let out = nuts.transition(&mut state, value, target, proposal, &metric, 0.4, &mut rng);
+            let out = nuts.draw(&mut state, value, target, proposal, &metric, 0.4, &mut rng);
             value = out.proposal_value;
             steps += u64::from(out.transition.steps);
             draws.push([state.position[0], state.position[1]]);
@@ -513,7 +545,7 @@ mod tests {
             let before = (state.position.clone(), target.1.get());
             let value = Twisted.value(state.position.as_slice());
             // A step size so large that most trees diverge at once and keep their start.
-            let out = nuts.transition(&mut state, value, &target, &Twisted, &metric, 1.5, &mut rng);
+            let out = nuts.draw(&mut state, value, &target, &Twisted, &metric, 1.5, &mut rng);
             let evaluations = target.1.get() - before.1;
             assert_eq!(evaluations, u64::from(out.exact_evaluated));
             if out.exact_evaluated {

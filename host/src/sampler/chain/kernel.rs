@@ -1,220 +1,178 @@
-//! The kernel a chain's transition runs: HMC's leapfrog (under the exact or the surrogate's
-//! dynamics, [`super::dynamics`]) or RMHMC's generalized leapfrog ([`Riemannian`]). The chain
-//! chooses one per iteration: RMHMC runs the generalized leapfrog throughout; RNS-RMHMC runs
-//! exact HMC until its surrogate proposes, then the generalized leapfrog on the network's
-//! potential and metric. Both are judged by the exact `U`.
+//! The seam between a chain and the transitions it makes. A [`Kernel`] turns the chain's state
+//! into the next one; the chain around it counts, writes rows, adapts, checkpoints and decides
+//! when the surrogate proposes. Which kernels a method runs is decided once, at the chain's
+//! start, in [`Kernels::for_method`]: one for when the surrogate does not propose and,
+//! if the method has a different one, one for when it does. The chain switches between the two
+//! only when its phase changes (the surrogate starts proposing, or the guard sends it back to
+//! exact HMC for good).
 //!
-//! A generalized leapfrog step that fails (a fixed-point solve that does not converge, a step
-//! that does not integrate back to its start, a metric that is not positive definite) rejects
-//! the transition as divergent, with its reason counted in [`RiemannianReport`].
+//! A new kernel is its own module implementing [`Kernel`] plus its line in
+//! [`Kernels::for_method`].
 
-use std::time::Instant;
+use rand_pcg::Pcg64;
+use shmc_core::{DiagonalMetric, Dyn, Hmc, Potential, State, Transition};
 
-use nalgebra::DVector;
-use rand::Rng;
-use serde::{Deserialize, Serialize};
-use shmc_core::{DualAveraging, Dyn, Potential, State, Transition};
+use super::delayed_nuts::{self, DelayedNuts};
+use super::generalized::{Riemannian, RiemannianReport};
+use super::leapfrog::Leapfrog;
+use crate::metric::RiemannianMetric;
+use crate::records::Evaluations;
+use crate::sampler::config::SampleConfig;
+use crate::sampler::method::Method;
+use crate::sampler::proposer::Proposer;
+use crate::sampler::trajectory::SurrogateSteps;
+use crate::{Error, Model, Result};
 
-use crate::riemannian::{
-    MetricWork, NetworkDiagonalSoftAbs, NetworkSoftAbs, RiemannianMetric, Rmhmc, RmhmcCounts, Timed,
-};
-use crate::sampler::method::RmhmcSettings;
-use crate::sampler::method::StepSize;
-use crate::surrogates::Surrogate;
-use crate::{Error, Result};
-
-/// The step size an adapted RMHMC starts from: its metric carries the posterior's scales, so
-/// unit steps are the natural order (the papers' fixed ones are 0.4 to 0.8).
-const INITIAL_STEP_SIZE: f64 = 1.0;
-
-/// What RMHMC's transitions did and cost in one part of a chain (warmup or sampling).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct KernelWork {
-    /// Transitions made with the generalized leapfrog.
-    pub transitions: u64,
-    /// Fixed-point iterations, steps, and the trajectories each failure ended.
-    pub counts: RmhmcCounts,
-    /// Points at which the metric was evaluated (factorized).
-    pub metric_evaluations: u64,
-    /// Products `G(q)x` without a factorization (the position solves' first phase).
-    #[serde(default)]
-    pub metric_products: u64,
-    /// Seconds in the metric: its evaluations and every solve and derivative with them.
-    pub metric_seconds: f64,
-    /// Seconds in the transitions, the metric's included.
-    pub seconds: f64,
+/// What a kernel's transition works on: the chain's state and random stream, the potentials,
+/// and the Euclidean step size, trajectory length and metric that HMC's adaptation tunes (a
+/// kernel with a step size of its own ignores them).
+pub(super) struct Ctx<'c> {
+    /// The exact potential, which judges every proposal (except under VHMC's approximate rule).
+    pub exact: &'c (dyn Potential + Sync),
+    /// The method's surrogate side while it proposes; `None` while the chain is exact.
+    pub proposer: Option<&'c dyn Proposer>,
+    /// Where the chain is; the transition moves it.
+    pub state: &'c mut State<Dyn>,
+    /// `Ũ` at the state while the surrogate proposes; the transition keeps it current.
+    pub proposal_value: &'c mut f64,
+    pub rng: &'c mut Pcg64,
+    /// HMC's step size, trajectory length and divergence threshold.
+    pub hmc: &'c mut Hmc<Dyn>,
+    /// The adapted diagonal metric.
+    pub metric: &'c DiagonalMetric<Dyn>,
+    /// Whether the chain is in warmup (a kernel may skip statistics nothing adapts to).
+    pub warmup: bool,
+    /// Where the transition counts the potentials and gradients it evaluated.
+    pub counts: &'c mut Evaluations,
 }
 
-/// RMHMC's side of a chain's result.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RiemannianReport {
-    /// The step size the kept draws used.
-    pub step_size: f64,
-    /// Warmup's transitions.
-    pub warmup: KernelWork,
-    /// The kept draws' transitions.
-    pub sampling: KernelWork,
+/// What a transition did, for the chain's row and its adaptation.
+pub(super) struct Outcome {
+    pub transition: Transition,
+    /// The acceptance statistic step-size adaptation learns from.
+    pub stat: f64,
+    /// Stan's tree depth for the row (0 for a fixed-length trajectory, as CmdStan writes for
+    /// static HMC).
+    pub depth: u32,
 }
 
-/// The generalized-leapfrog kernel of one chain: its settings, its step size (adapted on its
-/// own acceptance, never the HMC phase's: the metrics differ), and its work so far.
-pub struct Riemannian {
-    settings: RmhmcSettings,
-    max_energy_error: f64,
-    dual: Option<DualAveraging>,
-    work: MetricWork,
-    report: RiemannianReport,
+/// One Markov transition kernel of a chain.
+pub(super) trait Kernel {
+    /// One transition from `ctx.state`, with its evaluations counted in `ctx.counts`.
+    fn transition(&mut self, ctx: Ctx<'_>) -> Result<Outcome>;
+
+    /// The step size of a kernel that adapts its own; `None` for one that runs on the chain's
+    /// Euclidean step size (`Ctx::hmc`).
+    fn step_size(&self) -> Option<f64> {
+        None
+    }
+
+    /// Adapts the kernel's own step size to warmup iteration `i`'s (of `warmup`) statistic;
+    /// `false` when it has none, so that the chain's Euclidean adaptation learns instead.
+    fn adapt(&mut self, _i: usize, _warmup: usize, _stat: f64) -> bool {
+        false
+    }
+
+    /// What an RMHMC kernel did and cost, for the chain's result and checkpoint.
+    fn riemannian(&self) -> Option<RiemannianReport> {
+        None
+    }
+
+    /// Goes on from a resumed chain's saved RMHMC report.
+    fn restore(&mut self, _report: RiemannianReport) {}
 }
 
-impl Riemannian {
-    /// The kernel of `settings`, with the run's divergence threshold.
-    pub fn new(settings: &RmhmcSettings, max_energy_error: f64) -> Result<Self> {
-        let (step_size, dual) = match settings.step_size {
-            StepSize::Fixed(eps) => (eps, None),
-            StepSize::Adapt { target } => (
-                INITIAL_STEP_SIZE,
-                Some(DualAveraging::new(INITIAL_STEP_SIZE, target)?),
-            ),
+/// The kernels of one chain: the one it runs while exact and the one it runs while the
+/// surrogate proposes (the same when `proposing` is `None`).
+pub(super) struct Kernels<'b> {
+    exact: Box<dyn Kernel + 'b>,
+    proposing: Option<Box<dyn Kernel + 'b>>,
+}
+
+impl<'b> Kernels<'b> {
+    /// The kernels of `config`'s method for a chain of `model` starting at `start` with
+    /// `proposer` (the method's surrogate side, if it has one). The registry of kernels.
+    pub fn for_method<M: Model + ?Sized>(
+        model: &'b M,
+        config: &SampleConfig,
+        start: &[f64],
+        proposer: Option<&dyn Proposer>,
+    ) -> Result<Self> {
+        let max_energy_error = config.max_energy_error;
+        let exact: Box<dyn Kernel + 'b> = match &config.method {
+            Method::Rmhmc(settings) => Box::new(Riemannian::new(
+                settings,
+                max_energy_error,
+                Some(model_metric(model, start)?),
+            )?),
+            _ => Box::new(Leapfrog),
         };
-        Ok(Self {
-            settings: settings.clone(),
-            max_energy_error,
-            dual,
-            work: MetricWork::default(),
-            report: RiemannianReport {
-                step_size,
-                ..RiemannianReport::default()
-            },
-        })
+        let delayed_nuts = config
+            .method
+            .surrogate()
+            .is_some_and(|s| s.trajectory == SurrogateSteps::Nuts)
+            && !proposer.is_some_and(|p| p.approximate());
+        let proposing: Option<Box<dyn Kernel + 'b>> = match &config.method {
+            Method::RnsRmhmc(_, settings) => {
+                Some(Box::new(Riemannian::new(settings, max_energy_error, None)?))
+            }
+            _ if delayed_nuts => Some(Box::new(DelayedNuts::new(
+                delayed_nuts::MAX_DEPTH,
+                max_energy_error,
+            ))),
+            _ => None,
+        };
+        Ok(Self { exact, proposing })
     }
 
-    /// The step size of the next transition.
-    pub fn step_size(&self) -> f64 {
-        self.report.step_size
-    }
-
-    /// Gradient evaluations per generalized leapfrog step: the force at its end, and at its
-    /// start again when the step is integrated back to check it.
-    pub fn gradients_per_step(&self) -> u64 {
-        1 + u64::from(self.settings.reverse_tolerance.is_some())
-    }
-
-    /// The metric of the surrogate's network (RNS-RMHMC): its Hessian under SoftAbs, whole or
-    /// its diagonal. An error if the surrogate has no network (a grid).
-    pub fn network_metric<'a>(
-        &self,
-        surrogate: Option<&'a dyn Surrogate>,
-    ) -> Result<Box<dyn RiemannianMetric + 'a>> {
-        let (network, shift) = surrogate
-            .and_then(|s| Some((s.network()?, s.network_shift())))
-            .ok_or_else(|| {
-                Error::invalid("rns-rmhmc's metric is a network's Hessian: its surrogate has none")
-            })?;
-        let alpha = self.settings.softabs_alpha;
-        Ok(if self.settings.diagonal {
-            Box::new(NetworkDiagonalSoftAbs::new(network, alpha)?.shifted(shift)?)
-        } else {
-            Box::new(NetworkSoftAbs::new(network, alpha)?.shifted(shift)?)
-        })
-    }
-
-    /// One transition from `state`: the dynamics of `proposal` and `metric`, judged by `target`
-    /// with the same metric. An accepted move updates the position and the exact `U` the state
-    /// caches; its gradient, which only HMC's leapfrog uses, is left unknown (NaN) until a
-    /// return to that kernel refreshes it.
-    ///
-    /// Returns the transition and the statistic step-size adaptation learns from: where
-    /// `surrogate` proposes during an adapting warmup, the acceptance under the surrogate's own
-    /// Hamiltonian (as RNS-HMC's surrogate warmup adapts, see `super::dynamics`), else the
-    /// exact acceptance.
-    #[allow(clippy::too_many_arguments)]
-    pub fn transition<R: Rng + ?Sized>(
-        &mut self,
-        target: &dyn Potential,
-        proposal: &dyn Potential,
-        metric: &dyn RiemannianMetric,
-        state: &mut State<Dyn>,
-        rng: &mut R,
-        warmup: bool,
-        surrogate: bool,
-    ) -> Result<(Transition, f64)> {
-        let steps = self.settings.steps.draw(rng);
-        let mut rmhmc = Rmhmc::new(self.settings.integrator(self.step_size()), steps)?;
-        rmhmc.max_energy_error = self.max_energy_error;
-        rmhmc.proposal_statistic = surrogate && warmup && self.dual.is_some();
-        let (evaluations, products) = (self.work.evaluations(), self.work.products());
-        let metric_seconds = self.work.seconds();
-        let clock = Instant::now();
-        let timed = Timed {
-            metric,
-            work: &self.work,
-        };
-        let t = rmhmc.transition(
-            target,
-            proposal,
-            &timed,
-            state.position.as_slice(),
-            state.potential,
-            rng,
-        )?;
-        let part = if warmup {
-            &mut self.report.warmup
-        } else {
-            &mut self.report.sampling
-        };
-        part.seconds += clock.elapsed().as_secs_f64();
-        part.transitions += 1;
-        part.counts.add(&t.counts);
-        part.metric_evaluations += self.work.evaluations() - evaluations;
-        part.metric_products += self.work.products() - products;
-        part.metric_seconds += self.work.seconds() - metric_seconds;
-        let divergent = t.divergence.is_some();
-        let accept_prob = if divergent || !t.energy_error.is_finite() {
-            0.0
-        } else {
-            (-t.energy_error).exp().min(1.0)
-        };
-        let statistic = if rmhmc.proposal_statistic {
-            t.proposal_accept_stat
-        } else {
-            accept_prob
-        };
-        if t.accepted {
-            state.position = DVector::from_vec(t.position);
-            state.potential = t.potential;
-            state.gradient.fill(f64::NAN);
-        }
-        let transition = Transition {
-            accepted: t.accepted,
-            accept_prob,
-            energy: t.energy,
-            energy_error: t.energy_error,
-            divergent,
-            steps: u32::try_from(t.counts.steps).unwrap_or(u32::MAX),
-        };
-        Ok((transition, statistic))
-    }
-
-    /// Adapts the step size to warmup iteration `i`'s (of `warmup`) acceptance statistic, when
-    /// it is adapted; the final step size after the last one.
-    pub fn adapt(&mut self, i: usize, warmup: usize, accept_stat: f64) {
-        if let Some(dual) = self.dual.as_mut() {
-            self.report.step_size = if i + 1 == warmup {
-                dual.update(accept_stat);
-                dual.final_step_size()
-            } else {
-                dual.update(accept_stat)
-            };
+    /// The kernel that runs while the surrogate proposes (`proposing`) or not.
+    pub fn get(&mut self, proposing: bool) -> &mut (dyn Kernel + 'b) {
+        match self.proposing.as_mut().filter(|_| proposing) {
+            Some(kernel) => kernel.as_mut(),
+            None => self.exact.as_mut(),
         }
     }
 
-    /// What the kernel did and cost.
-    pub fn report(&self) -> RiemannianReport {
-        self.report
+    /// [`Self::get`], to read.
+    pub fn peek(&self, proposing: bool) -> &(dyn Kernel + 'b) {
+        match self.proposing.as_ref().filter(|_| proposing) {
+            Some(kernel) => kernel.as_ref(),
+            None => self.exact.as_ref(),
+        }
     }
 
-    /// Goes on from a resumed chain's `report`: its adapted step size and its work so far.
+    /// Whether the exact phase runs on the chain's Euclidean step size and metric (which the
+    /// chain then finds and adapts).
+    pub fn euclidean(&self) -> bool {
+        self.exact.step_size().is_none()
+    }
+
+    /// The RMHMC report of whichever kernel keeps one.
+    pub fn riemannian(&self) -> Option<RiemannianReport> {
+        self.exact
+            .riemannian()
+            .or_else(|| self.proposing.as_ref().and_then(|k| k.riemannian()))
+    }
+
+    /// Hands a resumed chain's RMHMC report to its kernels.
     pub fn restore(&mut self, report: RiemannianReport) {
-        self.report = report;
+        self.exact.restore(report);
+        if let Some(kernel) = self.proposing.as_mut() {
+            kernel.restore(report);
+        }
     }
+}
+
+/// RMHMC's metric: the model's own at the chain's start, or why there is none.
+fn model_metric<'b, M: Model + ?Sized>(
+    model: &'b M,
+    start: &[f64],
+) -> Result<Box<dyn RiemannianMetric + 'b>> {
+    model.riemannian_metric(start).ok_or_else(|| {
+        Error::setting(
+            "method",
+            "rmhmc needs the model's Riemannian metric, and this model offers none at the \
+             chain's start",
+        )
+    })
 }

@@ -7,14 +7,17 @@
 //!    kernel adapting its step size, the whole warmup);
 //! 3. **training**: the fits and online updates, timed apart from the iterations they end;
 //! 4. **surrogate warmup**: the rest of warmup on surrogate trajectories judged by the exact
-//!    `U`, adapting on the surrogate's own acceptance ([`dynamics`]), back to exact HMC for
+//!    `U`, adapting on the surrogate's own acceptance ([`leapfrog`]), back to exact HMC for
 //!    good if the exact acceptance collapses ([`guard`]);
 //! 5. **sampling**: the kept draws, with step size, metric, trajectory lengths and surrogate
 //!    fixed, until the draws are done or every chain together reaches the target ESS.
 //!
-//! Each transition runs one of two kernels ([`kernel`]): HMC's leapfrog, or RMHMC's
-//! generalized leapfrog under a position-dependent metric (RMHMC throughout; RNS-RMHMC once its
-//! surrogate proposes).
+//! Each transition runs a [`kernel::Kernel`], chosen for the method when the chain starts: one
+//! while the chain is exact and, for some methods, another while the surrogate proposes. HMC's
+//! leapfrog ([`leapfrog`]), NUTS on the surrogate with delayed acceptance ([`delayed_nuts`]),
+//! or RMHMC's generalized leapfrog under a position-dependent metric ([`generalized`]: RMHMC
+//! throughout; RNS-RMHMC once its surrogate proposes). The chain around the kernel counts,
+//! writes rows, adapts, learns and checkpoints.
 //!
 //! Each row goes to the chain's sink as soon as it is made, so an interrupted run keeps every
 //! finished draw. After warmup the chain saves a checkpoint through its sink from time to time
@@ -28,13 +31,13 @@
 mod adaptation;
 pub mod checkpoint;
 mod delayed_nuts;
-mod dynamics;
+mod generalized;
 mod guard;
 mod kernel;
+mod leapfrog;
 mod learning;
 pub(super) mod start;
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -43,27 +46,32 @@ use rand_pcg::Pcg64;
 use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, HmcConfig, Potential, State, Transition};
 
 pub use delayed_nuts::tree_depth;
+pub use generalized::{KernelWork, RiemannianReport};
 pub use guard::{Collapse, WINDOW as COLLAPSE_WINDOW};
-pub use kernel::{KernelWork, RiemannianReport};
 pub use learning::Recorder;
 
 use self::adaptation::Adaptation;
 use self::checkpoint::{Checkpoint, Due, Resumed};
-use self::delayed_nuts::DelayedNuts;
-use self::dynamics::{EndPoint, Mode, hmc_transition, surrogate_accept_stat};
 use self::guard::Guard;
-use self::kernel::Riemannian;
+use self::kernel::{Ctx, Kernels, Outcome};
 use super::config::{Init, SampleConfig};
 use super::fitted::Precomputed;
-use super::method::{Method, StepSize};
+use super::method::StepSize;
 use super::proposer::{ForResume, Proposer, SurrogateReport};
 use super::target_ess::{EssMonitor, Verdict};
-use super::trajectory::SurrogateSteps;
 use super::warmup::initial_step_size;
 use super::{ChainResult, DrawSink, InverseMetric, Phase, SAMPLER_COLUMNS};
-use crate::metric::RiemannianMetric;
 use crate::random::chain_rng;
 use crate::{Error, Model, Result};
+
+/// How a chain proposes at the moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Exact HMC.
+    Exact,
+    /// The surrogate proposes (if the method has one that is ready).
+    Surrogate,
+}
 
 /// Where a chain's rows and progress go, and what may stop it early.
 pub struct Outlets<'b> {
@@ -136,18 +144,12 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
     mode: Mode,
     /// `Ũ` at the current state, while the surrogate proposes (for its own acceptance).
     proposal_value: f64,
-    /// `U` and `Ũ` at the latest judged end point.
-    end: Cell<EndPoint>,
+    /// HMC's adaptation of the step size and metric, for a method whose exact phase is HMC.
     adaptation: Option<Adaptation>,
-    /// RMHMC's kernel, for the methods that have one.
-    riemannian: Option<Riemannian>,
-    /// NUTS on the surrogate with delayed acceptance, for a method whose surrogate
-    /// trajectories are NUTS's ([`SurrogateSteps::Nuts`]).
-    nuts: Option<DelayedNuts>,
-    /// RMHMC's metric: the model's own (RNS-RMHMC's is its network's, made per transition).
-    model_metric: Option<Box<dyn RiemannianMetric + 'b>>,
-    /// Whether the latest transition ran the generalized leapfrog.
-    ran_generalized: bool,
+    /// The method's transition kernels, exact and proposing.
+    kernels: Kernels<'b>,
+    /// Whether the latest transition ran the proposing kernel (the one its statistic adapts).
+    ran_proposing: bool,
     guard: Guard,
     collapse: Option<Collapse>,
     /// The surrogate's acceptance against the states it had learned from.
@@ -185,11 +187,8 @@ struct Chain<'b, 'o, M: Model + ?Sized> {
 
 impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
     /// The initial point, the surrogate machinery (a method may move the random start to
-    /// where it knows the posterior is) and the first step size.
-    ///
-    /// Long (over 100 lines) because it fills every field of the chain in one literal; it
-    /// shrinks when the kernel each phase runs becomes one value chosen once (the kernel seam
-    /// still to come), taking its own fields with it.
+    /// where it knows the posterior is), the method's kernels and the first step size; or the
+    /// chain `resumed` left off.
     fn start(
         model: &'b M,
         exact: &'b (dyn Potential + Sync),
@@ -226,25 +225,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             Some(r) => r.checkpoint.start.clone(),
             None => state.position.as_slice().to_vec(),
         };
-        let model_metric = match &config.method {
-            Method::Rmhmc(_) => Some(model.riemannian_metric(&start).ok_or_else(|| {
-                Error::setting(
-                    "method",
-                    "rmhmc needs the model's Riemannian metric, and this model offers \
-                             none at the chain's start",
-                )
-            })?),
-            _ => None,
-        };
-        let riemannian = match config.method.rmhmc() {
-            Some(settings) => Some(Riemannian::new(settings, config.max_energy_error)?),
-            None => None,
-        };
-        let nuts = config
-            .method
-            .surrogate()
-            .filter(|s| s.trajectory == SurrogateSteps::Nuts)
-            .map(|_| DelayedNuts::new(delayed_nuts::MAX_DEPTH, config.max_energy_error));
+        let kernels = Kernels::for_method(model, config, &start, proposer.as_deref())?;
         let names = model.parameter_names().len();
         let hmc = Hmc::new(
             Dyn(dim),
@@ -266,12 +247,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             proposer,
             mode: Mode::Surrogate,
             proposal_value: f64::NAN,
-            end: Cell::new(EndPoint::default()),
             adaptation: None,
-            riemannian,
-            nuts,
-            model_metric,
-            ran_generalized: false,
+            kernels,
+            ran_proposing: false,
             guard: Guard::default(),
             collapse: None,
             learning: Recorder::new(config.warmup),
@@ -290,27 +268,35 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             saved_report: None,
             saved_learned: None,
         };
-        if let Some(resumed) = resumed {
-            chain.restore(resumed)?;
-            return Ok(chain);
+        match resumed {
+            Some(resumed) => chain.restore(resumed)?,
+            None => chain.begin()?,
         }
-        if chain.proposing() {
-            chain.refresh();
+        Ok(chain)
+    }
+
+    /// Readies a new chain's first transition: what the state caches of the proposal, and for
+    /// a method whose exact phase runs on the Euclidean step size, Stan's first step size, the
+    /// surrogate's trajectory lengths for it and HMC's adaptation.
+    fn begin(&mut self) -> Result<()> {
+        if self.proposing() {
+            self.refresh();
         }
         // RMHMC never runs HMC's leapfrog: it has no HMC step size or Euclidean metric to find.
-        if chain.model_metric.is_some() {
-            return Ok(chain);
+        if !self.kernels.euclidean() {
+            return Ok(());
         }
-        let step_size = match config.step_size {
+        let step_size = match self.config.step_size {
             StepSize::Fixed(eps) => eps,
-            StepSize::Adapt { .. } => chain.find_step_size(1.0),
+            StepSize::Adapt { .. } => self.find_step_size(1.0),
         };
-        chain.hmc.config.step_size = step_size;
-        if chain.proposing() {
-            chain.hmc.config.steps = chain.surrogate_steps();
+        self.hmc.config.step_size = step_size;
+        if self.proposing() {
+            self.hmc.config.steps = self.surrogate_steps();
         }
-        chain.adaptation = Adaptation::new(config, step_size, dim, chain.proposing())?;
-        Ok(chain)
+        let dim = self.model.dim();
+        self.adaptation = Adaptation::new(self.config, step_size, dim, self.proposing())?;
+        Ok(())
     }
 
     /// Exact HMC until the surrogate proposes (for exact HMC, the whole warmup; for RMHMC, its
@@ -409,7 +395,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         });
         self.result.step_size = self.step_size();
         self.result.inv_mass = self.metric.inv_mass().to_vec();
-        self.result.riemannian = self.riemannian.as_ref().map(Riemannian::report);
+        self.result.riemannian = self.kernels.riemannian();
         if let Some(phase) = self.proposer.take() {
             let mut report = self
                 .saved_report
@@ -458,8 +444,8 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         };
         self.proposal_value = c.proposal_value;
         self.collapse = c.collapse;
-        if let (Some(kernel), Some(report)) = (self.riemannian.as_mut(), c.riemannian) {
-            kernel.restore(report);
+        if let Some(report) = c.riemannian {
+            self.kernels.restore(report);
         }
         self.saved_report = c.surrogate.clone();
         self.saved_learned = c.learned;
@@ -515,7 +501,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             exact_for_good: self.mode == Mode::Exact,
             collapse: self.collapse,
             surrogate: report,
-            riemannian: self.riemannian.as_ref().map(Riemannian::report),
+            riemannian: self.kernels.riemannian(),
             warmup_evaluations: self.result.warmup_evaluations,
             sampling_evaluations: self.result.sampling_evaluations,
             warmup_divergences: self.result.warmup_divergences,
@@ -553,51 +539,10 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
                 .is_some_and(|p| p.proposal().is_some())
     }
 
-    /// Whether the next transition runs the generalized leapfrog: always under the model's
-    /// metric (RMHMC), and under the network's once the surrogate proposes (RNS-RMHMC).
-    fn generalized(&self) -> bool {
-        self.model_metric.is_some() || (self.riemannian.is_some() && self.proposing())
-    }
-
     /// The step size of the kernel that runs now.
     fn step_size(&self) -> f64 {
-        match &self.riemannian {
-            Some(kernel) if self.generalized() => kernel.step_size(),
-            _ => self.hmc.config.step_size,
-        }
-    }
-
-    /// One transition of the generalized leapfrog: the exact or the surrogate's potential with
-    /// the model's or the network's metric, judged by the exact `U`; with the statistic its
-    /// step size adapts to ([`Riemannian::transition`]).
-    fn generalized_transition(&mut self, warmup: bool) -> Result<(Transition, f64)> {
-        let proposer = self
-            .proposer
-            .as_deref()
-            .filter(|_| self.mode == Mode::Surrogate);
-        let proposal = proposer.and_then(|p| p.proposal()).unwrap_or(self.exact);
-        let Some(kernel) = self.riemannian.as_mut() else {
-            return Err(Error::invalid(
-                "the generalized leapfrog runs only for RMHMC",
-            ));
-        };
-        let network_metric;
-        let metric: &dyn RiemannianMetric = match &self.model_metric {
-            Some(metric) => metric.as_ref(),
-            None => {
-                network_metric = kernel.network_metric(proposer.and_then(|p| p.surrogate()))?;
-                network_metric.as_ref()
-            }
-        };
-        kernel.transition(
-            self.exact,
-            proposal,
-            metric,
-            &mut self.state,
-            &mut self.rng,
-            warmup,
-            proposer.is_some(),
-        )
+        let own = self.kernels.peek(self.proposing()).step_size();
+        own.unwrap_or(self.hmc.config.step_size)
     }
 
     /// Whether the MH step judges with the surrogate itself (VHMC's published rule).
@@ -605,13 +550,9 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         self.proposer.as_deref().is_some_and(|p| p.approximate())
     }
 
-    /// One transition, counted, written when kept (or when warmup is saved) and reported;
-    /// `None` once the run is interrupted. Returns the transition and the acceptance statistic
-    /// adaptation learns from (in sampling, where nothing adapts, the exact one).
-    ///
-    /// Long (over 100 lines) because it still picks among three kernels (the generalized
-    /// leapfrog, NUTS trees on the surrogate, HMC) per iteration; one kernel trait chosen per
-    /// phase is the next consolidation and leaves here the counting and the row.
+    /// One transition of the kernel that runs now, counted, written when kept (or when warmup
+    /// is saved) and reported; `None` once the run is interrupted. Returns the transition and
+    /// the acceptance statistic adaptation learns from.
     fn iterate(&mut self) -> Result<Option<(Transition, f64)>> {
         if self.outlets.interrupt.load(Ordering::Relaxed) {
             self.result.interrupted = true;
@@ -619,126 +560,74 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         }
         let warmup = self.done < self.config.warmup;
         let proposed = self.proposing();
-        let generalized = self.generalized();
-        let (u0, v0) = (self.state.potential, self.proposal_value);
         let step_size = self.step_size();
-        // A trajectory that breaks off before its end point leaves no end point behind.
-        self.end.set(EndPoint::default());
-        let approximate = self.approximate();
-        // The acceptance statistic of a kernel that computes its own (RMHMC's, NUTS's), and
-        // whether the exact `U` judged the proposal.
-        let mut exact_judge = !(proposed && approximate);
-        let mut ran_nuts = false;
-        let (t, kernel_stat) = if generalized {
-            let (t, stat) = self.generalized_transition(warmup)?;
-            (t, Some(stat))
-        } else if let (Some(nuts), Some(proposal), false) = (
-            self.nuts.as_mut(),
-            self.proposer
-                .as_deref()
-                .filter(|_| proposed)
-                .and_then(|p| p.proposal()),
-            approximate,
-        ) {
-            let out = nuts.transition(
-                &mut self.state,
-                self.proposal_value,
-                self.exact,
-                proposal,
-                &self.metric,
-                step_size,
-                &mut self.rng,
-            );
-            self.proposal_value = out.proposal_value;
-            exact_judge = out.exact_evaluated;
-            ran_nuts = true;
-            (out.transition, Some(out.tree_accept))
-        } else {
-            let t = hmc_transition(
-                &mut self.hmc,
-                &mut self.state,
-                &self.metric,
-                &mut self.rng,
-                self.exact,
-                self.proposer.as_deref(),
-                self.mode,
-                &self.end,
-            );
-            (t, None)
+        let ctx = Ctx {
+            exact: self.exact,
+            proposer: self.proposer.as_deref().filter(|_| proposed),
+            state: &mut self.state,
+            proposal_value: &mut self.proposal_value,
+            rng: &mut self.rng,
+            hmc: &mut self.hmc,
+            metric: &self.metric,
+            warmup,
+            counts: self.result.evaluations(warmup),
         };
-        self.ran_generalized = generalized;
+        let Outcome {
+            transition: t,
+            stat,
+            depth,
+        } = self.kernels.get(proposed).transition(ctx)?;
+        self.ran_proposing = proposed;
         if proposed && let Some(states) = self.learned() {
             self.learning.observe(self.done + 1, states, t.accept_prob);
         }
-        // Sampling adapts nothing, so it skips the surrogate's own statistic (an `exp`, a
-        // noticeable part of a cheap model's iteration) and returns the exact one.
-        let stat = if let Some(stat) = kernel_stat {
-            stat
-        } else if proposed && !approximate {
-            let end = self.end.get();
-            if t.accepted {
-                self.proposal_value = end.proposal;
-            }
-            if warmup {
-                surrogate_accept_stat(&t, u0, v0, end).unwrap_or(t.accept_prob)
-            } else {
-                t.accept_prob
-            }
-        } else {
-            t.accept_prob
-        };
-        let counts = if warmup {
-            &mut self.result.warmup_evaluations
-        } else {
-            &mut self.result.sampling_evaluations
-        };
-        match &self.riemannian {
-            Some(kernel) if generalized => {
-                counts.record_generalized(&t, proposed, kernel.gradients_per_step())
-            }
-            _ => counts.record(&t, proposed, exact_judge),
-        }
         if let Some(proposer) = self.proposer.as_deref() {
-            counts.record_outside(proposer.take_outside());
+            let outside = proposer.take_outside();
+            self.result.evaluations(warmup).record_outside(outside);
         }
         if warmup {
             self.result.warmup_divergences += usize::from(t.divergent);
         }
         if !warmup || self.config.save_warmup {
-            // Stan's tree depth, for a NUTS tree (0 for a fixed-length trajectory, as CmdStan
-            // writes for static HMC).
-            let depth = if ran_nuts {
-                tree_depth(u64::from(t.steps))
-            } else {
-                0
-            };
-            self.row.clear();
-            self.row.extend_from_slice(&[
-                -self.state.potential,
-                t.accept_prob,
-                step_size,
-                f64::from(depth),
-                f64::from(t.steps),
-                f64::from(u8::from(t.divergent)),
-                t.energy,
-            ]);
-            self.model
-                .write_parameters(self.state.position.as_slice(), &mut self.row);
-            self.outlets.sink.draw(&self.row)?;
-            if !warmup {
-                self.result.record(&self.row);
-            }
+            self.write_row(&t, step_size, depth, warmup)?;
         }
         self.done += 1;
         (self.outlets.progress)(self.number, self.done);
         Ok(Some((t, stat)))
     }
 
+    /// Writes the row of transition `t` (kept, unless it is a saved warmup iteration's).
+    fn write_row(
+        &mut self,
+        t: &Transition,
+        step_size: f64,
+        depth: u32,
+        warmup: bool,
+    ) -> Result<()> {
+        self.row.clear();
+        self.row.extend_from_slice(&[
+            -self.state.potential,
+            t.accept_prob,
+            step_size,
+            f64::from(depth),
+            f64::from(t.steps),
+            f64::from(u8::from(t.divergent)),
+            t.energy,
+        ]);
+        self.model
+            .write_parameters(self.state.position.as_slice(), &mut self.row);
+        self.outlets.sink.draw(&self.row)?;
+        if !warmup {
+            self.result.record(&self.row);
+        }
+        Ok(())
+    }
+
     /// Adapts the step size and metric to warmup iteration `done − 1`'s acceptance `stat`;
     /// after a new metric, finds the step size again for it and the trajectory lengths.
     fn adapt(&mut self, stat: f64) -> Result<()> {
-        if let Some(kernel) = self.riemannian.as_mut().filter(|_| self.ran_generalized) {
-            kernel.adapt(self.done - 1, self.config.warmup, stat);
+        let kernel = self.kernels.get(self.ran_proposing);
+        if kernel.adapt(self.done - 1, self.config.warmup, stat) {
             return Ok(());
         }
         let Some(adaptation) = self.adaptation.as_mut() else {

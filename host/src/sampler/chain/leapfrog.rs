@@ -1,5 +1,6 @@
-//! Which dynamics a chain's transition uses: exact HMC, or surrogate trajectories judged by the
-//! exact `U` ([`Judged`]), or (VHMC's published rule) judged by the surrogate itself.
+//! HMC's kernel ([`Leapfrog`]) and the dynamics it runs: exact HMC, or surrogate trajectories
+//! judged by the exact `U` ([`Judged`]), or (VHMC's published rule) judged by the surrogate
+//! itself.
 //!
 //! # The surrogate's own acceptance
 //! Dual averaging aims at an acceptance rate that measures the leapfrog's *integration* error.
@@ -16,6 +17,8 @@ use std::cell::{Cell, RefCell};
 use rand_pcg::Pcg64;
 use shmc_core::{DiagonalMetric, Dyn, Dynamics, Exact, Hmc, Potential, State, Transition};
 
+use super::kernel::{Ctx, Kernel, Outcome};
+use crate::Result;
 use crate::sampler::proposer::{EndGradient, Proposer};
 
 /// `U` and `Ũ` at the latest end point of a judged trajectory.
@@ -86,24 +89,54 @@ impl<P: Potential + ?Sized> Dynamics for Judged<'_, P> {
     }
 }
 
-/// How a chain proposes at the moment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Exact HMC.
-    Exact,
-    /// The surrogate proposes (if the method has one that is ready).
-    Surrogate,
+/// HMC's kernel: a fixed-length leapfrog trajectory on the chain's Euclidean step size and
+/// metric, under whichever dynamics proposes ([`hmc_transition`]).
+pub struct Leapfrog;
+
+impl Kernel for Leapfrog {
+    /// Returns, while the surrogate proposes with the exact `U` judging, the surrogate's own
+    /// acceptance as the statistic (in sampling, where nothing adapts, it skips that `exp`, a
+    /// noticeable part of a cheap model's iteration, and returns the exact one).
+    fn transition(&mut self, ctx: Ctx<'_>) -> Result<Outcome> {
+        let (u0, v0) = (ctx.state.potential, *ctx.proposal_value);
+        let end = Cell::new(EndPoint::default());
+        let t = hmc_transition(
+            ctx.hmc,
+            ctx.state,
+            ctx.metric,
+            ctx.rng,
+            ctx.exact,
+            ctx.proposer,
+            &end,
+        );
+        let proposed = ctx.proposer.is_some();
+        let approximate = ctx.proposer.is_some_and(|p| p.approximate());
+        let mut stat = t.accept_prob;
+        if proposed && !approximate {
+            let end = end.get();
+            if t.accepted {
+                *ctx.proposal_value = end.proposal;
+            }
+            if ctx.warmup {
+                stat = surrogate_accept_stat(&t, u0, v0, end).unwrap_or(t.accept_prob);
+            }
+        }
+        ctx.counts.record(&t, proposed, !approximate);
+        Ok(Outcome {
+            transition: t,
+            stat,
+            depth: 0,
+        })
+    }
 }
 
-/// One HMC transition of `hmc` from `state` under the dynamics of `mode`: exact HMC, or once
-/// the surrogate proposes its trajectories judged by the exact `U` (or by the surrogate itself
-/// under VHMC's approximate rule). `end` receives the end point's potentials of judged
-/// trajectories.
+/// One HMC transition of `hmc` from `state`: exact HMC, or while `proposer` proposes its
+/// trajectories judged by the exact `U` (or by the surrogate itself under VHMC's approximate
+/// rule). `end` receives the end point's potentials of judged trajectories.
 ///
 /// The dynamics are chosen once per transition and the transition is compiled for each kind
 /// ([`Exact`], [`Judged`]), so that the leapfrog calls their gradients directly: called through
 /// `dyn Dynamics`, every leapfrog step of a cheap model paid a dynamic call and a frame more.
-#[allow(clippy::too_many_arguments)]
 pub fn hmc_transition(
     hmc: &mut Hmc<Dyn>,
     state: &mut State<Dyn>,
@@ -111,10 +144,9 @@ pub fn hmc_transition(
     rng: &mut Pcg64,
     model: &dyn Potential,
     proposer: Option<&dyn Proposer>,
-    mode: Mode,
     end: &Cell<EndPoint>,
 ) -> Transition {
-    let Some(proposer) = proposer.filter(|_| mode == Mode::Surrogate) else {
+    let Some(proposer) = proposer else {
         return hmc.transition(state, &Exact(model), metric, rng);
     };
     let Some(proposal) = proposer.proposal() else {
