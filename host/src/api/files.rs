@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::output::{CsvHeader, CsvSink, chain_path};
-use crate::sampler::{DrawSink, Resumed, SampleConfig};
-use crate::{Model, Result};
+use crate::output::{CsvHeader, CsvSink, chain_path, resume};
+use crate::sampler::{DrawSink, MassMatrix, Resumed, SampleConfig};
+use crate::{Error, Model, Result};
 
 /// Where a run's files go, and whether they are a stopped run's to go on with.
 #[derive(Clone, Debug)]
@@ -32,6 +32,9 @@ impl Files {
         if !self.resume {
             std::fs::create_dir_all(&self.dir).map_err(|e| crate::Error::io(&self.dir, e))?;
         }
+        if self.resume {
+            self.check_checkpoints(name, config, model)?;
+        }
         let warmup_rows = if config.save_warmup { config.warmup } else { 0 };
         let mut opened: Opened = (Vec::new(), Vec::new());
         for chain in 1..=config.chains {
@@ -47,6 +50,35 @@ impl Files {
             opened.1.push(resumed);
         }
         Ok(opened)
+    }
+
+    /// Reads every chain's checkpoint before any file is cut back to one: a broken checkpoint
+    /// ([`crate::sampler::Checkpoint::problem`]), or one whose saved `U` is not `model`'s at its
+    /// position, is refused with the run's files as they were. (Under the Laplace mass matrix
+    /// the saved position is in the approximation's coordinates, and under an approximate rule
+    /// the saved value is the surrogate's: the sampler checks those once it has them.)
+    fn check_checkpoints<M: Model + ?Sized>(
+        &self,
+        name: &str,
+        config: &SampleConfig,
+        model: &M,
+    ) -> Result<()> {
+        let exact_coordinates =
+            config.mass_matrix() == MassMatrix::Diagonal && !config.method.approximate();
+        for chain in 1..=config.chains {
+            let csv = chain_path(&self.dir, name, chain);
+            let Some(checkpoint) = resume::read_checkpoint(&csv, model.dim())? else {
+                continue;
+            };
+            let problem = exact_coordinates
+                .then(|| checkpoint.potential_problem(&model))
+                .flatten();
+            if let Some(problem) = problem {
+                let path = resume::checkpoint_path(&csv);
+                return Err(Error::invalid(format!("{}: {problem}", path.display())));
+            }
+        }
+        Ok(())
     }
 
     /// After a failed run: removes the chains' files that hold no draw (only the header

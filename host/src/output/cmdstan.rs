@@ -249,6 +249,7 @@ impl CsvSink {
             .collect();
         let resumed = Resumed {
             checkpoint,
+            path: resume::checkpoint_path(path),
             rows,
             surrogate,
         };

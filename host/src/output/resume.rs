@@ -68,6 +68,21 @@ pub type Saved = (Checkpoint, Option<Arc<dyn Surrogate>>);
 /// What the chain whose rows are in `csv` saved (a model of `dim` parameters), if it saved a
 /// checkpoint (`None`: it stopped in warmup and starts again).
 pub fn read(csv: &Path, dim: usize) -> Result<Option<Saved>> {
+    let Some(checkpoint) = read_checkpoint(csv, dim)? else {
+        return Ok(None);
+    };
+    let surrogate = if checkpoint.saved_surrogate {
+        let (surrogate, _) = kinds::load(&surrogate_path(csv), dim)?;
+        Some(Arc::from(surrogate))
+    } else {
+        None
+    };
+    Ok(Some((checkpoint, surrogate)))
+}
+
+/// The checkpoint of the chain whose rows are in `csv`, if it saved one, checked
+/// ([`Checkpoint::problem`]) for a model of `dim` parameters.
+pub fn read_checkpoint(csv: &Path, dim: usize) -> Result<Option<Checkpoint>> {
     let path = checkpoint_path(csv);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -79,11 +94,8 @@ pub fn read(csv: &Path, dim: usize) -> Result<Option<Saved>> {
         line: e.line(),
         message: format!("not a chain checkpoint: {e}"),
     })?;
-    let surrogate = if checkpoint.saved_surrogate {
-        let (surrogate, _) = kinds::load(&surrogate_path(csv), dim)?;
-        Some(Arc::from(surrogate))
-    } else {
-        None
-    };
-    Ok(Some((checkpoint, surrogate)))
+    if let Some(problem) = checkpoint.problem(dim) {
+        return Err(Error::invalid(format!("{}: {problem}", path.display())));
+    }
+    Ok(Some(checkpoint))
 }

@@ -544,6 +544,7 @@ fn run_chains<M: Model + ?Sized>(
         ),
         None => (Cow::Borrowed(config), sinks),
     };
+    check_checkpoints(model, &config, resumed)?;
     let precomputed = precompute(model, &config)?;
     let monitor = ess_monitor(model, &config);
     let chains = Chains {
@@ -707,6 +708,29 @@ impl Chains<'_> {
         );
         stop_on_failure(result, sink, self.stop)
     }
+}
+
+/// Refuses a resumed chain whose checkpoint is broken ([`Checkpoint::problem`]; its reader
+/// checked already, a caller that built it did not) or whose saved `U` is not `model`'s at its
+/// saved position ([`Checkpoint::potential_problem`]); under an approximate acceptance rule the
+/// state holds the surrogate's value instead, which the model cannot check.
+fn check_checkpoints(
+    model: &dyn Model,
+    config: &SampleConfig,
+    resumed: &[Option<Resumed>],
+) -> Result<()> {
+    for r in resumed.iter().flatten() {
+        let c = &r.checkpoint;
+        let problem = c.problem(model.dim()).or_else(|| {
+            (!config.method.approximate())
+                .then(|| c.potential_problem(model))
+                .flatten()
+        });
+        if let Some(problem) = problem {
+            return Err(Error::invalid(format!("{}: {problem}", r.path.display())));
+        }
+    }
+    Ok(())
 }
 
 /// A computation made once before sampling, as the run reports it.

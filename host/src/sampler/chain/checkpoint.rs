@@ -14,12 +14,13 @@
 //! A chain killed during warmup has no checkpoint: it starts again from its first iteration,
 //! and being seeded, makes the same draws.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
-use shmc_core::Steps;
+use shmc_core::{Potential, Steps};
 
 use super::generalized::RiemannianReport;
 use super::learning::Recorder;
@@ -172,12 +173,94 @@ pub struct Checkpoint {
     pub learned: Option<usize>,
 }
 
+impl Checkpoint {
+    /// The first thing wrong with this checkpoint for a model of `dim` parameters, as
+    /// `field: what`, or `None`. A chain takes its checkpoint on trust once it runs: a NaN
+    /// position makes NaN draws, a negative step size runs backwards, and neither stops it. So a
+    /// checkpoint is read like any input: a finite position, start and `U` of the model's
+    /// length, a gradient of that length (NaN throughout where RMHMC left it unknown), a
+    /// positive finite step size, metric and trajectory lengths.
+    pub fn problem(&self, dim: usize) -> Option<String> {
+        let lengths = [
+            ("position", self.position.len()),
+            ("gradient", self.gradient.len()),
+            ("start", self.start.len()),
+            ("inv_mass", self.inv_mass.len()),
+        ];
+        if let Some((field, n)) = lengths.iter().find(|(_, n)| *n != dim) {
+            return Some(format!(
+                "{field}: {n} entries for a model of {dim} parameters"
+            ));
+        }
+        let finite = |x: f64| x.is_finite();
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        let unknown = self.gradient.iter().all(|g| g.is_nan());
+        let riemannian = self.riemannian.map(|r| r.step_size);
+        entry("position", &self.position, finite)
+            .or_else(|| entry("start", &self.start, finite))
+            .or_else(|| scalar("potential", Some(self.potential), finite))
+            .or_else(|| (!unknown).then(|| entry("gradient", &self.gradient, finite))?)
+            .or_else(|| scalar("step_size", Some(self.step_size), positive))
+            .or_else(|| entry("inv_mass", &self.inv_mass, positive))
+            .or_else(|| scalar("riemannian.step_size", riemannian, positive))
+            .or_else(|| steps_problem(self.steps))
+    }
+
+    /// Whether `model`'s `U` at the saved position is the saved one (the state was saved, not
+    /// computed again, so only the last bits of a fused and a value-only evaluation may differ);
+    /// `field: what` if not: the checkpoint is another model's or data set's, or was edited.
+    /// One evaluation of `U`.
+    pub fn potential_problem(&self, model: &dyn Potential) -> Option<String> {
+        let u = model.value(&self.position);
+        let close = (u - self.potential).abs() <= 1e-9 * u.abs().max(1.0);
+        (!close).then(|| {
+            format!(
+                "potential: {:?} is not the model's U at the saved position ({u:?}): the \
+                 checkpoint is another model's or data set's, or was edited",
+                self.potential
+            )
+        })
+    }
+}
+
+/// What is wrong with the first entry of `xs` that is not `ok`, if any.
+fn entry(field: &str, xs: &[f64], ok: impl Fn(f64) -> bool) -> Option<String> {
+    let i = xs.iter().position(|&x| !ok(x))?;
+    Some(format!("{field}[{i}]: {:?} is {}", xs[i], wanted(&ok)))
+}
+
+/// What is wrong with `x`, if it is there and not `ok`.
+fn scalar(field: &str, x: Option<f64>, ok: impl Fn(f64) -> bool) -> Option<String> {
+    let x = x.filter(|&x| !ok(x))?;
+    Some(format!("{field}: {x:?} is {}", wanted(&ok)))
+}
+
+/// How a value fails `ok`: the two checks differ in whether 1 or -1 passes.
+fn wanted(ok: &impl Fn(f64) -> bool) -> &'static str {
+    if ok(-1.0) {
+        "not a finite number"
+    } else {
+        "not a positive number"
+    }
+}
+
+/// What is wrong with trajectory lengths `steps`, if anything.
+fn steps_problem(steps: Steps) -> Option<String> {
+    let (low, high) = match steps {
+        Steps::Fixed(n) | Steps::Jittered(n) => (n, n),
+        Steps::Between(low, high) => (low, high),
+    };
+    (low == 0 || low > high).then(|| format!("steps: {steps:?} is no range of leapfrog steps"))
+}
+
 /// A chain to resume: its checkpoint, the kept rows written up to it (sampler columns then
 /// parameters, as [`crate::sampler::DrawSink::draw`] received them), and its saved surrogate.
 #[derive(Clone, Debug)]
 pub struct Resumed {
     /// The chain's state.
     pub checkpoint: Checkpoint,
+    /// The file it was read from, for what a check of it says.
+    pub path: PathBuf,
     /// The kept rows before the checkpoint.
     pub rows: Vec<Vec<f64>>,
     /// The fitted surrogate the chain proposed with, if it saved one.

@@ -1,0 +1,125 @@
+//! A checkpoint is read like any input: `shmc sample --resume` refuses one whose position is
+//! not finite, whose step size is not positive, or whose saved `U` is not the model's at its
+//! position, with one line naming the file and the field, and leaves the run's files alone
+//! (before, a NaN position resumed to NaN draws and exit 0).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn shmc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A finished two-chain banana run in a fresh folder named for `name`.
+fn finished_run(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("shmc-checkpoints-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "banana",
+        "--chains",
+        "2",
+        "--warmup",
+        "100",
+        "--draws",
+        "100",
+        "--seed",
+        "3",
+        "--quiet",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    dir
+}
+
+/// `field`'s value (a string or an array of strings) in chain 2's checkpoint replaced by the
+/// JSON `value`, in the text: a JSON value parsed and written again would lose the random
+/// stream's 128-bit state.
+fn edit(dir: &Path, field: &str, value: &str) {
+    let path = dir.join("banana-2.checkpoint.json");
+    let json = std::fs::read_to_string(&path).unwrap();
+    let key = format!("\"{field}\":");
+    let start = json.find(&key).expect(field) + key.len();
+    let rest = &json[start..];
+    let end = match rest.as_bytes()[0] {
+        b'[' => rest.find(']').unwrap() + 1,
+        _ => rest[1..].find('"').unwrap() + 2,
+    };
+    let edited = format!("{}{value}{}", &json[..start], &rest[end..]);
+    std::fs::write(&path, edited).unwrap();
+}
+
+/// Resumes `dir`; the one line of stderr if refused.
+fn resume(dir: &Path) -> Result<(), String> {
+    let out = shmc(&["sample", "--resume", dir.to_str().unwrap(), "--quiet"]);
+    let err = text(&out.stderr);
+    if out.status.success() {
+        return Ok(());
+    }
+    assert_eq!(err.lines().count(), 1, "{err}");
+    Err(err)
+}
+
+/// Both chains' files.
+fn chain_files(dir: &Path) -> Vec<String> {
+    (1..=2)
+        .map(|k| std::fs::read_to_string(dir.join(format!("banana-{k}.csv"))).unwrap())
+        .collect()
+}
+
+#[test]
+fn resume_refuses_a_checkpoint_with_a_broken_state() {
+    let cases = [
+        (
+            "position",
+            r#"["NaN", "0.5"]"#,
+            "position[0]: NaN is not a finite number",
+        ),
+        (
+            "position",
+            r#"["0.5"]"#,
+            "position: 1 entries for a model of 2 parameters",
+        ),
+        (
+            "step_size",
+            r#""-1.0""#,
+            "step_size: -1.0 is not a positive number",
+        ),
+        (
+            "inv_mass",
+            r#"["1.0", "0.0"]"#,
+            "inv_mass[1]: 0.0 is not a positive number",
+        ),
+        (
+            "potential",
+            r#""-1e300""#,
+            "potential: -1e300 is not the model's U",
+        ),
+    ];
+    for (field, value, expected) in cases {
+        let dir = finished_run(field);
+        assert_eq!(resume(&dir), Ok(()), "the unedited run resumes");
+        let files = chain_files(&dir);
+        edit(&dir, field, value);
+        let err = resume(&dir).expect_err(field);
+        assert!(
+            err.contains("banana-2.checkpoint.json") && err.contains(expected),
+            "{field} = {value}: {err}"
+        );
+        // Chain 1's file too: nothing is cut back before every checkpoint was read.
+        assert!(
+            chain_files(&dir) == files,
+            "{field}: the files are left as they were"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
