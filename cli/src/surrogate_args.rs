@@ -90,6 +90,14 @@ pub struct SurrogateArgs {
     /// effective draws of means per second, `auto` of variances and quantiles.
     #[arg(long, default_value = "1", value_name = "K|auto|nuts")]
     pub surrogate_steps_factor: String,
+    /// Surrogate transitions (Liu 2001): K HMC transitions on the surrogate alone, each with its
+    /// own MH step on the surrogate's U, between two exact judgements; the end point is then
+    /// accepted against the exact U (delayed acceptance), so the draws target the exact
+    /// posterior for every K. One exact U per iteration however far the K transitions move:
+    /// for expensive models with a good surrogate. Without it, one surrogate trajectory is
+    /// judged at its end (the papers). rns-hmc and arns-hmc, with K or auto step factors.
+    #[arg(long, value_name = "K")]
+    pub surrogate_transitions: Option<u32>,
     /// VHMC: the network's weight in the blended potential is mu_t = 1 - exp(-t/TAU) at warmup
     /// iteration t (the Laplace approximation has the rest).
     #[arg(long, default_value_t = 200.0)]
@@ -180,10 +188,10 @@ impl SurrogateArgs {
                 "--surrogate is for rns-hmc and arns-hmc; vhmc trains its own network",
             ));
         }
-        if self.surrogate_steps_factor != "1" {
+        if self.surrogate_steps_factor != "1" || self.surrogate_transitions.is_some() {
             return Err(Error::invalid(
-                "--surrogate-steps-factor is for rns-hmc and arns-hmc; vhmc's trajectories are \
-                 the exact phase's (--steps)",
+                "--surrogate-steps-factor and --surrogate-transitions are for rns-hmc and \
+                 arns-hmc; vhmc's trajectories are the exact phase's (--steps)",
             ));
         }
         Ok(VhmcSettings {
@@ -280,6 +288,7 @@ impl SurrogateArgs {
             start_error: self.start_error,
             adapt_rate: self.adapt_rate,
             trajectory: options::surrogate_steps(&self.surrogate_steps_factor)?,
+            transitions: self.surrogate_transitions,
             surrogate_file: self.surrogate.clone(),
             grid: None,
             approximate_acceptance: self.approximate_acceptance,

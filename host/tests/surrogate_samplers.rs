@@ -6,7 +6,7 @@ use shmc::diagnostics::{Draws, mcse_mean};
 use shmc::models::elliptic_pde::{EllipticPde, PdeSettings};
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::models::logistic::LogisticRegression;
-use shmc::sampler::{Method, SampleConfig, SurrogateSettings, SurrogateSteps};
+use shmc::sampler::{Method, Run, SampleConfig, SurrogateSettings, SurrogateSteps};
 
 mod common;
 use common::{assert_mean_within_4_mcse, banana_moments, run, series};
@@ -171,7 +171,7 @@ fn paper_sized_online_state_fits_without_stack_overflow() {
 }
 
 /// The mean and its Monte Carlo standard error of each parameter, over all chains.
-fn means_and_mcse(run: &shmc::sampler::Run) -> Vec<(f64, f64)> {
+fn means_and_mcse(run: &Run) -> Vec<(f64, f64)> {
     (0..run.names.len())
         .map(|p| {
             let chains = series(run, |q| q[p]);
@@ -376,19 +376,7 @@ fn vhmc_reaches_the_tails_of_a_banana_outside_its_networks_training_states() {
 fn nuts_trees_on_a_warmup_trained_network_keep_the_banana_exact() {
     let model =
         shmc::models::banana::Banana::simulate(shmc::models::banana::Banana::PAPER_N, 1).unwrap();
-    let config = SampleConfig {
-        chains: 4,
-        warmup: 600,
-        draws: 3000,
-        seed: 4,
-        method: Method::RnsHmc(SurrogateSettings {
-            trajectory: SurrogateSteps::Nuts,
-            train_after: Some(200),
-            ..small_net()
-        }),
-        ..SampleConfig::default()
-    };
-    let run = run(&model, &config);
+    let run = run(&model, &delayed_on_banana(SurrogateSteps::Nuts, None));
     for c in &run.chains {
         let report = c.surrogate.as_ref().expect("surrogate report");
         assert!(report.nuts_trees, "{report:?}");
@@ -399,9 +387,52 @@ fn nuts_trees_on_a_warmup_trained_network_keep_the_banana_exact() {
         let deepest = c.columns[3].iter().fold(0.0f64, |a, &d| a.max(d));
         assert!(deepest >= 2.0, "tree depth at most {deepest}");
     }
+    assert_banana_moments(&model, &run);
+}
+
+/// Three HMC transitions on a network trained on the banana's warmup between exact judgements
+/// (surrogate transitions): the banana's moments within 4 MCSE, each judgement one exact `U`
+/// (none where the transitions end where they began), three trajectories of surrogate
+/// gradients per iteration.
+#[test]
+fn surrogate_transitions_on_a_warmup_trained_network_keep_the_banana_exact() {
+    let model =
+        shmc::models::banana::Banana::simulate(shmc::models::banana::Banana::PAPER_N, 1).unwrap();
+    let run = run(
+        &model,
+        &delayed_on_banana(SurrogateSteps::Factor(1), Some(3)),
+    );
+    for c in &run.chains {
+        let e = &c.sampling_evaluations;
+        assert!(e.exact_values <= e.iterations, "{e:?}");
+        assert!(e.surrogate_gradients > 2 * e.iterations * 10, "{e:?}");
+    }
+    assert_banana_moments(&model, &run);
+}
+
+/// Four chains of RNS-HMC on the banana with a network trained on 400 warmup states, proposing
+/// with `trajectory` or `transitions` surrogate transitions.
+fn delayed_on_banana(trajectory: SurrogateSteps, transitions: Option<u32>) -> SampleConfig {
+    SampleConfig {
+        chains: 4,
+        warmup: 600,
+        draws: 3000,
+        seed: 4,
+        method: Method::RnsHmc(SurrogateSettings {
+            trajectory,
+            transitions,
+            train_after: Some(200),
+            ..small_net()
+        }),
+        ..SampleConfig::default()
+    }
+}
+
+/// The first two moments of both coordinates within 4 MCSE of quadrature.
+fn assert_banana_moments(model: &shmc::models::banana::Banana, run: &Run) {
     let names = ["E[b1]", "E[b2]", "E[b1^2]", "E[b2^2]"];
     let fs: [fn(&[f64]) -> f64; 4] = [|q| q[0], |q| q[1], |q| q[0] * q[0], |q| q[1] * q[1]];
-    for ((name, f), expected) in names.iter().zip(fs).zip(banana_moments(&model)) {
+    for ((name, f), expected) in names.iter().zip(fs).zip(banana_moments(model)) {
         assert_mean_within_4_mcse(name, &series(&run, f), expected);
     }
 }

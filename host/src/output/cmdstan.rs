@@ -159,6 +159,9 @@ impl CsvHeader {
             extra.push(("grid_cell".into(), cell.to_string()));
             extra.push(("force_interpolation".into(), interpolation.name().into()));
         }
+        if let Some(k) = config.method.surrogate().and_then(|s| s.transitions) {
+            extra.push(("surrogate_transitions".into(), k.to_string()));
+        }
         if config.method.approximate() {
             extra.push(("inference".into(), approximate_label(method, None)));
         }

@@ -333,6 +333,11 @@ pub struct SurrogateSettings {
     /// How long surrogate trajectories are: a multiple of the exact phase's, or the range the
     /// surrogate's curvature predicts mixes best (surrogate leapfrog steps cost almost nothing).
     pub trajectory: SurrogateSteps,
+    /// Surrogate transitions: this many HMC transitions on the surrogate alone (each with its
+    /// own MH step on `Ũ`) between two exact judgements, instead of one surrogate trajectory
+    /// judged at its end (see the chain's `surrogate_transitions` kernel). `None`: one judged
+    /// trajectory, as the papers do.
+    pub transitions: Option<u32>,
     /// A saved surrogate to use instead of training one (`shmc train --save`).
     pub surrogate_file: Option<PathBuf>,
     /// A grid instead of the network (grid HMC, sparse-grid HMC): fitted before sampling over
@@ -356,6 +361,7 @@ impl Default for SurrogateSettings {
             start_error: 0.1,
             adapt_rate: 0.5,
             trajectory: SurrogateSteps::Factor(1),
+            transitions: None,
             surrogate_file: None,
             grid: None,
             approximate_acceptance: false,
@@ -553,6 +559,7 @@ impl Method {
                  judges the trees' draws against the exact U)",
             ));
         }
+        check_transitions(self, s)?;
         if s.trajectory == SurrogateSteps::Factor(0) {
             return Err(Error::setting(
                 "surrogate_steps_factor",
@@ -617,6 +624,27 @@ impl Method {
         }
         Ok(())
     }
+}
+
+/// Surrogate transitions run HMC on the surrogate with the exact `U` judging: at least one per
+/// judgement, and with neither NUTS trees, RNS-RMHMC's generalized leapfrog nor an approximate
+/// rule.
+fn check_transitions(method: &Method, s: &SurrogateSettings) -> Result<()> {
+    let why = match s.transitions {
+        None => return Ok(()),
+        Some(0) => "must be at least 1",
+        Some(_) if s.trajectory == SurrogateSteps::Nuts => {
+            "runs HMC transitions on the surrogate, not NUTS trees"
+        }
+        Some(_) if matches!(method, Method::RnsRmhmc(..)) => {
+            "is for rns-hmc and arns-hmc (rns-rmhmc judges each generalized-leapfrog trajectory)"
+        }
+        Some(_) if s.approximate_acceptance => {
+            "needs the exact MH step, which an approximate acceptance rule leaves out"
+        }
+        Some(_) => return Ok(()),
+    };
+    Err(Error::setting("surrogate_transitions", why))
 }
 
 impl VhmcSettings {

@@ -420,45 +420,8 @@ mod tests {
     use rand::SeedableRng;
     use shmc_core::{DiagonalMetric, Exact};
 
+    use super::super::test_targets::{Misplaced, Twisted, errors_in_mcse};
     use super::*;
-    use crate::diagnostics::{Draws, mcse_mean};
-
-    /// A twisted Gaussian: `x₁ ~ N(0, 1)`, `x₂ | x₁ ~ N(x₁² − 1, 1)`. Its moments are known:
-    /// `E x₁ = E x₂ = 0`, `E x₁² = 1`, `E x₂² = 1 + Var(x₁²) = 3`.
-    struct Twisted;
-
-    impl Potential for Twisted {
-        fn dim(&self) -> usize {
-            2
-        }
-        fn value(&self, q: &[f64]) -> f64 {
-            let r = q[1] - q[0] * q[0] + 1.0;
-            0.5 * q[0] * q[0] + 0.5 * r * r
-        }
-        fn value_and_gradient(&self, q: &[f64], g: &mut [f64]) -> f64 {
-            let r = q[1] - q[0] * q[0] + 1.0;
-            g[0] = q[0] - 2.0 * q[0] * r;
-            g[1] = r;
-            self.value(q)
-        }
-    }
-
-    /// A Gaussian surrogate of the wrong place and shape: mean `(0.5, 0)`, variances `(1, 2)`.
-    struct Misplaced;
-
-    impl Potential for Misplaced {
-        fn dim(&self) -> usize {
-            2
-        }
-        fn value(&self, q: &[f64]) -> f64 {
-            0.5 * (q[0] - 0.5).powi(2) + 0.25 * q[1] * q[1]
-        }
-        fn value_and_gradient(&self, q: &[f64], g: &mut [f64]) -> f64 {
-            g[0] = q[0] - 0.5;
-            g[1] = 0.5 * q[1];
-            self.value(q)
-        }
-    }
 
     /// `n` draws of the kernel judged by `target` with proposals on `proposal`, and the mean
     /// number of leapfrog steps per draw.
@@ -477,20 +440,6 @@ mod tests {
             draws.push([state.position[0], state.position[1]]);
         }
         (draws, steps as f64 / n as f64)
-    }
-
-    /// How many MCSE each of `E x₁, E x₂, E x₁², E x₂²` lies from the twisted Gaussian's.
-    fn errors_in_mcse(draws: &[[f64; 2]]) -> [f64; 4] {
-        let exact = [0.0, 0.0, 1.0, 3.0];
-        let functions: [fn(&[f64; 2]) -> f64; 4] =
-            [|q| q[0], |q| q[1], |q| q[0] * q[0], |q| q[1] * q[1]];
-        let mut errors = [0.0; 4];
-        for (k, f) in functions.into_iter().enumerate() {
-            let values: Vec<f64> = draws.iter().map(f).collect();
-            let mean = values.iter().sum::<f64>() / values.len() as f64;
-            errors[k] = (mean - exact[k]).abs() / mcse_mean(&Draws::from_chain(&values));
-        }
-        errors
     }
 
     /// With the exact potential as its own surrogate the second stage always accepts, so this

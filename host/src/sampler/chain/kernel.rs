@@ -15,6 +15,7 @@ use shmc_core::{DiagonalMetric, Dyn, Hmc, Potential, State, Transition};
 use super::delayed_nuts::{self, DelayedNuts};
 use super::generalized::{Riemannian, RiemannianReport};
 use super::leapfrog::Leapfrog;
+use super::surrogate_transitions::SurrogateTransitions;
 use crate::metric::RiemannianMetric;
 use crate::records::Evaluations;
 use crate::sampler::config::SampleConfig;
@@ -107,20 +108,19 @@ impl<'b> Kernels<'b> {
             )?),
             _ => Box::new(Leapfrog),
         };
-        let delayed_nuts = config
-            .method
-            .surrogate()
-            .is_some_and(|s| s.trajectory == SurrogateSteps::Nuts)
-            && !proposer.is_some_and(|p| p.approximate());
+        let surrogate = config.method.surrogate();
+        let judged = !proposer.is_some_and(|p| p.approximate());
+        let nuts_trees = surrogate.is_some_and(|s| s.trajectory == SurrogateSteps::Nuts);
+        let transitions = surrogate.and_then(|s| s.transitions).filter(|_| judged);
         let proposing: Option<Box<dyn Kernel + 'b>> = match &config.method {
             Method::RnsRmhmc(_, settings) => {
                 Some(Box::new(Riemannian::new(settings, max_energy_error, None)?))
             }
-            _ if delayed_nuts => Some(Box::new(DelayedNuts::new(
+            _ if nuts_trees && judged => Some(Box::new(DelayedNuts::new(
                 delayed_nuts::MAX_DEPTH,
                 max_energy_error,
             ))),
-            _ => None,
+            _ => transitions.map(|k| Box::new(SurrogateTransitions::new(k)) as Box<dyn Kernel>),
         };
         Ok(Self { exact, proposing })
     }

@@ -15,7 +15,8 @@
 //! Each transition runs a [`kernel::Kernel`], chosen for the method when the chain starts: one
 //! while the chain is exact and, for some methods, another while the surrogate proposes. HMC's
 //! leapfrog ([`leapfrog`]), NUTS on the surrogate with delayed acceptance ([`delayed_nuts`]),
-//! or RMHMC's generalized leapfrog under a position-dependent metric ([`generalized`]: RMHMC
+//! `k` HMC transitions on the surrogate per exact judgement ([`surrogate_transitions`]), or
+//! RMHMC's generalized leapfrog under a position-dependent metric ([`generalized`]: RMHMC
 //! throughout; RNS-RMHMC once its surrogate proposes). The chain around the kernel counts,
 //! writes rows, adapts, learns and checkpoints.
 //!
@@ -37,6 +38,9 @@ mod kernel;
 mod leapfrog;
 mod learning;
 pub(super) mod start;
+mod surrogate_transitions;
+#[cfg(test)]
+mod test_targets;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
