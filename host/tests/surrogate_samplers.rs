@@ -433,6 +433,6 @@ fn assert_banana_moments(model: &shmc::models::banana::Banana, run: &Run) {
     let names = ["E[b1]", "E[b2]", "E[b1^2]", "E[b2^2]"];
     let fs: [fn(&[f64]) -> f64; 4] = [|q| q[0], |q| q[1], |q| q[0] * q[0], |q| q[1] * q[1]];
     for ((name, f), expected) in names.iter().zip(fs).zip(banana_moments(model)) {
-        assert_mean_within_4_mcse(name, &series(&run, f), expected);
+        assert_mean_within_4_mcse(name, &series(run, f), expected);
     }
 }
