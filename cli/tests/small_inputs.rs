@@ -65,7 +65,8 @@ fn short_run(dir: &Path, args: &[&str]) -> String {
 
 #[test]
 fn nuts_and_sgld_refuse_a_trajectory_length() {
-    let o = std::env::temp_dir().join("shmc-small-never-written");
+    let dir = temp_dir("nuts");
+    let o = dir.join("out");
     let o = path(&o);
     one_line_error(
         &[
@@ -93,6 +94,7 @@ fn nuts_and_sgld_refuse_a_trajectory_length() {
         "--steps does not apply to sgld, which takes one Langevin step per iteration",
     );
     assert!(!Path::new(o).exists(), "nothing written");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -175,7 +177,7 @@ fn a_tab_separated_file_is_read_as_its_comma_separated_twin() {
 
 #[test]
 fn a_negative_number_gets_the_options_range_error() {
-    let o = std::env::temp_dir().join("shmc-small-never-written");
+    let o = std::env::temp_dir().join(format!("shmc-small-{}-negative", std::process::id()));
     let o = path(&o);
     one_line_error(
         &[
