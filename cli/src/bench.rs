@@ -59,7 +59,7 @@ pub struct BenchArgs {
     seed: u64,
     /// Override the step size: the paper's on lr-sim; 0.008 on bank and 0.003 on a9a, where
     /// the papers' 0.012 is unstable on our preprocessing (bank accepts 0.41, a9a nothing).
-    #[arg(long, value_name = "EPS")]
+    #[arg(long, value_name = "EPS", allow_negative_numbers = true)]
     step_size: Option<f64>,
     /// Override the papers' maximum number of leapfrog steps.
     #[arg(long)]
@@ -97,7 +97,7 @@ pub struct BenchArgs {
     /// nutpie's min ESS_bulk per second on this machine, which the all-in row is compared
     /// with: run `python host/benches/nutpie_lr_sim.py` (it needs nutpie and pymc from PyPI).
     /// Default: the 43.8, measured on a 2-core AMD EPYC.
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
     nutpie: Option<f64>,
     /// Also draw figures as SVG files in DIR (created if needed). vhmc: one per problem of
     /// error against seconds. lr-sim, bank, a9a: the random-bases journal's figures from this

@@ -74,7 +74,8 @@ pub struct ModelArgs {
     /// separated by spaces, commas or lines, or a JSON array.
     #[arg(long, value_name = "FILE")]
     pub data: Option<PathBuf>,
-    /// Format of --data; by default `csv` for a .csv file and `libsvm` otherwise.
+    /// Format of --data; by default `csv` (delimited by `,`, `;` or tabs, whichever the header
+    /// holds most of) for a .csv or .tsv file and `libsvm` otherwise.
     #[arg(long, value_parser = ["csv", "libsvm"])]
     pub format: Option<String>,
     /// Name of the response column of a CSV file.
@@ -106,7 +107,7 @@ pub struct ModelArgs {
     #[arg(long, default_value_t = 1, alias = "seed-data")]
     pub data_seed: u64,
     /// Prior variance of regression coefficients.
-    #[arg(long, value_name = "VAR")]
+    #[arg(long, value_name = "VAR", allow_negative_numbers = true)]
     pub prior_variance: Option<f64>,
     /// Elements per side of the PDE model's finite-element mesh [default: 30].
     #[arg(long, value_name = "N")]
@@ -116,7 +117,7 @@ pub struct ModelArgs {
     pub kl_modes: Option<usize>,
     /// Prior sd of the PDE model's mode weights [default: 0.5], or of every input of a served
     /// forward model [default: 1].
-    #[arg(long, value_name = "SD")]
+    #[arg(long, value_name = "SD", allow_negative_numbers = true)]
     pub prior_sd: Option<f64>,
     /// The UM-Bridge server of --model umbridge [default: http://127.0.0.1:4242], or several
     /// instances of the same model, comma-separated (URL,URL,...): each call goes to the one
@@ -132,14 +133,14 @@ pub struct ModelArgs {
     #[arg(long, value_parser = ["log-density", "forward"])]
     pub umbridge_output: Option<String>,
     /// Noise sd of a served forward model's observations.
-    #[arg(long, value_name = "SIGMA")]
+    #[arg(long, value_name = "SIGMA", allow_negative_numbers = true)]
     pub noise: Option<f64>,
     /// Prior mean of every input of a served forward model [default: 0].
     #[arg(long, value_name = "MEAN", allow_hyphen_values = true)]
     pub prior_mean: Option<f64>,
     /// Seconds to wait for one answer of the served model, its evaluation included
     /// [default: 60].
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub timeout: Option<f64>,
     /// Retries, with doubling backoff from 0.1 s, when the served model cannot be reached,
     /// times out or is busy [default: 3].
@@ -207,6 +208,18 @@ fn catalogue_text() -> String {
             )
         })
         .collect()
+}
+
+/// Prints a model's notes: a `warning: ` one on stderr as it is (something to act on, such as
+/// a constant column that standardization empties), the others on stdout after `model: `.
+fn print_notes(notes: Vec<String>) {
+    for note in notes {
+        if note.starts_with("warning: ") {
+            eprintln!("{note}");
+        } else {
+            println!("model: {note}");
+        }
+    }
 }
 
 /// The option that sets the library's setting `setting` (`train_after` is `--train-after`).

@@ -15,8 +15,8 @@ use shmc::{Error, Result};
 pub struct MethodArgs {
     /// Sampling method: exact HMC; nuts, Stan's default sampler (nuts-rs: trajectories doubled
     /// until they turn back, at most --max-depth times; step size and diagonal mass matrix
-    /// adapted in warmup to --target-accept; it refuses --step-size and --no-adapt-mass, and
-    /// --steps does not apply); or a surrogate-accelerated one with the exact MH step (the
+    /// adapted in warmup to --target-accept; it refuses --step-size, --no-adapt-mass, --steps
+    /// and --fixed-steps); or a surrogate-accelerated one with the exact MH step (the
     /// draws target the exact posterior): rns-hmc trains a random network on warmup states,
     /// arns-hmc updates it online, vhmc trains it online by score matching inside a Laplace
     /// approximation (APPROXIMATE with --approximate-acceptance); grid-hmc precomputes the
@@ -44,13 +44,13 @@ pub struct MethodArgs {
     pub sgld_batch: usize,
     /// sgld: the scale a of the step size a (b + t)^-gamma at iteration t (warmup included).
     /// It must suit the posterior's scale (a step well below its smallest variance).
-    #[arg(long, default_value_t = SgldSettings::default().a, help_heading = "SGLD (sgld)")]
+    #[arg(long, default_value_t = SgldSettings::default().a, help_heading = "SGLD (sgld)", allow_negative_numbers = true)]
     pub sgld_a: f64,
     /// sgld: the offset b of the step size a (b + t)^-gamma.
-    #[arg(long, default_value_t = SgldSettings::default().b, help_heading = "SGLD (sgld)")]
+    #[arg(long, default_value_t = SgldSettings::default().b, help_heading = "SGLD (sgld)", allow_negative_numbers = true)]
     pub sgld_b: f64,
     /// sgld: the decay gamma of the step size a (b + t)^-gamma (Welling & Teh's 0.55).
-    #[arg(long, default_value_t = SgldSettings::default().gamma, help_heading = "SGLD (sgld)")]
+    #[arg(long, default_value_t = SgldSettings::default().gamma, help_heading = "SGLD (sgld)", allow_negative_numbers = true)]
     pub sgld_gamma: f64,
     #[command(flatten)]
     pub trajectory: TrajectoryArgs,
@@ -89,15 +89,25 @@ impl MethodArgs {
                 settings.grid = Some(self.surrogate.grid(kind)?);
                 Method::RnsHmc(settings)
             }
-            "nuts" => Method::Nuts(NutsSettings {
-                max_depth: self.max_depth,
-            }),
-            "sgld" => Method::Sgld(SgldSettings {
-                batch: self.sgld_batch,
-                a: self.sgld_a,
-                b: self.sgld_b,
-                gamma: self.sgld_gamma,
-            }),
+            "nuts" => {
+                self.trajectory.refuse_steps(
+                    "nuts",
+                    "ends each trajectory where it turns back (at most 2^--max-depth - 1 steps)",
+                )?;
+                Method::Nuts(NutsSettings {
+                    max_depth: self.max_depth,
+                })
+            }
+            "sgld" => {
+                self.trajectory
+                    .refuse_steps("sgld", "takes one Langevin step per iteration")?;
+                Method::Sgld(SgldSettings {
+                    batch: self.sgld_batch,
+                    a: self.sgld_a,
+                    b: self.sgld_b,
+                    gamma: self.sgld_gamma,
+                })
+            }
             "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(seed)?),
             "vhmc" => Method::Vhmc(self.surrogate.vhmc(seed)?),
             "rmhmc" => Method::Rmhmc(self.rmhmc.settings(&self.trajectory, true)),

@@ -16,7 +16,7 @@ pub struct RmhmcArgs {
     /// adapted by dual averaging on RMHMC's own acceptance during the warmup RMHMC runs in
     /// (rns-rmhmc: after --exact-warmup, by default half the warmup, on the acceptance under
     /// the surrogate's own Hamiltonian, as rns-hmc's surrogate warmup adapts).
-    #[arg(long, value_name = "EPS")]
+    #[arg(long, value_name = "EPS", allow_negative_numbers = true)]
     pub rmhmc_step_size: Option<f64>,
     /// rmhmc, rns-rmhmc: maximum generalized leapfrog steps per trajectory, drawn from 1..=L
     /// unless --fixed-steps (default: --steps; rns-rmhmc's --steps are its exact warmup's).
@@ -25,7 +25,7 @@ pub struct RmhmcArgs {
     /// The implicit equations of each step are iterated until successive iterates differ by
     /// less than this (largest coordinate in the metric's units: a position difference times
     /// the square root of the metric's diagonal entry, a momentum difference divided by it).
-    #[arg(long, default_value_t = GeneralizedLeapfrog::DEFAULT_TOLERANCE, value_name = "TOL")]
+    #[arg(long, default_value_t = GeneralizedLeapfrog::DEFAULT_TOLERANCE, value_name = "TOL", allow_negative_numbers = true)]
     pub fixed_point_tolerance: f64,
     /// A fixed-point solve not converged after N iterations rejects the transition as
     /// divergent (counted as "not converged").
@@ -35,10 +35,15 @@ pub struct RmhmcArgs {
     /// units, as --fixed-point-tolerance) rejects the transition as divergent (counted as "not
     /// reversible"). 0 skips the check (half the cost of a step, no guarantee the solves found
     /// the reversible solution).
-    #[arg(long, default_value_t = GeneralizedLeapfrog::DEFAULT_REVERSE_TOLERANCE, value_name = "TOL")]
+    #[arg(long, default_value_t = GeneralizedLeapfrog::DEFAULT_REVERSE_TOLERANCE, value_name = "TOL", allow_negative_numbers = true)]
     pub reversibility_tolerance: f64,
     /// rns-rmhmc: SoftAbs's alpha; the network metric's eigenvalues are at least 1/alpha.
-    #[arg(long, default_value_t = 1.0, value_name = "ALPHA")]
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "ALPHA",
+        allow_negative_numbers = true
+    )]
     pub softabs_alpha: f64,
     /// rns-rmhmc: the SoftAbs'd diagonal of the network's Hessian as the metric instead of the
     /// whole (the papers' choice for the PDE problem).
@@ -53,7 +58,7 @@ impl RmhmcArgs {
         let fixed = self
             .rmhmc_step_size
             .or(trajectory.step_size.filter(|_| exact));
-        let steps = self.rmhmc_steps.unwrap_or(trajectory.steps);
+        let steps = self.rmhmc_steps.unwrap_or(trajectory.max_steps());
         RmhmcSettings {
             step_size: match fixed {
                 Some(eps) => StepSize::Fixed(eps),

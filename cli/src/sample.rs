@@ -11,6 +11,7 @@ use super::method_args::MethodArgs;
 use super::progress::Progress;
 use shmc::output::{Cost, approximate_label, format_comparison};
 use shmc::sampler::{Init, MassMatrix, Method, NutsSettings, Resumed, Run, SampleConfig, StepSize};
+use shmc::surrogates::trained_on;
 use shmc::{Error, Model, Result, Sampler, models};
 
 /// Set by Ctrl-C: chains stop after their current iteration and files stay valid.
@@ -31,7 +32,7 @@ pub struct SampleArgs {
     /// Stop once every parameter's bulk and tail ESS over all chains reach N (checked every
     /// --ess-check-every draws; --draws is then the most each chain makes). CmdStan users look
     /// for 400.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     target_ess: Option<f64>,
     /// Kept draws between checks of --target-ess.
     #[arg(long, default_value_t = 100, value_name = "K")]
@@ -57,7 +58,12 @@ pub struct SampleArgs {
     init: Option<PathBuf>,
     /// Random initial values are uniform on (-R, R) (with --metric laplace: R Laplace standard
     /// deviations around the mode along each principal axis).
-    #[arg(long, default_value_t = 2.0, value_name = "R")]
+    #[arg(
+        long,
+        default_value_t = 2.0,
+        value_name = "R",
+        allow_negative_numbers = true
+    )]
     init_radius: f64,
     /// Write the warmup draws before the kept ones (nuts: the first warmup row's stepsize__ is
     /// nan, as nuts-rs finds its first step size inside that transition and does not report it).
@@ -163,6 +169,24 @@ fn check_resume_folder(args: &SampleArgs) -> Result<()> {
     Ok(())
 }
 
+/// A saved surrogate (--surrogate) must have been trained on this run's model and data file:
+/// one of another proposes from another posterior. A file too old to record them loads with
+/// a warning.
+fn check_surrogate_file(args: &SampleArgs, config: &SampleConfig) -> Result<()> {
+    let Some(path) = config
+        .method
+        .surrogate()
+        .and_then(|s| s.surrogate_file.as_ref())
+    else {
+        return Ok(());
+    };
+    let data = args.model.data.as_ref().map(|d| d.display().to_string());
+    if let Some(warning) = trained_on::check(path, &args.model.model, data.as_deref())? {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
+}
+
 /// The library's sampler for the run the arguments describe, writing (or resuming) its files
 /// in the output folder, with progress bars and Ctrl-C.
 fn sampler<'m>(
@@ -256,9 +280,8 @@ fn compare(
 pub fn run(args: &SampleArgs) -> Result<i32> {
     let config = args.config()?;
     let model = models::build(&args.model.spec(args.method.surrogate.memory_limit()))?;
-    for note in model.notes() {
-        println!("model: {note}");
-    }
+    super::print_notes(model.notes());
+    check_surrogate_file(args, &config)?;
     check_resume_folder(args)?;
     let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
     let opened = sampler(args, config.clone(), model.as_ref(), &progress).open()?;

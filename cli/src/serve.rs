@@ -33,7 +33,12 @@ pub struct ServeArgs {
     max_body_bytes: usize,
     /// Longest wait for one evaluation, queueing included, before it is answered with an
     /// error (500); the worker finishes it regardless.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    #[arg(
+        long,
+        default_value_t = 60.0,
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
     max_seconds: f64,
 }
 
@@ -55,9 +60,7 @@ pub fn run(args: &ServeArgs) -> Result<i32> {
     } else {
         (Arc::from(models::build(&spec)?), None)
     };
-    for note in model.notes() {
-        println!("model: {note}");
-    }
+    super::print_notes(model.notes());
     let defaults = ServerSettings::default();
     let settings = ServerSettings {
         bind: args.bind,

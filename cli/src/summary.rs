@@ -6,7 +6,7 @@ use clap::Args;
 
 use shmc::Result;
 use shmc::output::{format_summary, read_stan_csv};
-use shmc::report::Chains;
+use shmc::report::{Chains, one_run};
 
 /// Arguments of `shmc summary`.
 #[derive(Debug, Args)]
@@ -16,13 +16,22 @@ pub struct SummaryArgs {
     files: Vec<PathBuf>,
 }
 
-/// Runs `shmc summary`.
+/// Runs `shmc summary`. Files that are not one run with the first (another model, data file
+/// or columns, or the same file again: see [`one_run`]) are refused, one `error:` line each,
+/// before anything is summarized.
 pub fn run(args: &SummaryArgs) -> Result<i32> {
     let csvs = args
         .files
         .iter()
         .map(|p| read_stan_csv(p))
         .collect::<Result<Vec<_>>>()?;
+    let (csvs, refused) = one_run(csvs);
+    if !refused.is_empty() {
+        for line in refused {
+            eprintln!("error: {line}");
+        }
+        return Ok(1);
+    }
     let approximate = csvs.iter().find_map(|c| c.approximate.clone());
     let interrupted = csvs.iter().any(|c| c.interrupted);
     let unfinished: Vec<PathBuf> = csvs

@@ -24,10 +24,15 @@ pub struct SurrogateArgs {
     #[arg(long, default_value = "softplus", value_parser = ["softplus", "sigmoid", "tanh", "rbf"])]
     pub activation: String,
     /// Width of RBF units, in the transformed inputs (with --activation rbf).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub rbf_width: f64,
     /// Ridge penalty on the output weights.
-    #[arg(long, default_value_t = 1e-6, value_name = "LAMBDA")]
+    #[arg(
+        long,
+        default_value_t = 1e-6,
+        value_name = "LAMBDA",
+        allow_negative_numbers = true
+    )]
     pub ridge: f64,
     /// What the batch fit matches: the potential values of the collected states (the papers'
     /// RNS-HMC), or their exact gradients (score matching, d equations per state: a good fit
@@ -77,10 +82,15 @@ pub struct SurrogateArgs {
     pub start_after: usize,
     /// ARNS-HMC: the surrogate starts proposing only once its held-out relative gradient error
     /// is at most this (else exact HMC collects half as many states again and refits).
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub start_error: f64,
     /// ARNS-HMC: updated weights are swapped in with probability t^(-KAPPA).
-    #[arg(long, default_value_t = 0.5, value_name = "KAPPA")]
+    #[arg(
+        long,
+        default_value_t = 0.5,
+        value_name = "KAPPA",
+        allow_negative_numbers = true
+    )]
     pub adapt_rate: f64,
     /// Surrogate trajectories take K times --steps leapfrog steps, or with `auto` the range of
     /// lengths the trained network's curvature predicts mixes best for means and variances
@@ -100,7 +110,7 @@ pub struct SurrogateArgs {
     pub surrogate_transitions: Option<u32>,
     /// VHMC: the network's weight in the blended potential is mu_t = 1 - exp(-t/TAU) at warmup
     /// iteration t (the Laplace approximation has the rest).
-    #[arg(long, default_value_t = 200.0)]
+    #[arg(long, default_value_t = 200.0, allow_negative_numbers = true)]
     pub tau: f64,
     /// VHMC: accept with the surrogate V as published, instead of the exact U. The draws then
     /// target exp(-V): APPROXIMATE inference, labelled so in every output.
@@ -111,7 +121,12 @@ pub struct SurrogateArgs {
     #[arg(long, value_name = "FILE")]
     pub surrogate: Option<PathBuf>,
     /// grid-hmc: the force grid's cell size per coordinate (cells grow as (extent/h)^d).
-    #[arg(long, default_value_t = 0.1, value_name = "H")]
+    #[arg(
+        long,
+        default_value_t = 0.1,
+        value_name = "H",
+        allow_negative_numbers = true
+    )]
     pub cell: f64,
     /// grid-hmc: how the force is read between grid points. constant: the force at the
     /// centre of the point's cell, the paper's naive grid HMC. multilinear: blended from the
@@ -124,7 +139,12 @@ pub struct SurrogateArgs {
     #[arg(long, value_name = "K")]
     pub level: Option<u8>,
     /// sg-hmc: refine the sparse grid adaptively until its largest surplus is below T.
-    #[arg(long, value_name = "T", conflicts_with = "level")]
+    #[arg(
+        long,
+        value_name = "T",
+        conflicts_with = "level",
+        allow_negative_numbers = true
+    )]
     pub tolerance: Option<f64>,
     /// sg-hmc with --tolerance: the most points (exact evaluations) the grid may take.
     #[arg(long, default_value_t = 10_000, value_name = "N")]

@@ -52,9 +52,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         }
     }
     let model = models::build(&args.model.spec(args.surrogate.memory_limit()))?;
-    for note in model.notes() {
-        println!("model: {note}");
-    }
+    super::print_notes(model.notes());
     // A grid over a box known in advance needs no exploration.
     let warmup = if settings.fitter().before_sampling() {
         0
@@ -87,6 +85,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
     };
     let meta = SurrogateMeta {
         model: args.model.model.clone(),
+        data: Some(args.model.data.as_ref().map(|d| d.display().to_string())),
         method: settings.fit,
         scale: report.scale,
         holdout_gradient_error: report.holdout_gradient_error,

@@ -24,7 +24,8 @@ pub trait Model: Potential + Send + Sync {
 
     /// What the user should know about how the model was built from their input (for example
     /// which data columns were read as categorical, or rows dropped), one sentence each; a run
-    /// prints them before it starts.
+    /// prints them before it starts. A note that begins `warning: ` asks the user to act (the
+    /// command line prints it on stderr).
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }

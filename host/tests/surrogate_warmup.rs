@@ -157,6 +157,7 @@ fn a_negated_surrogate_triggers_the_fallback_and_the_draws_stay_exact() {
     let path = dir.join("negated.json");
     let meta = SurrogateMeta {
         model: "gaussian".into(),
+        data: Some(None),
         method: FitMethod::Score,
         scale: fitted.scale,
         holdout_gradient_error: fitted.holdout_gradient_error,

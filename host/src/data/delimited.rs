@@ -1,5 +1,5 @@
-//! The delimited-text (CSV) reader: one header row, `,` or `;` between fields, fields optionally
-//! in double quotes (the UCI Bank Marketing files use `;` and quote every string).
+//! The delimited-text (CSV) reader: one header row, `,`, `;` or a tab between fields, fields
+//! optionally in double quotes (the UCI Bank Marketing files use `;` and quote every string).
 //!
 //! The response column is picked by name; every other column is a feature. A column's type is
 //! decided from all its values, never from the first alone: a column of numbers (and missing
@@ -34,8 +34,8 @@ pub enum Missing {
 /// Reads a delimited file with a header row into a [`Dataset`], taking the column named
 /// `response` as the binary response.
 ///
-/// The delimiter is `;` if the header holds more semicolons than commas (outside quotes), `,`
-/// otherwise. Responses may be `0`/`1`, `-1`/`1`, `yes`/`no` or `true`/`false`, in any case.
+/// The delimiter is the one the header holds most of (outside quotes) among `,`, `;` and a
+/// tab (a tab-separated file is read as it is, whatever its name), `,` if none. Responses may be `0`/`1`, `-1`/`1`, `yes`/`no` or `true`/`false`, in any case.
 /// Ragged rows, missing values (unless dropped), unknown response values, a column mixing
 /// numbers and text, a non-finite number, an empty file or a missing response column are
 /// [`Error::Data`] errors naming the file and line.
@@ -495,18 +495,25 @@ fn count(n: usize, thing: &str) -> String {
     }
 }
 
-/// `;` if the header line holds more semicolons than commas outside double quotes, else `,`.
+/// The separator the header line holds most of outside double quotes: a tab, `;`, else `,`.
 fn detect_delimiter(header: &str) -> u8 {
-    let (mut commas, mut semicolons, mut quoted) = (0usize, 0usize, false);
+    let (mut commas, mut semicolons, mut tabs, mut quoted) = (0usize, 0usize, 0usize, false);
     for c in header.chars() {
         match c {
             '"' => quoted = !quoted,
             ',' if !quoted => commas += 1,
             ';' if !quoted => semicolons += 1,
+            '\t' if !quoted => tabs += 1,
             _ => {}
         }
     }
-    if semicolons > commas { b';' } else { b',' }
+    if tabs > commas.max(semicolons) {
+        b'\t'
+    } else if semicolons > commas {
+        b';'
+    } else {
+        b','
+    }
 }
 
 /// Strips surrounding whitespace and any double quotes left around a field.
@@ -739,6 +746,7 @@ mod tests {
         assert_eq!(detect_delimiter("\"a;b;c\",d,y"), b',');
         assert_eq!(detect_delimiter("\"a,b,c\";d;y"), b';');
         assert_eq!(detect_delimiter("y"), b',');
+        assert_eq!(detect_delimiter("y\ta\t\"b,c\""), b'\t');
     }
 
     #[test]

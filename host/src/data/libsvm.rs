@@ -59,9 +59,17 @@ pub fn parse_libsvm(
             Ok(1.0) => 1.0,
             Ok(0.0 | -1.0) => 0.0,
             _ => {
+                // A header line (delimited text read as LIBSVM, such as a tab-separated file
+                // not named .csv or .tsv) fails here first: say what the file looks like.
+                let hint = if line_no == 1 && label.parse::<f64>().is_err() {
+                    ": the first line looks like a header, so the file may be delimited text \
+                     (comma-, semicolon- or tab-separated), read in the csv format"
+                } else {
+                    ""
+                };
                 return Err(data_error(
                     line_no,
-                    format!("label \"{label}\" is not +1/-1 or 1/0"),
+                    format!("label \"{label}\" is not +1/-1 or 1/0{hint}"),
                 ));
             }
         });
@@ -162,6 +170,7 @@ mod tests {
         assert_data_error("1 1:1\n2 1:1\n", None, 2, "label \"2\"");
         assert_data_error("1 1:1\n-1 1:1\nyes 2:1\n", None, 3, "label \"yes\"");
         assert_data_error("1:1 2:1\n", None, 1, "label \"1:1\"");
+        assert_data_error("y\tx\n1\t2\n", None, 1, "may be delimited text");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Data sets for the regression models: a dense design matrix with 0/1 responses, the readers
 //! that build one from the published files, and the transforms the papers apply before fitting.
 //!
-//! - [`read_csv`]: a header row, `,` or `;` separated, quoted fields allowed; the response column
+//! - [`read_csv`]: a header row, `,`, `;` or tab separated, quoted fields allowed; the response column
 //!   is picked by name, numeric columns are read as numbers and text columns are one-hot encoded
 //!   (the UCI Bank Marketing files).
 //! - [`read_libsvm`]: sparse `label index:value …` lines (the LIBSVM `a9a` files).
@@ -30,6 +30,18 @@ pub use libsvm::{parse_libsvm, read_libsvm};
 pub use transform::{INTERCEPT_NAME, Preprocessing, Projection, Standardization};
 
 use crate::{Error, Result};
+
+/// Whether the data files named `a` and `b` (as a run's CSV header or a surrogate file records
+/// them, as the user gave them) are one: the same name, or names that [`resolve`] to the same
+/// file from here (`a9a` and `data/a9a.gz`; a relative path and an absolute one).
+pub fn same_source(a: &str, b: &str) -> bool {
+    let file = |name: &str| {
+        resolve(std::path::Path::new(name))
+            .ok()
+            .and_then(|p| std::fs::canonicalize(p).ok())
+    };
+    a == b || file(a).is_some_and(|f| file(b) == Some(f))
+}
 
 /// A regression data set: `n` rows of `p` features with a binary response.
 ///

@@ -174,13 +174,14 @@ pub(crate) fn no_data_options(spec: &ModelSpec) -> Result<()> {
 
 /// Reads and preprocesses the data file of a regression model. `path` is a file's path or a
 /// bundled data set's name (`a9a`, `bank`: [`crate::data::resolve`]), and the format is guessed
-/// from the extension of what the file holds (`csv` for `bank-full.csv.gz`).
+/// from the extension of what the file holds (`csv` for `bank-full.csv.gz` and for a
+/// tab-separated `.tsv`).
 fn read_dataset(spec: &ModelSpec, path: &std::path::Path) -> Result<Dataset> {
     let path = &crate::data::resolve(path)?;
     let format = match spec.format.as_deref() {
         Some(f) => f.to_string(),
         None if crate::data::content_extension(path)
-            .is_some_and(|e| e.eq_ignore_ascii_case("csv")) =>
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv") || e.eq_ignore_ascii_case("tsv")) =>
         {
             "csv".into()
         }
@@ -196,7 +197,7 @@ fn read_dataset(spec: &ModelSpec, path: &std::path::Path) -> Result<Dataset> {
             ));
         }
     };
-    data.preprocess(&Preprocessing {
+    let standardization = data.preprocess(&Preprocessing {
         standardize: spec.standardize,
         projection: spec.project.map(|k| Projection {
             k,
@@ -204,6 +205,19 @@ fn read_dataset(spec: &ModelSpec, path: &std::path::Path) -> Result<Dataset> {
         }),
         intercept: spec.intercept,
     })?;
+    // A constant column standardizes to zeros: its coefficient is left to the prior alone,
+    // which a user who asked for standardization would not expect.
+    let effect = match spec.project {
+        Some(_) => "it adds nothing to the projected features",
+        None => "its coefficient is drawn from the prior alone",
+    };
+    for column in standardization.map(|s| s.constant).unwrap_or_default() {
+        data.notes.push(format!(
+            "warning: column {column:?} of {} is constant: standardized, it is all zeros, so \
+             {effect} (leave the column out)",
+            path.display()
+        ));
+    }
     Ok(data)
 }
 

@@ -545,6 +545,9 @@ pub struct StanCsv {
     /// The `# shmc …` lines after the draws, without `# shmc ` (what the chain's phases cost,
     /// and a surrogate's training): [`ChainFooter::parse`](super::ChainFooter::parse) reads them.
     pub shmc: Vec<String>,
+    /// The data file the header names (`file` under `data`), if any: the `file` key alone is
+    /// ambiguous, since the output file is one too.
+    pub data_file: Option<String>,
 }
 
 impl StanCsv {
@@ -595,6 +598,9 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
     let mut settings = Vec::new();
     let mut shmc = Vec::new();
     let mut rows = 0usize;
+    // The top-level entry of the header the current line is under (`data`, `output`, …).
+    let mut section = String::new();
+    let mut data_file = None;
     for (index, line) in input.lines().enumerate() {
         let number = index + 1;
         let line = line.map_err(|e| Error::io(path, e))?;
@@ -610,8 +616,17 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
                 if let Some(n) = parse_config_number(text, "save_warmup") {
                     save_warmup = n != 0;
                 }
-                if let Some((key, value)) = text.trim_start_matches('#').split_once(" = ") {
-                    settings.push((key.trim().to_string(), value.trim().to_string()));
+                let entry = text.trim_start_matches('#');
+                let entry = entry.strip_prefix(' ').unwrap_or(entry);
+                if !entry.starts_with(' ') {
+                    section = entry.split(" = ").next().unwrap_or("").trim().to_string();
+                }
+                if let Some((key, value)) = entry.split_once(" = ") {
+                    let (key, value) = (key.trim().to_string(), value.trim().to_string());
+                    if section == "data" && key == "file" {
+                        data_file = Some(value.clone());
+                    }
+                    settings.push((key, value));
                 }
             }
             interrupted |= text.contains("Sampling interrupted");
@@ -638,6 +653,9 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
                         number,
                         "header line has no lp__ column: not a CmdStan CSV".into(),
                     ));
+                }
+                if let Some(message) = repeated_name(&header) {
+                    return Err(bad(number, message));
                 }
                 columns = vec![Vec::new(); header.len()];
                 names = Some(header);
@@ -676,7 +694,24 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
         approximate,
         settings,
         shmc,
+        data_file,
     })
+}
+
+/// A column name that repeats an earlier one, as a message naming both columns: such a file
+/// cannot be read by name (the later column would show the earlier one's values).
+fn repeated_name(header: &[String]) -> Option<String> {
+    let mut seen = std::collections::HashMap::new();
+    for (k, name) in header.iter().enumerate() {
+        if let Some(first) = seen.insert(name.as_str(), k) {
+            return Some(format!(
+                "column {} repeats the name {name:?} of column {}: column names must be unique",
+                k + 1,
+                first + 1
+            ));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -698,6 +733,7 @@ mod tests {
             num_samples: 2,
             num_warmup: 1,
             save_warmup: true,
+            data_file: Some("d.csv".into()),
             parameters: vec!["a".into(), "b.1".into()],
             ..CsvHeader::default()
         };
@@ -733,6 +769,8 @@ mod tests {
         assert!(!csv.interrupted && csv.complete);
         assert_eq!(csv.setting("model"), Some("test"));
         assert_eq!(csv.setting("num_warmup"), Some("1"));
+        // The data file, told from the output file, which is a `file` too.
+        assert_eq!(csv.data_file.as_deref(), Some("d.csv"));
         // The costs of both phases, the surrogate's training and its learning curve.
         assert_eq!(csv.shmc.len(), 4, "{:?}", csv.shmc);
         let footer = super::super::ChainFooter::parse(&csv.shmc);
@@ -781,6 +819,12 @@ mod tests {
         std::fs::write(&path, "lp__,a\n1,abc\n").unwrap();
         let err = read_stan_csv(&path).unwrap_err().to_string();
         assert!(err.contains(":2:") && err.contains("not a number"), "{err}");
+        std::fs::write(&path, "# x\nlp__,a,b,a\n1,2,3,4\n").unwrap();
+        let err = read_stan_csv(&path).unwrap_err().to_string();
+        assert!(
+            err.contains(":2: column 4 repeats the name \"a\" of column 2"),
+            "{err}"
+        );
         std::fs::write(&path, "x,y\n1,2\n").unwrap();
         assert!(
             read_stan_csv(&path)

@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use super::same_run::one_run;
 use crate::diagnostics::{ParameterSummary, summarize};
 use crate::output::{RunTotals, StanCsv, parse_stan_csv, read_stan_csv};
 use crate::records::{MIN_SUMMARY_DRAWS, SAMPLER_COLUMNS};
@@ -31,19 +32,16 @@ fn length(csv: &StanCsv) -> usize {
 }
 
 impl Chains {
-    /// The chains of `csvs` (at least one), which must have the same columns: those with
-    /// enough draws, cut to the shortest of them.
+    /// The chains of `csvs` (at least one), which must be one run ([`one_run`]: an error
+    /// naming each file that is not): those with enough draws, cut to the shortest of them.
     pub fn new(csvs: Vec<StanCsv>) -> Result<Self> {
+        let (csvs, refused) = one_run(csvs);
+        if !refused.is_empty() {
+            return Err(Error::invalid(refused.join("; ")));
+        }
         let Some(first) = csvs.first() else {
             return Err(Error::invalid("no CmdStan CSV files to read"));
         };
-        if let Some(other) = csvs.iter().find(|c| c.names != first.names) {
-            return Err(Error::invalid(format!(
-                "{} has other columns than {}",
-                other.path.display(),
-                first.path.display()
-            )));
-        }
         let longest = csvs.iter().max_by_key(|c| length(c)).unwrap_or(first);
         let too_few = format!(
             "{}: only {} draws, the most of any file; a summary needs at least \
@@ -80,9 +78,10 @@ impl Chains {
     }
 
     /// The chains of run folder `dir`: every `.csv` file in it, in chain order (by the number
-    /// that ends the name, as in `banana-10.csv`). Files that cannot be read, or whose columns
-    /// differ from the first readable file's, are left out with a note; it is an error only if
-    /// none is left.
+    /// that ends the name, as in `banana-10.csv`). Files that cannot be read, or that are not
+    /// of the first readable file's run ([`one_run`]: another model, data file or columns; a
+    /// link to a file already read), are left out with a note; it is an error only if none is
+    /// left.
     pub fn read_dir(dir: &Path) -> Result<Self> {
         let mut paths: Vec<_> = std::fs::read_dir(dir)
             .map_err(|e| Error::io(dir, e))?
@@ -100,17 +99,12 @@ impl Chains {
         let mut csvs: Vec<StanCsv> = Vec::new();
         for path in &paths {
             match read_chain(path, &mut notes) {
-                Ok(csv) if csvs.first().is_some_and(|first| first.names != csv.names) => {
-                    notes.push(format!(
-                        "{} has other columns than {}: left out",
-                        path.display(),
-                        csvs[0].path.display()
-                    ));
-                }
                 Ok(csv) => csvs.push(csv),
                 Err(e) => notes.push(format!("{e}: left out")),
             }
         }
+        let (csvs, refused) = one_run(csvs);
+        notes.extend(refused.into_iter().map(|line| format!("{line}: left out")));
         if csvs.is_empty() {
             return Err(Error::invalid(format!(
                 "{}: no readable CmdStan CSV ({})",
@@ -259,7 +253,8 @@ mod tests {
         let notes = chains.notes.join("\n");
         for needle in [
             "m-3.csv:3: 1 fields, expected 2: left out",
-            "other-1.csv has other columns than",
+            "other-1.csv and ",
+            "m-1.csv are not one run: column 2 is \"b\" vs \"a\": left out",
             "m-1.csv has 2 draws, fewer than the 4 a summary needs: left out",
             "m-4.csv:6: the last line is cut short (1 fields, expected 2): left out",
             "m-10.csv: its last 4 draws left out, to the common length 4",

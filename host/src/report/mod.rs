@@ -9,17 +9,19 @@
 //! [`crate::output::footer`]). Plots are inline SVG ([`figures`]), so the page needs nothing
 //! beside it.
 //!
-//! A run folder with files that cannot be used (unreadable, other columns, too few draws) or
+//! A run folder with files that cannot be used (unreadable, of another run, too few draws) or
 //! chains of unequal length still gets a report: the page says what it left out ([`Chains`]).
 
 mod chains;
 pub mod figures;
 mod page;
+mod same_run;
 
 use std::path::Path;
 
 pub use chains::Chains;
 use page::{Page, escape, figure, number};
+pub use same_run::one_run;
 
 use crate::diagnostics::ParameterSummary;
 use crate::output::ChainFooter;

@@ -129,6 +129,11 @@ impl SurrogateFile {
         Ok((body.surrogate, body.meta))
     }
 
+    /// The file's meta alone, its kind's record skipped.
+    pub fn meta(&self) -> Result<SurrogateMeta> {
+        self.read::<serde::de::IgnoredAny>().map(|(_, meta)| meta)
+    }
+
     /// An error about this file: `message` after its path.
     pub fn invalid(&self, message: impl Display) -> Error {
         Error::invalid(format!("{}: {message}", self.path.display()))

@@ -25,6 +25,7 @@ pub mod kinds;
 pub mod laplace;
 pub mod network;
 pub mod states;
+pub mod trained_on;
 
 use std::cell::Cell;
 use std::fmt::Debug;
@@ -55,6 +56,15 @@ pub enum FitMethod {
 pub struct SurrogateMeta {
     /// The model (target) the surrogate was trained for.
     pub model: String,
+    /// The data file it was trained on, as the run named it: `Some(None)` for none (a model
+    /// that reads no file); `None` when not recorded (a file written before shmc recorded it,
+    /// which still loads: see [`trained_on`]).
+    #[serde(
+        default,
+        deserialize_with = "trained_on::recorded",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub data: Option<Option<String>>,
     /// What the surrogate was fitted to.
     pub method: FitMethod,
     /// The input scale factor (the network's `c`; NaN for a kind without one).
@@ -82,6 +92,7 @@ impl Default for SurrogateMeta {
     fn default() -> Self {
         Self {
             model: String::new(),
+            data: None,
             method: FitMethod::default(),
             scale: f64::NAN,
             holdout_gradient_error: f64::NAN,

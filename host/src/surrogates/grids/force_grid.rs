@@ -782,6 +782,8 @@ impl TryFrom<ForceGridRecord> for ForceGrid {
                 record.gradients.len()
             )));
         }
+        super::all_finite("the force grid's values:", &record.values)?;
+        super::all_finite("the force grid's gradients:", &record.gradients)?;
         Ok(Self::assemble(
             record.domain,
             interpolation,

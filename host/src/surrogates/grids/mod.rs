@@ -51,6 +51,23 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 pub use domain::Domain;
+
+use crate::{Error, Result};
+
+/// An error naming the first entry of `entries` (the `what` of a grid read from a file) that is
+/// not finite: a grid is built only where the model is finite, so a NaN or an infinity in a
+/// file was put there by something else, and would reach a trajectory as a NaN force.
+fn all_finite(what: &str, entries: &[f64]) -> Result<()> {
+    match entries.iter().position(|x| !x.is_finite()) {
+        Some(k) => Err(Error::invalid(format!(
+            "{what} entry {} of {} is {}: a grid holds finite numbers",
+            k + 1,
+            entries.len(),
+            entries[k]
+        ))),
+        None => Ok(()),
+    }
+}
 pub use fitter::{DomainChoice, GridFitter, GridKind};
 pub use force_grid::{ForceGrid, Interpolation};
 pub use sparse_grid::{AdaptiveOptions, AdaptiveStop, Construction, SparseGrid};

@@ -1006,6 +1006,7 @@ impl TryFrom<SparseGridRecord> for SparseGrid {
                 record.surpluses.len()
             )));
         }
+        super::all_finite("the sparse grid's surpluses:", &record.surpluses)?;
         let domain = record.domain;
         Ok(Self {
             inverse_widths: (0..d).map(|k| 1.0 / domain.width(k)).collect(),

@@ -54,6 +54,7 @@ impl TrainedNetwork {
     pub fn meta(&self, model: impl Into<String>, opts: &TrainOptions) -> SurrogateMeta {
         SurrogateMeta {
             model: model.into(),
+            data: None,
             method: self.method,
             scale: self.scale,
             holdout_gradient_error: self.holdout_gradient_error,
