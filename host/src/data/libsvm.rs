@@ -55,24 +55,7 @@ pub fn parse_libsvm(
         let Some(label) = tokens.next() else {
             continue;
         };
-        y.push(match label.parse::<f64>() {
-            Ok(1.0) => 1.0,
-            Ok(0.0 | -1.0) => 0.0,
-            _ => {
-                // A header line (delimited text read as LIBSVM, such as a tab-separated file
-                // not named .csv or .tsv) fails here first: say what the file looks like.
-                let hint = if line_no == 1 && label.parse::<f64>().is_err() {
-                    ": the first line looks like a header, so the file may be delimited text \
-                     (comma-, semicolon- or tab-separated), read in the csv format"
-                } else {
-                    ""
-                };
-                return Err(data_error(
-                    line_no,
-                    format!("label \"{label}\" is not +1/-1 or 1/0{hint}"),
-                ));
-            }
-        });
+        y.push(class(label, line_no).map_err(|message| data_error(line_no, message))?);
         let mut previous = 0;
         for pair in tokens {
             let (index, value) = pair
@@ -131,6 +114,25 @@ pub fn parse_libsvm(
         }
     }
     Dataset::new(x, y, n, p, crate::model::indexed_names("x", p))
+}
+
+/// The class of `label` on line `line_no`: 1 for +1 or 1, 0 for -1 or 0; else what is wrong.
+fn class(label: &str, line_no: usize) -> std::result::Result<f64, String> {
+    match label.parse::<f64>() {
+        Ok(1.0) => Ok(1.0),
+        Ok(0.0 | -1.0) => Ok(0.0),
+        parsed => {
+            // A header line (delimited text read as LIBSVM, such as a tab-separated file not
+            // named .csv or .tsv) fails here first: say what the file looks like.
+            let hint = if line_no == 1 && parsed.is_err() {
+                ": the first line looks like a header, so the file may be delimited text \
+                 (comma-, semicolon- or tab-separated), read in the csv format"
+            } else {
+                ""
+            };
+            Err(format!("label \"{label}\" is not +1/-1 or 1/0{hint}"))
+        }
+    }
 }
 
 #[cfg(test)]

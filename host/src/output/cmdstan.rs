@@ -591,16 +591,12 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
     };
     let mut names: Option<Vec<String>> = None;
     let mut columns: Vec<Vec<f64>> = Vec::new();
-    let (mut num_warmup, mut save_warmup) = (0usize, false);
+    let mut config = Configuration::default();
     let mut interrupted = false;
     let mut complete = false;
     let mut approximate = None;
-    let mut settings = Vec::new();
     let mut shmc = Vec::new();
     let mut rows = 0usize;
-    // The top-level entry of the header the current line is under (`data`, `output`, …).
-    let mut section = String::new();
-    let mut data_file = None;
     for (index, line) in input.lines().enumerate() {
         let number = index + 1;
         let line = line.map_err(|e| Error::io(path, e))?;
@@ -610,24 +606,7 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
         }
         if text.starts_with('#') {
             if names.is_none() {
-                if let Some(n) = parse_config_number(text, "num_warmup") {
-                    num_warmup = n;
-                }
-                if let Some(n) = parse_config_number(text, "save_warmup") {
-                    save_warmup = n != 0;
-                }
-                let entry = text.trim_start_matches('#');
-                let entry = entry.strip_prefix(' ').unwrap_or(entry);
-                if !entry.starts_with(' ') {
-                    section = entry.split(" = ").next().unwrap_or("").trim().to_string();
-                }
-                if let Some((key, value)) = entry.split_once(" = ") {
-                    let (key, value) = (key.trim().to_string(), value.trim().to_string());
-                    if section == "data" && key == "file" {
-                        data_file = Some(value.clone());
-                    }
-                    settings.push((key, value));
-                }
+                config.read(text);
             }
             interrupted |= text.contains("Sampling interrupted");
             complete |= text.contains("Elapsed Time");
@@ -669,7 +648,7 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
                     ));
                 }
                 rows += 1;
-                if save_warmup && rows <= num_warmup {
+                if config.save_warmup && rows <= config.num_warmup {
                     continue;
                 }
                 for (k, field) in fields.iter().enumerate() {
@@ -692,10 +671,47 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
         interrupted,
         complete,
         approximate,
-        settings,
+        settings: config.settings,
         shmc,
-        data_file,
+        data_file: config.data_file,
     })
+}
+
+/// What the configuration lines before the column header say.
+#[derive(Default)]
+struct Configuration {
+    num_warmup: usize,
+    save_warmup: bool,
+    /// Every `key = value`, in order.
+    settings: Vec<(String, String)>,
+    /// The top-level entry the current line is under (`data`, `output`, …).
+    section: String,
+    /// `file` under `data` (the output file is a `file` too).
+    data_file: Option<String>,
+}
+
+impl Configuration {
+    /// Takes in the comment line `text`.
+    fn read(&mut self, text: &str) {
+        if let Some(n) = parse_config_number(text, "num_warmup") {
+            self.num_warmup = n;
+        }
+        if let Some(n) = parse_config_number(text, "save_warmup") {
+            self.save_warmup = n != 0;
+        }
+        let entry = text.trim_start_matches('#');
+        let entry = entry.strip_prefix(' ').unwrap_or(entry);
+        if !entry.starts_with(' ') {
+            self.section = entry.split(" = ").next().unwrap_or("").trim().to_string();
+        }
+        if let Some((key, value)) = entry.split_once(" = ") {
+            let (key, value) = (key.trim().to_string(), value.trim().to_string());
+            if self.section == "data" && key == "file" {
+                self.data_file = Some(value.clone());
+            }
+            self.settings.push((key, value));
+        }
+    }
 }
 
 /// A column name that repeats an earlier one, as a message naming both columns: such a file
