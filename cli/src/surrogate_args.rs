@@ -208,11 +208,16 @@ impl SurrogateArgs {
                 "--surrogate is for rns-hmc and arns-hmc; vhmc trains its own network",
             ));
         }
+        let flag = if self.surrogate_steps_factor != "1" {
+            "--surrogate-steps-factor"
+        } else {
+            "--surrogate-transitions"
+        };
         if self.surrogate_steps_factor != "1" || self.surrogate_transitions.is_some() {
-            return Err(Error::invalid(
-                "--surrogate-steps-factor and --surrogate-transitions are for rns-hmc and \
-                 arns-hmc; vhmc's trajectories are the exact phase's (--steps)",
-            ));
+            return Err(Error::invalid(format!(
+                "{flag} is for rns-hmc and arns-hmc; vhmc's trajectories are the exact \
+                 phase's (--steps)"
+            )));
         }
         Ok(VhmcSettings {
             train: self.network(seed)?,
