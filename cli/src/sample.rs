@@ -232,6 +232,44 @@ fn print_resumed(resumed: &[Option<Resumed>], draws: usize) {
     }
 }
 
+/// The settings of the `--compare` pilot of `baseline` beside the run of `config`.
+fn pilot_config(args: &SampleArgs, config: &SampleConfig, baseline: &str) -> SampleConfig {
+    let (method, step_size) = if baseline == "nuts" {
+        let adapt = StepSize::Adapt { target: 0.8 };
+        (Method::Nuts(NutsSettings::default()), adapt)
+    } else {
+        (Method::Hmc, config.step_size)
+    };
+    SampleConfig {
+        method,
+        step_size,
+        adapt_mass: true,
+        warmup: args.compare_warmup,
+        draws: args.compare_draws,
+        save_warmup: false,
+        target_ess: None,
+        ..config.clone()
+    }
+}
+
+/// A refusal of the pilot's settings, its warmup and draws named as the `--compare` options
+/// that set them.
+fn as_compare_setting(error: Error) -> Error {
+    let rename = |setting| match setting {
+        "warmup" => "compare_warmup",
+        "draws" => "compare_draws",
+        other => other,
+    };
+    match error {
+        Error::Setting { setting, problem } => Error::setting(rename(setting), problem),
+        Error::MemoryLimit { message, driver } => Error::MemoryLimit {
+            message,
+            driver: rename(driver),
+        },
+        other => other,
+    }
+}
+
 /// The run beside a pilot of `baseline` (`hmc` or `nuts`) on the same model, chains, seed and
 /// metric, with its own warmup, run now: what each needs per effective sample.
 fn compare(
@@ -241,22 +279,7 @@ fn compare(
     run: &Run,
     baseline: &str,
 ) -> Result<String> {
-    let (method, step_size) = if baseline == "nuts" {
-        let adapt = StepSize::Adapt { target: 0.8 };
-        (Method::Nuts(NutsSettings::default()), adapt)
-    } else {
-        (Method::Hmc, config.step_size)
-    };
-    let pilot = SampleConfig {
-        method,
-        step_size,
-        adapt_mass: true,
-        warmup: args.compare_warmup,
-        draws: args.compare_draws,
-        save_warmup: false,
-        target_ess: None,
-        ..config.clone()
-    };
+    let pilot = pilot_config(args, config, baseline);
     if !args.quiet {
         eprintln!(
             "comparing: {baseline}, {} chains x ({} warmup + {} draws), no files ...",
@@ -283,6 +306,13 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     super::print_notes(model.notes());
     check_surrogate_file(args, &config)?;
     check_resume_folder(args)?;
+    // Before the bars, one per chain, and the main run: a pilot it cannot make is refused now.
+    config.validate(model.as_ref())?;
+    if let Some(baseline) = &args.compare {
+        pilot_config(args, &config, baseline)
+            .validate(model.as_ref())
+            .map_err(as_compare_setting)?;
+    }
     let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
     let opened = sampler(args, config.clone(), model.as_ref(), &progress).open()?;
     if args.resume.is_some() {

@@ -70,6 +70,7 @@ impl SbcArgs {
             step_size: self.method.trajectory.step_size(),
             steps: self.method.trajectory.steps(),
             method: self.method.method(self.seed)?,
+            memory_limit: self.method.surrogate.memory_limit(),
             ..SampleConfig::default()
         })
     }

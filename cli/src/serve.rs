@@ -8,7 +8,7 @@ use clap::Args;
 use super::ModelArgs;
 use shmc::models::elliptic_pde::EllipticPde;
 use shmc::serve::served::served_maps;
-use shmc::serve::server::{Server, ServerSettings};
+use shmc::serve::server::{QUEUE_PER_WORKER, Server, ServerSettings};
 use shmc::umbridge::protocol::DEFAULT_PORT;
 use shmc::{Error, Model, Result, models};
 
@@ -28,11 +28,16 @@ pub struct ServeArgs {
     /// Evaluations run at once [default: one per core].
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
+    /// Evaluations that may wait for a worker; a request finding the queue full is answered
+    /// 503 with Retry-After at once [default: 4 per worker].
+    #[arg(long, value_name = "N")]
+    queue: Option<usize>,
     /// Largest request body read, in bytes; a larger one is refused (413).
     #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
     max_body_bytes: usize,
-    /// Longest wait for one evaluation, queueing included, before it is answered with an
-    /// error (500); the worker finishes it regardless.
+    /// Longest wait for one evaluation, measured from the request's arrival, queueing
+    /// included: a request still queued then is answered 503 without being evaluated, one
+    /// being evaluated 500 (the worker finishes it regardless).
     #[arg(
         long,
         default_value_t = 60.0,
@@ -62,10 +67,14 @@ pub fn run(args: &ServeArgs) -> Result<i32> {
     };
     super::print_notes(model.notes());
     let defaults = ServerSettings::default();
+    let workers = args.workers.unwrap_or(defaults.workers);
     let settings = ServerSettings {
         bind: args.bind,
         port: args.port,
-        workers: args.workers.unwrap_or(defaults.workers),
+        workers,
+        queue: args
+            .queue
+            .unwrap_or(workers.saturating_mul(QUEUE_PER_WORKER)),
         max_body_bytes: args.max_body_bytes,
         max_seconds: args.max_seconds,
     };
@@ -77,10 +86,11 @@ pub fn run(args: &ServeArgs) -> Result<i32> {
     let server = Server::start(maps, &settings)?;
     let addr = server.addr();
     println!(
-        "serving {} at http://{addr} (UM-Bridge 1.0; {} workers, bodies up to {} bytes, {} s \
-         per evaluation)",
+        "serving {} at http://{addr} (UM-Bridge 1.0; {} workers, a queue of {}, bodies up to \
+         {} bytes, {} s per evaluation from arrival)",
         described.join(", "),
         settings.workers,
+        settings.queue,
         settings.max_body_bytes,
         settings.max_seconds
     );

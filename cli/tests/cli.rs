@@ -1139,7 +1139,7 @@ fn sizes_above_the_memory_limit_name_the_option_to_change() {
         ),
         (
             vec!["--model", "logistic", "--n", "100000000", "--d", "100"],
-            "the simulated data of 100000000 rows × 100 features would need 80000000000 bytes",
+            "the simulated data of 100000000 rows × 100 features would need 240000000000 bytes",
         ),
         (
             vec![

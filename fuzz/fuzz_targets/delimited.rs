@@ -23,7 +23,11 @@ fuzz_target!(|bytes: &[u8]| {
         };
         let steps = Preprocessing {
             standardize: true,
-            projection: Some(Projection { k: 3, seed: 1 }),
+            projection: Some(Projection {
+                k: 3,
+                seed: 1,
+                memory_limit: MEMORY_LIMIT,
+            }),
             intercept: true,
         };
         if data.preprocess(&steps).is_ok() {

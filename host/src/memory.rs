@@ -43,6 +43,21 @@ pub fn f64s(count: impl IntoIterator<Item = usize>) -> Option<u128> {
         .try_fold(8u128, |bytes, factor| bytes.checked_mul(factor as u128))
 }
 
+/// The vectors of a model's dimension one chain holds at once (position, momentum, gradient,
+/// their proposals, the metric and its running estimate, a draw's row, ...): an allowance
+/// rather than a count, so that a dimension no chain could hold is refused up front.
+pub const CHAIN_VECTORS: usize = 16;
+
+/// The bytes of a parameter's name (a `String` and its text, `theta.123456`).
+const NAME_BYTES: u128 = 48;
+
+/// The bytes a model of `dim` parameters takes whatever its data: its parameter names and one
+/// chain's [`CHAIN_VECTORS`] (`None` on overflow). A model whose dimension the user sets
+/// (`gaussian-32`'s `d`) is refused on it before anything of that size is allocated.
+pub fn dimension(dim: usize) -> Option<u128> {
+    f64s([dim, CHAIN_VECTORS])?.checked_add(NAME_BYTES.checked_mul(dim as u128)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -254,7 +254,11 @@ impl Experiment {
         let steps = match self {
             Experiment::A9a => Preprocessing {
                 standardize: true,
-                projection: Some(Projection { k: 60, seed: 1 }),
+                projection: Some(Projection {
+                    k: 60,
+                    seed: 1,
+                    memory_limit: u64::MAX,
+                }),
                 intercept: false,
             },
             _ => Preprocessing {

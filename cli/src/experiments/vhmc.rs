@@ -172,7 +172,11 @@ fn problems(
             }
             data.preprocess(&Preprocessing {
                 standardize: true,
-                projection: Some(Projection { k: 50, seed: 1 }),
+                projection: Some(Projection {
+                    k: 50,
+                    seed: 1,
+                    memory_limit: u64::MAX,
+                }),
                 intercept: false,
             })?;
             log(&format!(

@@ -200,6 +200,7 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
                 (sinks, resumed, Vec::new())
             }
             None => {
+                self.check_kept_warmup()?;
                 let replays: Vec<Arc<Mutex<Replay>>> =
                     (0..chains).map(|_| Arc::default()).collect();
                 let sinks = replays
@@ -215,6 +216,27 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
             resumed,
             replays,
         })
+    }
+
+    /// Refuses saved warmup rows that would not fit in memory: without files
+    /// ([`Sampler::write_to`]) they are kept for [`Fit::write_cmdstan`], a row of the
+    /// sampler's columns and the parameters (and a vector's own 24 bytes) per iteration.
+    fn check_kept_warmup(&self) -> Result<()> {
+        let c = &self.config;
+        if !c.save_warmup {
+            return Ok(());
+        }
+        let row = (sampler::SAMPLER_COLUMNS.len() as u128 + self.model.dim() as u128) * 8 + 24;
+        crate::memory::check(
+            &format!(
+                "keeping {} warmup rows of {} chains in memory",
+                c.warmup, c.chains
+            ),
+            "warmup",
+            row.checked_mul(c.warmup as u128)
+                .and_then(|b| b.checked_mul(c.chains as u128)),
+            c.memory_limit,
+        )
     }
 
     /// Runs the chains: [`Sampler::open`], then [`Opened::run`].

@@ -209,7 +209,7 @@ impl Dataset {
 }
 
 /// The bytes a name and the transforms' per-column vectors take, per column.
-const COLUMN_BYTES: u128 = 64;
+pub(crate) const COLUMN_BYTES: u128 = 64;
 
 /// Refuses, before it is allocated, a data set of `n` rows × `p` columns that would take more
 /// than `memory_limit` bytes: the dense matrix, and per column its name and what standardizing
@@ -344,7 +344,11 @@ mod tests {
         projected
             .preprocess(&Preprocessing {
                 standardize: true,
-                projection: Some(Projection { k: 60, seed: 1 }),
+                projection: Some(Projection {
+                    k: 60,
+                    seed: 1,
+                    memory_limit: u64::MAX,
+                }),
                 intercept: false,
             })
             .unwrap();

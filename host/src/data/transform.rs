@@ -23,6 +23,9 @@ pub struct Projection {
     pub k: usize,
     /// The seed of the projection matrix.
     pub seed: u64,
+    /// The most bytes the projection matrix and the projected data may take
+    /// ([`crate::memory`]); a larger `k` is refused before either is allocated.
+    pub memory_limit: u64,
 }
 
 /// Which transforms [`Dataset::preprocess`] applies (always in the order of the fields).
@@ -127,14 +130,29 @@ impl Dataset {
     /// `R` is filled row by row from `Pcg64::seed_from_u64(seed)` with
     /// [`fill_standard_normal`], then scaled by `1/√k`, so the same seed gives the same matrix
     /// on every platform (and the same projection of a test set). The new columns are named
-    /// `proj.1 … proj.k`.
-    pub fn project(&mut self, k: usize, seed: u64) -> Result<()> {
+    /// `proj.1 … proj.k`. A `k` whose matrix and projected data (and their names) would pass
+    /// `memory_limit` bytes is an [`Error::MemoryLimit`] driven by `project`, before either is
+    /// allocated.
+    pub fn project(&mut self, k: usize, seed: u64, memory_limit: u64) -> Result<()> {
         if k == 0 {
             return Err(Error::invalid(
                 "a random projection needs at least one output feature",
             ));
         }
         let p = self.p;
+        let bytes = p
+            .checked_add(self.n)
+            .and_then(|rows| crate::memory::f64s([k, rows]))
+            .and_then(|b| b.checked_add(super::COLUMN_BYTES.checked_mul(k as u128)?));
+        crate::memory::check(
+            &format!(
+                "a random projection of {} rows × {p} columns to {k}",
+                self.n
+            ),
+            "project",
+            bytes,
+            memory_limit,
+        )?;
         let mut r = vec![0.0; p * k];
         fill_standard_normal(&mut Pcg64::seed_from_u64(seed), &mut r);
         let scale = 1.0 / (k as f64).sqrt();
@@ -172,7 +190,7 @@ impl Dataset {
     pub fn preprocess(&mut self, steps: &Preprocessing) -> Result<Option<Standardization>> {
         let standardization = steps.standardize.then(|| self.standardize());
         if let Some(projection) = steps.projection {
-            self.project(projection.k, projection.seed)?;
+            self.project(projection.k, projection.seed, projection.memory_limit)?;
         }
         if steps.intercept {
             self.add_intercept();
@@ -229,17 +247,25 @@ mod tests {
     fn projection_is_seeded_and_scaled() {
         let mut a = small();
         let mut b = small();
-        a.project(2, 7).unwrap();
-        b.project(2, 7).unwrap();
+        a.project(2, 7, u64::MAX).unwrap();
+        b.project(2, 7, u64::MAX).unwrap();
         assert_eq!(a.x, b.x);
         assert_eq!(
             (a.p, a.feature_names.clone()),
             (2, vec!["proj.1".into(), "proj.2".into()])
         );
         let mut c = small();
-        c.project(2, 8).unwrap();
+        c.project(2, 8, u64::MAX).unwrap();
         assert_ne!(a.x, c.x);
-        assert!(small().project(0, 1).is_err());
+        assert!(small().project(0, 1, u64::MAX).is_err());
+        // 10¹² output features asked 24 TB of the allocator, which aborted.
+        match small().project(1_000_000_000_000, 1, 1 << 30).unwrap_err() {
+            Error::MemoryLimit { message, driver } => {
+                assert_eq!(driver, "project");
+                assert!(message.contains("to 1000000000000"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
 
         // The entries of R = projection of the identity have variance 1/k.
         let p = 200;
@@ -247,7 +273,7 @@ mod tests {
         let mut eye = vec![0.0; p * p];
         (0..p).for_each(|i| eye[i * p + i] = 1.0);
         let mut d = Dataset::new(eye, vec![0.0; p], p, p, vec!["x".into(); p]).unwrap();
-        d.project(k, 3).unwrap();
+        d.project(k, 3, u64::MAX).unwrap();
         let var = d.x.iter().map(|v| v * v).sum::<f64>() / (p * k) as f64;
         // sd of the mean of 10⁴ squared normals ≈ √2/100 relative.
         assert!(
@@ -263,7 +289,11 @@ mod tests {
         let s = d
             .preprocess(&Preprocessing {
                 standardize: true,
-                projection: Some(Projection { k: 2, seed: 1 }),
+                projection: Some(Projection {
+                    k: 2,
+                    seed: 1,
+                    memory_limit: u64::MAX,
+                }),
                 intercept: true,
             })
             .unwrap()
@@ -275,7 +305,7 @@ mod tests {
 
         let mut by_hand = small();
         by_hand.standardize();
-        by_hand.project(2, 1).unwrap();
+        by_hand.project(2, 1, u64::MAX).unwrap();
         by_hand.add_intercept();
         assert_eq!(by_hand.x, d.x);
     }

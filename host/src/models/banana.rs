@@ -38,6 +38,12 @@ pub const ENTRY: ModelEntry = ModelEntry {
     build: |spec| {
         no_data_options(spec)?;
         let n = spec.n.unwrap_or(Banana::PAPER_N);
+        crate::memory::check(
+            &format!("the banana's {n} simulated points"),
+            "n",
+            crate::memory::f64s([n]),
+            spec.memory_limit,
+        )?;
         Ok(Box::new(Banana::simulate(n, spec.data_seed)?))
     },
     small: Some(|_| "N 100"),

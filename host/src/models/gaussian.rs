@@ -36,6 +36,13 @@ pub const CONJUGATE_ENTRY: ModelEntry = ModelEntry {
     build: |spec| {
         no_data_options(spec)?;
         let n = spec.n.unwrap_or(ConjugateGaussian::DEFAULT_N);
+        // The 2 × n normals, their image and its transpose.
+        crate::memory::check(
+            &format!("the {n} simulated 2-D points"),
+            "n",
+            crate::memory::f64s([n, 2, 3]),
+            spec.memory_limit,
+        )?;
         Ok(Box::new(ConjugateGaussian::simulate(n, spec.data_seed)?))
     },
     small: Some(|_| "N 100"),
@@ -49,8 +56,15 @@ pub const CORRELATED_ENTRY: ModelEntry = ModelEntry {
     options: &[("d", "32")],
     build: |spec| {
         no_data_options(spec)?;
+        let d = spec.d.unwrap_or(CorrelatedGaussian::JOURNAL_DIM);
+        crate::memory::check(
+            &format!("a {d}-dimensional Gaussian's parameters and chain state"),
+            "d",
+            crate::memory::dimension(d),
+            spec.memory_limit,
+        )?;
         Ok(Box::new(CorrelatedGaussian::new(
-            spec.d.unwrap_or(CorrelatedGaussian::JOURNAL_DIM),
+            d,
             CorrelatedGaussian::JOURNAL_VARIANCE_ALONG,
             CorrelatedGaussian::JOURNAL_VARIANCE_ACROSS,
         )?))

@@ -46,6 +46,14 @@ pub const ENTRY: ModelEntry = ModelEntry {
     build: |spec| {
         no_data_options(spec)?;
         let n = spec.n.unwrap_or(GpHyper::DEFAULT_N);
+        // The squared distances, the covariance and its Cholesky factor (and the copy the
+        // factorization takes), each n × n.
+        crate::memory::check(
+            &format!("the {n} × {n} covariance of {n} GP points"),
+            "n",
+            crate::memory::f64s([n, n, 4]),
+            spec.memory_limit,
+        )?;
         Ok(Box::new(GpHyper::simulate(n, spec.data_seed)?))
     },
     small: Some(|spec| {

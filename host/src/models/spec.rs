@@ -202,6 +202,7 @@ fn read_dataset(spec: &ModelSpec, path: &std::path::Path) -> Result<Dataset> {
         projection: spec.project.map(|k| Projection {
             k,
             seed: spec.projection_seed,
+            memory_limit: spec.memory_limit,
         }),
         intercept: spec.intercept,
     })?;
@@ -240,10 +241,17 @@ pub(crate) fn regression<M: Model + 'static>(
         ..spec.clone()
     })?;
     let (n, d) = (spec.n.unwrap_or(defaults.0), spec.d.unwrap_or(defaults.1));
+    // The matrix, the normals it is made from and the model's blocked copy of it; the
+    // setting named is the one furthest above its default.
+    let driver = if d / defaults.1.max(1) > n / defaults.0.max(1) {
+        "d"
+    } else {
+        "n"
+    };
     crate::memory::check(
         &format!("the simulated data of {n} rows × {d} features"),
-        "n",
-        crate::memory::f64s([n, d]),
+        driver,
+        crate::memory::f64s([n, d, 3]),
         spec.memory_limit,
     )?;
     let simulated = simulate(n, d, spec.data_seed)?;

@@ -120,7 +120,7 @@ fn connect(spec: &ModelSpec) -> Result<ServedPosterior> {
             .map_err(|e| Error::setting("umbridge_config", format!("is not JSON: {e}")))?,
         None => serde_json::Value::Object(Default::default()),
     };
-    ServedPosterior::connect(ServedSettings {
+    let served = ServedPosterior::connect(ServedSettings {
         url: s.url.clone().unwrap_or_else(|| {
             format!(
                 "http://127.0.0.1:{}",
@@ -134,7 +134,21 @@ fn connect(spec: &ModelSpec) -> Result<ServedPosterior> {
             retries: s.retries.unwrap_or(3),
         },
         config,
-    })
+    })?;
+    // The dimension is the server's word (its InputSizes), and every chain holds vectors of
+    // it: a server declaring 10¹² inputs made the allocator abort the client. The setting
+    // that changes it is the server.
+    crate::memory::check(
+        &format!(
+            "the {} inputs model {:?} declares (its InputSizes)",
+            served.dim(),
+            served.name
+        ),
+        "url",
+        crate::memory::dimension(served.dim()),
+        spec.memory_limit,
+    )?;
+    Ok(served)
 }
 
 /// How the served model's output makes the posterior.

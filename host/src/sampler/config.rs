@@ -129,6 +129,8 @@ impl SampleConfig {
         if self.draws == 0 {
             return Err(Error::setting("draws", "must be at least 1"));
         }
+        self.check_iterations()?;
+        self.check_memory(model)?;
         match self.step_size {
             StepSize::Adapt { target } if !(target > 0.0 && target < 1.0) => {
                 return Err(Error::setting(
@@ -195,7 +197,50 @@ impl SampleConfig {
         if self.mass_matrix() == MassMatrix::Laplace {
             self.validate_laplace()?;
         }
-        let columns = SAMPLER_COLUMNS.len() + model.parameter_names().len();
+        Ok(())
+    }
+
+    /// Refuses a run whose iterations, over all its chains, a `u64` cannot count (the run's
+    /// records and report add them up): `--warmup 18000000000000000000` once overflowed the
+    /// warmup schedule instead. The setting named is the larger of warmup and draws.
+    fn check_iterations(&self) -> Result<()> {
+        let total = self
+            .warmup
+            .checked_add(self.draws)
+            .and_then(|per_chain| u64::try_from(per_chain).ok())
+            .and_then(|per_chain| per_chain.checked_mul(self.chains as u64));
+        if total.is_some() {
+            return Ok(());
+        }
+        let (setting, count, other, other_count) = if self.warmup >= self.draws {
+            ("warmup", self.warmup, "draws", self.draws)
+        } else {
+            ("draws", self.draws, "warmup iterations", self.warmup)
+        };
+        Err(Error::setting(
+            setting,
+            format!(
+                "({count}) with {other_count} {other} per chain, over {} chains, is more \
+                 iterations than a run can count ({} in all)",
+                self.chains,
+                u64::MAX
+            ),
+        ))
+    }
+
+    /// Refuses, before any chain allocates, what the chains would hold together: each chain's
+    /// vectors of the model's dimension ([`crate::memory::CHAIN_VECTORS`]), the kept draws (every
+    /// chain's rows are kept for the summary) and the model's scratch of each chain evaluating
+    /// at once.
+    fn check_memory<M: Model + ?Sized>(&self, model: &M) -> Result<()> {
+        let dim = model.dim();
+        crate::memory::check(
+            &format!("{} chains of {dim} parameters each", self.chains),
+            "chains",
+            crate::memory::f64s([self.chains, dim, crate::memory::CHAIN_VECTORS]),
+            self.memory_limit,
+        )?;
+        let columns = SAMPLER_COLUMNS.len().saturating_add(dim);
         crate::memory::check(
             &format!(
                 "keeping {} draws of {} chains with {columns} columns in memory",

@@ -41,15 +41,17 @@ impl WindowSchedule {
         let mut begin = init;
         let mut size = base;
         while begin < last {
-            let mut end = begin + size;
             // A window that would leave less than its double before the terminal buffer
-            // absorbs the rest.
-            if end + 2 * size > last {
-                end = last;
-            }
+            // absorbs the rest. Checked: near `usize::MAX` iterations the double overflows,
+            // and a wrapped sum would never reach `last` (the list would grow forever). As
+            // the windows double, there are at most 64 of them.
+            let end = match size.checked_mul(3).and_then(|s| begin.checked_add(s)) {
+                Some(after_next) if after_next <= last => begin + size,
+                _ => last,
+            };
             ends.push(end);
             begin = end;
-            size *= 2;
+            size = size.saturating_mul(2);
         }
         Self { start: init, ends }
     }
@@ -170,6 +172,17 @@ mod tests {
         assert!(schedule.in_slow_window(75));
         assert!(!schedule.in_slow_window(950));
         assert!(schedule.window_ends_at(99));
+    }
+
+    #[test]
+    fn the_longest_warmup_has_few_windows() {
+        // 18e18 iterations overflowed `end + 2 * size` and the loop pushed windows forever.
+        for warmup in [18_000_000_000_000_000_000, usize::MAX] {
+            let schedule = WindowSchedule::new(warmup);
+            assert!(schedule.ends.len() <= usize::BITS as usize, "{warmup}");
+            assert!(schedule.ends.windows(2).all(|w| w[0] < w[1]), "{warmup}");
+            assert_eq!(*schedule.ends.last().unwrap(), warmup - TERM_BUFFER);
+        }
     }
 
     #[test]

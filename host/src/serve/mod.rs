@@ -3,5 +3,6 @@
 //! actions) and the HTTP server that answers for them ([`server`]). Above the models it serves;
 //! the protocol it speaks is [`crate::umbridge::protocol`].
 
+mod queue;
 pub mod served;
 pub mod server;

@@ -2,29 +2,33 @@
 //!
 //! Safe by default: it listens on loopback unless told otherwise; it reads at most
 //! [`ServerSettings::max_body_bytes`] of a request; every evaluation runs on a fixed pool of
-//! [`ServerSettings::workers`] threads and is answered within [`ServerSettings::max_seconds`]
-//! of being queued (or with an error; the pool stays bounded, an evaluation that overran keeps
-//! its worker until it ends), and a full queue answers 503 at once. The requests name only a
+//! [`ServerSettings::workers`] threads behind a queue of [`ServerSettings::queue`], and is
+//! answered within [`ServerSettings::max_seconds`] of its arrival (or with an error; the pool
+//! stays bounded, an evaluation that overran keeps its worker until it ends). A full queue
+//! answers 503 with `Retry-After` at once, and a request whose limit passes while it waits is
+//! answered 503 without being evaluated. Request threads beyond those an evaluation can hold
+//! take every request as it comes, so no request waits where the clock does not run. The
+//! requests name only a
 //! served model and numbers: `config` is accepted and ignored, and nothing a request says can
 //! make the server touch a file or run anything but the model.
 //!
 //! Errors follow the protocol (`{"error": {"type", "message"}}`): 400 for malformed JSON,
 //! wrong sizes, an unknown model or an input where the model has no finite value, 404 for an
 //! unknown path, 405 for a wrong method, 413 for an oversized body, 500 for an evaluation past
-//! the time limit, 503 for a full queue.
+//! the time limit, 503 (with `Retry-After`) for a full queue or a wait past the limit.
 
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tiny_http::{Header, Method, Request, Response};
 
+use super::queue::{Outcome, Queue};
 use super::served::Served;
 use crate::umbridge::protocol::{
     ApplyJacobianRequest, Endpoint, ErrorBody, ErrorResponse, EvaluateRequest, EvaluateResponse,
@@ -42,39 +46,48 @@ pub struct ServerSettings {
     pub port: u16,
     /// Evaluations run at once.
     pub workers: usize,
+    /// Evaluations that may wait for a worker; a request beyond them is refused (503).
+    pub queue: usize,
     /// The largest request body read, in bytes.
     pub max_body_bytes: usize,
-    /// The longest wait for one evaluation, queueing included, in seconds.
+    /// The longest a request waits for its evaluation, from its arrival, queueing included,
+    /// in seconds.
     pub max_seconds: f64,
 }
 
+/// Queued evaluations per worker by default: a few evaluations' worth of waiting.
+pub const QUEUE_PER_WORKER: usize = 4;
+
 impl Default for ServerSettings {
-    /// Loopback, port 4242, one worker per core, 1 MiB bodies, 60 s per evaluation.
+    /// Loopback, port 4242, one worker per core and [`QUEUE_PER_WORKER`] queued evaluations
+    /// each, 1 MiB bodies, 60 s per evaluation.
     fn default() -> Self {
+        let workers = std::thread::available_parallelism().map_or(1, usize::from);
         Self {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: crate::umbridge::protocol::DEFAULT_PORT,
-            workers: std::thread::available_parallelism().map_or(1, usize::from),
+            workers,
+            queue: workers.saturating_mul(QUEUE_PER_WORKER),
             max_body_bytes: 1 << 20,
             max_seconds: 60.0,
         }
     }
 }
 
-/// Threads waiting for requests beyond the workers: enough that Info and size queries are
-/// answered while every worker is busy.
+/// Request threads beyond those evaluations can hold (one per worker and one per queued
+/// evaluation): always free, they take requests as they arrive, answer Info and size queries
+/// while every worker is busy, and refuse evaluations when the queue is full.
 const SPARE_HANDLERS: usize = 4;
+/// The `Retry-After` of a 503: a queue clears within about an evaluation's time.
+const RETRY_AFTER_SECONDS: &str = "1";
 /// How often idle request threads look whether the server is stopping.
 const POLL: Duration = Duration::from_millis(100);
-
-/// An evaluation queued for a worker.
-type Job = Box<dyn FnOnce() + Send>;
 
 /// What the request threads share.
 struct Shared {
     http: tiny_http::Server,
     models: Vec<(String, Arc<dyn Served>)>,
-    jobs: SyncSender<Job>,
+    jobs: Queue,
     settings: ServerSettings,
     stop: AtomicBool,
 }
@@ -122,18 +135,16 @@ impl Server {
             .server_addr()
             .to_ip()
             .ok_or_else(|| Error::invalid("the server did not bind an IP address"))?;
-        let handlers = settings.workers + SPARE_HANDLERS;
+        let handlers = settings
+            .workers
+            .checked_add(settings.queue)
+            .and_then(|held| held.checked_add(SPARE_HANDLERS))
+            .ok_or_else(|| Error::setting("queue", "is too large"))?;
         // Workers end when the queue closes, which is when the server is dropped.
-        let (jobs, queue) = sync_channel::<Job>(handlers);
-        let queue = Arc::new(Mutex::new(queue));
-        for _ in 0..settings.workers {
-            let queue = Arc::clone(&queue);
-            std::thread::spawn(move || work(&queue));
-        }
         let shared = Arc::new(Shared {
             http,
             models,
-            jobs,
+            jobs: Queue::start(settings.workers, settings.queue),
             settings: settings.clone(),
             stop: AtomicBool::new(false),
         });
@@ -170,37 +181,28 @@ impl Drop for Server {
     }
 }
 
-/// A worker: runs queued evaluations until the queue closes.
-fn work(queue: &Mutex<Receiver<Job>>) {
-    loop {
-        let job = match queue.lock() {
-            Ok(receiver) => receiver.recv(),
-            Err(_) => return,
-        };
-        match job {
-            Ok(job) => job(),
-            Err(_) => return,
-        }
-    }
-}
-
 /// A request thread: answers requests until the server stops.
 fn serve(shared: &Shared) {
     while !shared.stop.load(Ordering::Relaxed) {
         // An error here is one client's failed connection: nothing to answer.
         if let Ok(Some(mut request)) = shared.http.recv_timeout(POLL) {
-            let (status, body) = match handle(shared, &mut request) {
+            let deadline = Instant::now() + Duration::from_secs_f64(shared.settings.max_seconds);
+            let (status, body) = match handle(shared, &mut request, deadline) {
                 Ok(body) => (200, body),
                 Err(refusal) => (refusal.status, refusal.body()),
             };
             let json = Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..])
                 .expect("a valid header");
+            let mut response = Response::from_string(body)
+                .with_status_code(status)
+                .with_header(json);
+            if status == 503 {
+                let retry = Header::from_bytes(&b"Retry-After"[..], RETRY_AFTER_SECONDS.as_bytes())
+                    .expect("a valid header");
+                response.add_header(retry);
+            }
             // The client may have gone; there is no one to tell.
-            let _ = request.respond(
-                Response::from_string(body)
-                    .with_status_code(status)
-                    .with_header(json),
-            );
+            let _ = request.respond(response);
         }
     }
 }
@@ -238,8 +240,8 @@ impl Refusal {
     }
 }
 
-/// The JSON answer to `request`, or why there is none.
-fn handle(shared: &Shared, request: &mut Request) -> Result<String, Refusal> {
+/// The JSON answer to `request`, or why there is none, by `deadline`.
+fn handle(shared: &Shared, request: &mut Request, deadline: Instant) -> Result<String, Refusal> {
     let path = request
         .url()
         .split('?')
@@ -300,7 +302,7 @@ fn handle(shared: &Shared, request: &mut Request) -> Result<String, Refusal> {
             let request: EvaluateRequest = parse(&body)?;
             let served = model(shared, &request.name)?;
             let x = one_input(request.input, served.input_size())?;
-            let output = run(shared, move || served.evaluate(&x))?;
+            let output = run(shared, deadline, move || served.evaluate(&x))?;
             reply(&EvaluateResponse {
                 output: vec![output],
             })
@@ -312,7 +314,7 @@ fn handle(shared: &Shared, request: &mut Request) -> Result<String, Refusal> {
             let x = one_input(request.input, served.input_size())?;
             check_length("sens", &request.sens, served.output_size())?;
             let sens = request.sens;
-            let output = run(shared, move || served.gradient(&x, &sens))?;
+            let output = run(shared, deadline, move || served.gradient(&x, &sens))?;
             reply(&VectorResponse { output })
         }
         Endpoint::ApplyJacobian => {
@@ -322,7 +324,7 @@ fn handle(shared: &Shared, request: &mut Request) -> Result<String, Refusal> {
             let x = one_input(request.input, served.input_size())?;
             check_length("vec", &request.vec, served.input_size())?;
             let v = request.vec;
-            let output = run(shared, move || served.apply_jacobian(&x, &v))?;
+            let output = run(shared, deadline, move || served.apply_jacobian(&x, &v))?;
             reply(&VectorResponse { output })
         }
         Endpoint::ApplyHessian | Endpoint::Info => Err(Refusal::new(
@@ -430,34 +432,31 @@ fn check_wrt(out_wrt: usize, in_wrt: usize) -> Result<(), Refusal> {
     }
 }
 
-/// Runs `evaluation` on the worker pool and waits for it at most the time limit.
+/// Runs `evaluation` on the worker pool and waits for it until `deadline`, the request's
+/// arrival plus the time limit.
 fn run(
     shared: &Shared,
+    deadline: Instant,
     evaluation: impl FnOnce() -> Result<Vec<f64>> + Send + 'static,
 ) -> Result<Vec<f64>, Refusal> {
-    let (done, result) = sync_channel(1);
-    let job: Job = Box::new(move || {
-        // A model that panics fails its request, not the worker.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(evaluation))
-            .unwrap_or_else(|_| Err(Error::invalid("the model panicked at this input")));
-        // The request may have timed out and gone.
-        let _ = done.send(outcome);
-    });
-    match shared.jobs.try_send(job) {
-        Ok(()) => {}
-        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-            return Err(Refusal::new(
-                503,
-                "Busy",
-                "every worker is busy and the queue is full: try again shortly",
-            ));
-        }
-    }
     let limit = shared.settings.max_seconds;
-    match result.recv_timeout(Duration::from_secs_f64(limit)) {
-        Ok(Ok(output)) => Ok(output),
-        Ok(Err(e)) => Err(Refusal::invalid(e.to_string())),
-        Err(_) => Err(Refusal::new(
+    match shared.jobs.run(deadline, evaluation) {
+        Outcome::Done(Ok(output)) => Ok(output),
+        Outcome::Done(Err(e)) => Err(Refusal::invalid(e.to_string())),
+        Outcome::Full => Err(Refusal::new(
+            503,
+            "Busy",
+            format!(
+                "every worker is busy and the queue of {} is full: try again shortly",
+                shared.settings.queue
+            ),
+        )),
+        Outcome::Expired => Err(Refusal::new(
+            503,
+            "Busy",
+            format!("waited for a worker past the server's limit of {limit} s: not evaluated"),
+        )),
+        Outcome::Overran => Err(Refusal::new(
             500,
             "Timeout",
             format!("no result within the server's limit of {limit} s per evaluation"),
@@ -530,6 +529,96 @@ mod tests {
             post(server.addr(), "fast"),
             (200, r#"{"output":[[0.5]]}"#.into())
         );
+    }
+
+    /// Counts its evaluations, each taking the duration it holds.
+    struct Counted(Duration, std::sync::atomic::AtomicUsize);
+
+    impl Served for Counted {
+        fn input_size(&self) -> usize {
+            1
+        }
+        fn output_size(&self) -> usize {
+            1
+        }
+        fn evaluate(&self, x: &[f64]) -> Result<Vec<f64>> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(self.0);
+            Ok(x.to_vec())
+        }
+        fn gradient(&self, _: &[f64], sens: &[f64]) -> Result<Vec<f64>> {
+            Ok(sens.to_vec())
+        }
+        fn apply_jacobian(&self, _: &[f64], v: &[f64]) -> Result<Vec<f64>> {
+            Ok(v.to_vec())
+        }
+    }
+
+    /// An Evaluate's status, its Retry-After header, its body and how long it took.
+    fn timed_post(addr: SocketAddr) -> (u16, Option<String>, String, Duration) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let start = Instant::now();
+        let mut answer = agent
+            .post(format!("http://{addr}/Evaluate"))
+            .send(&br#"{"name": "m", "input": [[0.5]]}"#[..])
+            .unwrap();
+        let retry = answer
+            .headers()
+            .get("Retry-After")
+            .map(|v| v.to_str().unwrap().to_string());
+        let body = answer.body_mut().read_to_string().unwrap();
+        (answer.status().as_u16(), retry, body, start.elapsed())
+    }
+
+    /// One worker, a queue of 2, evaluations of 0.6 s and a limit of 1 s, 12 requests at once:
+    /// the queue holds 2, the other 9 are refused at once (503, Retry-After); the first is
+    /// answered, the second overruns (500) and the third, still queued at its limit, is
+    /// answered 503 and never evaluated. Before, the queue never filled, every request was
+    /// answered 200, and those waiting in the HTTP library's own queue waited past the limit.
+    #[test]
+    fn a_full_queue_sheds_load_and_no_answer_comes_after_the_limit() {
+        let model = Arc::new(Counted(Duration::from_millis(600), Default::default()));
+        let settings = ServerSettings {
+            port: 0,
+            workers: 1,
+            queue: 2,
+            max_seconds: 1.0,
+            ..ServerSettings::default()
+        };
+        let server = Server::start(vec![("m".into(), model.clone() as _)], &settings).unwrap();
+        let addr = server.addr();
+        let barrier = Arc::new(std::sync::Barrier::new(12));
+        let answers: Vec<_> = (0..12)
+            .map(|_| {
+                let barrier = Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    timed_post(addr)
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let count = |status| answers.iter().filter(|a| a.0 == status).count();
+        assert_eq!(
+            (count(200), count(500), count(503)),
+            (1, 1, 10),
+            "{answers:?}"
+        );
+        for (status, retry, body, took) in &answers {
+            // The limit, and a margin for the machine's scheduling.
+            assert!(took.as_secs_f64() < 1.5, "{status} after {took:?}: {body}");
+            assert_eq!(retry.is_some(), *status == 503, "{status}: {body}");
+        }
+        let expired = answers.iter().filter(|a| a.2.contains("not evaluated"));
+        assert_eq!(expired.count(), 1, "{answers:?}");
+        // The overrunning evaluation ends; the expired one is never started.
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(model.1.load(Ordering::SeqCst), 2);
     }
 
     #[test]
