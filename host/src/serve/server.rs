@@ -610,8 +610,9 @@ mod tests {
             "{answers:?}"
         );
         for (status, retry, body, took) in &answers {
-            // The limit, and a margin for the machine's scheduling.
-            assert!(took.as_secs_f64() < 1.5, "{status} after {took:?}: {body}");
+            // The limit, and a margin for a loaded machine's scheduling (the old queue's answers
+            // came up to 3 s).
+            assert!(took.as_secs_f64() < 2.0, "{status} after {took:?}: {body}");
             assert_eq!(retry.is_some(), *status == 503, "{status}: {body}");
         }
         let expired = answers.iter().filter(|a| a.2.contains("not evaluated"));
