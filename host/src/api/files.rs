@@ -73,19 +73,24 @@ impl Files {
     }
 
     /// After a failed run: removes the chains' files that hold no draw (only the header
-    /// CmdStan writes first), so that nothing left behind looks like a run; whether any file
-    /// with draws remains.
+    /// CmdStan writes first) with any checkpoint beside them and, if no chain kept a draw, the
+    /// run settings file a front end saved, so that nothing left behind looks like a run (nor
+    /// makes the folder refuse the next one); whether any file with draws remains.
     pub fn remove_empty(&self, name: &str, chains: usize) -> bool {
         let mut kept = false;
         for chain in 1..=chains {
             let path = chain_path(&self.dir, name, chain);
             match std::fs::read_to_string(&path) {
                 Ok(text) if holds_no_draw(&text) => {
+                    crate::output::resume::remove(&path);
                     let _ = std::fs::remove_file(&path);
                 }
                 Ok(_) => kept = true,
                 Err(_) => {}
             }
+        }
+        if !kept {
+            let _ = std::fs::remove_file(self.dir.join(crate::output::RUN_SETTINGS_FILE));
         }
         kept
     }
