@@ -6,7 +6,7 @@
 use std::process::Command;
 
 /// Crates that belong to the `shmc` binary (`shmc-cli`), never to the library.
-const CLI_ONLY: [&str; 4] = ["clap", "indicatif", "ctrlc", "shmc-cli"];
+const CLI_ONLY: [&str; 4] = ["clap", "indicatif", "signal-hook", "shmc-cli"];
 
 /// The names of the crates in `package`'s normal (not dev, not build) dependency tree.
 fn dependency_names(package: &str) -> Vec<String> {

@@ -16,6 +16,9 @@ mkdir -p "$out"
 run() { # run NAME ARGS...
     local name="$1"
     shift
+    # A fresh folder each time: shmc refuses to write into one that holds an earlier run's files,
+    # and OUT may be one this script filled before.
+    rm -rf "${out:?}/$name"
     "$bin" "$@" --output "$out/$name" >"$out/$name.stdout" 2>/dev/null
 }
 

@@ -13,6 +13,7 @@ mod rmhmc_args;
 mod sample;
 mod sbc;
 mod serve;
+mod stop;
 mod summary;
 mod surrogate_args;
 mod train;
@@ -236,6 +237,13 @@ fn in_cli_terms(error: Error) -> Error {
         Error::MemoryLimit { message, driver } => Error::invalid(format!(
             "{message}: raise --memory-limit or change {}",
             flag(driver)
+        )),
+        Error::FolderHoldsRun { dir, files } => Error::invalid(format!(
+            "{}: holds the files of an earlier run ({files}); a new run would overwrite them: \
+             add --overwrite to remove them first (shmc's files only), resume that run if it \
+             was stopped (`shmc sample --resume {}`), or choose another --output",
+            dir.display(),
+            dir.display()
         )),
         other => other,
     }

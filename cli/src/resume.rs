@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use shmc::{Error, Result};
 
 /// The file in a run's output folder that holds its command line.
-const FILE: &str = "shmc-run.json";
+const FILE: &str = shmc::output::RUN_SETTINGS_FILE;
 
 /// A run's command line and the folder it ran in (its relative paths are relative to it).
 #[derive(Debug, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //! print its report.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
@@ -13,9 +13,6 @@ use shmc::output::{Cost, approximate_label, format_comparison};
 use shmc::sampler::{Init, MassMatrix, Method, NutsSettings, Resumed, Run, SampleConfig, StepSize};
 use shmc::surrogates::trained_on;
 use shmc::{Error, Model, Result, Sampler, models};
-
-/// Set by Ctrl-C: chains stop after their current iteration and files stay valid.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Arguments of `shmc sample`.
 #[derive(Debug, Args)]
@@ -69,9 +66,16 @@ pub struct SampleArgs {
     /// nan, as nuts-rs finds its first step size inside that transition and does not report it).
     #[arg(long)]
     save_warmup: bool,
-    /// Folder for the per-chain CSV files (created if needed).
+    /// Folder for the per-chain CSV files (created if needed). It belongs to one run at a
+    /// time: a run writing to it, or an earlier run's files in it, make a new run refuse it
+    /// (see --overwrite, --resume).
     #[arg(long, default_value = "output", value_name = "DIR")]
     output: PathBuf,
+    /// If --output holds an earlier run's files (its chain CSVs, checkpoints, saved
+    /// surrogates, shmc-run.json), remove them before writing instead of refusing the folder.
+    /// Only those files are removed.
+    #[arg(long)]
+    overwrite: bool,
     /// No progress bars.
     #[arg(long)]
     quiet: bool,
@@ -188,26 +192,37 @@ fn check_surrogate_file(args: &SampleArgs, config: &SampleConfig) -> Result<()> 
 }
 
 /// The library's sampler for the run the arguments describe, writing (or resuming) its files
-/// in the output folder, with progress bars and Ctrl-C.
+/// in the output folder, with progress bars, stopped by `stop` (Ctrl-C, SIGTERM).
 fn sampler<'m>(
     args: &SampleArgs,
     config: SampleConfig,
     model: &'m dyn Model,
-    progress: &'m Progress,
+    (progress, stop): (&'m Progress, &'static AtomicBool),
 ) -> Sampler<'m, dyn Model + 'm> {
     let warmup = config.warmup;
     let sampler = Sampler::new(model)
         .settings(config)
         .name(&args.model.model)
         .on_progress(move |chain, done| progress.update(chain, done, warmup))
-        .interrupt(&INTERRUPTED);
+        .interrupt(stop);
     let sampler = match &args.resume {
         Some(_) => sampler.resume_in(&args.output),
-        None => sampler.write_to(&args.output),
+        None => sampler.write_to(&args.output).overwrite(args.overwrite),
     };
     match &args.model.data {
         Some(data) => sampler.data_file(data.display().to_string()),
         None => sampler,
+    }
+}
+
+/// With --overwrite, one line saying how many of an earlier run's files were removed.
+fn print_removed(removed: &[PathBuf], output: &Path) {
+    if !removed.is_empty() {
+        println!(
+            "--overwrite: removed {} files of an earlier run from {}",
+            removed.len(),
+            output.display()
+        );
     }
 }
 
@@ -288,7 +303,7 @@ fn compare(
     }
     let measured = Sampler::new(model)
         .settings(pilot)
-        .interrupt(&INTERRUPTED)
+        .interrupt(super::stop::on_signals())
         .run()?;
     Ok(format_comparison(&[
         Cost::of(format!("{} (this run)", config.method.name()), run),
@@ -314,15 +329,15 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
             .map_err(as_compare_setting)?;
     }
     let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
-    let opened = sampler(args, config.clone(), model.as_ref(), &progress).open()?;
+    // Installed before the files are opened: a SIGTERM from then on stops the run cleanly.
+    let stop = super::stop::on_signals();
+    let opened = sampler(args, config.clone(), model.as_ref(), (&progress, stop)).open()?;
     if args.resume.is_some() {
         print_resumed(opened.resumed(), config.draws);
     } else {
+        print_removed(opened.removed(), &args.output);
         super::resume::save_invocation(&args.output)?;
     }
-    // A second Ctrl-C falls through to the default handler only if this one failed to install;
-    // that is harmless, so the error is ignored.
-    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
     if config.method.approximate() {
         eprintln!("{}", approximate_label(config.method.name(), None));
     }
@@ -345,7 +360,7 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
              `shmc sample --resume {}` goes on from there",
             args.output.display()
         );
-        return Ok(130);
+        return Ok(super::stop::exit_code());
     }
     Ok(0)
 }

@@ -2,7 +2,6 @@
 //! prints the summary and, with --output, writes the ranks, the histograms and the summary.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -13,9 +12,6 @@ use shmc::output::approximate_label;
 use shmc::sampler::SampleConfig;
 use shmc::sbc::{self, SbcSettings};
 use shmc::{Error, Result, models};
-
-/// Set by Ctrl-C: no replication starts after it.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Arguments of `shmc sbc`.
 #[derive(Debug, Args)]
@@ -118,14 +114,15 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
     if let Some(label) = &approximate {
         eprintln!("{label}");
     }
-    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
+    // Ctrl-C or SIGTERM: no replication starts after it.
+    let stop = super::stop::on_signals();
     let bar = progress_bar(args.reps, args.quiet);
     let result = sbc::run(
         model.as_ref(),
         &config,
         &settings,
         &|done| bar.set_position(done as u64),
-        Some(&INTERRUPTED),
+        Some(stop),
     );
     bar.finish_and_clear();
     let result = result?;

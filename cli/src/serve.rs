@@ -4,6 +4,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use clap::Args;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 use super::ModelArgs;
 use shmc::models::elliptic_pde::EllipticPde;
@@ -100,14 +102,14 @@ pub fn run(args: &ServeArgs) -> Result<i32> {
              reach it can evaluate the model (there is no authentication)"
         );
     }
-    let (stop, stopped) = std::sync::mpsc::channel();
-    ctrlc::set_handler(move || {
-        let _ = stop.send(());
-    })
-    .map_err(|e| Error::invalid(format!("cannot install the Ctrl-C handler: {e}")))?;
+    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| {
+        Error::invalid(format!(
+            "cannot install the handlers of Ctrl-C and SIGTERM: {e}"
+        ))
+    })?;
     println!("stop with Ctrl-C");
-    // Either Ctrl-C or a handler that can no longer send: stop either way.
-    let _ = stopped.recv();
+    // Ctrl-C or SIGTERM (a service manager's stop); the iterator ends only with the process.
+    let _ = signals.forever().next();
     server.stop();
     println!("stopped");
     Ok(0)

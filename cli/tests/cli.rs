@@ -974,15 +974,16 @@ fn a_grid_too_large_is_one_line_naming_the_option() {
         "--method",
         "sg-hmc",
         "--level",
-        "8",
+        "12",
         "--domain=-4:4,-4:4",
-        // The kept draws (10 × 9 × 8 bytes) fit in the limit; the grid does not.
+        // The kept draws (10 × 9 × 8 bytes) and the chain's file buffer (9 KiB) fit in the
+        // limit; the grid (32 769 points, 263 153 bytes) does not.
         "--chains",
         "1",
         "--draws",
         "10",
         "--memory-limit",
-        "1000",
+        "100000",
         "--output",
         out_dir,
         "--quiet",

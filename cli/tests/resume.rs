@@ -1,5 +1,6 @@
-//! `shmc sample --resume DIR`: a run killed (SIGKILL) or interrupted (SIGINT) and resumed writes
-//! the same rows as a run never stopped, bit for bit, whatever moment it was stopped at.
+//! `shmc sample --resume DIR`: a run killed (SIGKILL), interrupted (SIGINT) or terminated
+//! (SIGTERM) and resumed writes the same rows as a run never stopped, bit for bit, whatever
+//! moment it was stopped at.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -92,12 +93,14 @@ fn checkpointed(dir: &Path) -> Vec<usize> {
 }
 
 /// Runs `method` to the end in one folder; in another, stops it with `signal` once `stop_when`
-/// holds for its folder, resumes it, and compares the two folders' files.
+/// holds for its folder, checks the stopped run with `stopped_as` (its output, its folder),
+/// resumes it, and compares the two folders' files.
 fn resumed_equals_uninterrupted(
     method: &str,
     warmup: &str,
     signal: &str,
     stop_when: impl Fn(&Path) -> bool,
+    stopped_as: impl Fn(&Output, &Path),
 ) -> String {
     let (whole, stopped) = (
         temp_dir(&format!("{method}-{warmup}-{signal}-whole")),
@@ -120,6 +123,7 @@ fn resumed_equals_uninterrupted(
         !out.status.success(),
         "{method} finished before the {signal} ({before:?} checkpointed): make the run longer"
     );
+    stopped_as(&out, &stopped);
     let resumed = shmc(&["sample", "--resume", stopped.to_str().unwrap()]);
     assert!(resumed.status.success(), "{}", text(&resumed.stderr));
     let (a, b) = (rows(&whole), rows(&stopped));
@@ -151,20 +155,59 @@ fn resumed_equals_uninterrupted(
 #[test]
 fn a_killed_run_resumes_to_the_rows_of_an_uninterrupted_one() {
     for method in ["hmc", "rns-hmc", "rns-hmc-nuts"] {
-        let stdout = resumed_equals_uninterrupted(method, "300", "-KILL", |dir| {
-            checkpointed(dir).iter().all(|&k| k > 0)
-        });
+        let stdout = resumed_equals_uninterrupted(
+            method,
+            "300",
+            "-KILL",
+            |dir| checkpointed(dir).iter().all(|&k| k > 0),
+            |_, _| {},
+        );
         assert!(stdout.contains("chain 1: resumed after draw"), "{stdout}");
     }
 }
 
+/// How a run that a signal stopped cleanly ends: exit `code` (128 + the signal), the line that
+/// says how to resume it, and each chain's file ending on the note of the stop, with a
+/// checkpoint counting every row it holds.
+fn stopped_cleanly(code: i32) -> impl Fn(&Output, &Path) {
+    move |out, dir| {
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{err}");
+        assert!(err.contains("`shmc sample --resume"), "{err}");
+        for k in 1..=2 {
+            let file = std::fs::read_to_string(dir.join(format!("logistic-{k}.csv"))).unwrap();
+            assert!(file.contains("# Sampling interrupted"), "chain {k}");
+            let rows = file.lines().filter(|l| !l.starts_with('#')).count() - 1;
+            assert_eq!(checkpointed(dir)[k - 1], rows, "chain {k}");
+        }
+    }
+}
+
 /// SIGINT (Ctrl-C): the chains save a checkpoint as they stop, so the resumed run makes no
-/// draw twice.
+/// draw twice; the run exits 130.
 #[test]
 fn an_interrupted_run_resumes_to_the_rows_of_an_uninterrupted_one() {
-    resumed_equals_uninterrupted("arns-hmc", "300", "-INT", |dir| {
-        checkpointed(dir).iter().all(|&k| k > 0)
-    });
+    resumed_equals_uninterrupted(
+        "arns-hmc",
+        "300",
+        "-INT",
+        |dir| checkpointed(dir).iter().all(|&k| k > 0),
+        stopped_cleanly(130),
+    );
+}
+
+/// SIGTERM, what batch schedulers and container runtimes send, stops a run as Ctrl-C does:
+/// every finished draw flushed, a checkpoint, the files' end notes, exit 143 (128 + 15); and
+/// the run resumes to the rows of an uninterrupted one.
+#[test]
+fn a_terminated_run_stops_cleanly_and_resumes_to_the_rows_of_an_uninterrupted_one() {
+    resumed_equals_uninterrupted(
+        "hmc",
+        "300",
+        "-TERM",
+        |dir| checkpointed(dir).iter().all(|&k| k > 0),
+        stopped_cleanly(143),
+    );
 }
 
 /// Killed in warmup, before any checkpoint: the chains start again and, being seeded, make the
@@ -173,9 +216,13 @@ fn an_interrupted_run_resumes_to_the_rows_of_an_uninterrupted_one() {
 fn a_run_killed_in_warmup_starts_again_with_the_same_rows() {
     // A warmup of 5000 iterations takes about a second: the kill comes in it, once the files
     // are there.
-    let stdout = resumed_equals_uninterrupted("hmc", "5000", "-KILL", |dir| {
-        dir.join("logistic-2.csv").exists() && checkpointed(dir) == [0, 0]
-    });
+    let stdout = resumed_equals_uninterrupted(
+        "hmc",
+        "5000",
+        "-KILL",
+        |dir| dir.join("logistic-2.csv").exists() && checkpointed(dir) == [0, 0],
+        |_, _| {},
+    );
     assert!(stdout.contains("starts again"), "{stdout}");
 }
 

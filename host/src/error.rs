@@ -63,6 +63,20 @@ pub enum Error {
     /// draws made before stay with the run's sinks.
     #[error("the model failed during the run, so every chain stopped: {0}")]
     ModelFailed(String),
+    /// A run's folder holds the files an earlier run wrote (its chains' CSVs, checkpoints,
+    /// run settings): a new run would overwrite some and leave the others beside its own. A
+    /// front end names its ways out: resume that run, write elsewhere, or overwrite it.
+    #[error(
+        "{}: holds the files of an earlier run ({files}); a new run would overwrite them: \
+         resume that run, write elsewhere, or overwrite it (its files only)",
+        dir.display()
+    )]
+    FolderHoldsRun {
+        /// The folder.
+        dir: PathBuf,
+        /// The earlier run's files found there, named in a short list.
+        files: String,
+    },
     /// The core rejected a configuration.
     #[error(transparent)]
     Core(#[from] shmc_core::Error),

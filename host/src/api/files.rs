@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::folder::{self, FolderLock};
+use super::limits;
 use crate::output::{CsvHeader, CsvSink, chain_path, resume};
 use crate::sampler::{DrawSink, MassMatrix, Resumed, SampleConfig};
 use crate::{Error, Model, Result};
@@ -16,40 +18,61 @@ pub(super) struct Files {
     pub resume: bool,
 }
 
-/// Each chain's sink and, when resuming, the chain to resume (`None`: it starts again).
-pub(super) type Opened = (Vec<Box<dyn DrawSink>>, Vec<Option<Resumed>>);
+/// A run's open files: each chain's sink and, when resuming, the chain to resume (`None`: it
+/// starts again); the folder's lock, held as long as this lives; and the earlier run's files
+/// removed to make room (with overwrite).
+pub(super) struct OpenFiles {
+    pub sinks: Vec<Box<dyn DrawSink>>,
+    pub resumed: Vec<Option<Resumed>>,
+    pub lock: Option<FolderLock>,
+    pub removed: Vec<PathBuf>,
+}
 
 impl Files {
     /// Opens every chain's file, its header naming the model `name` and the data file:
     /// created (with the folder, if needed) for a new run, cut back to its checkpoint for a
-    /// resumed one.
+    /// resumed one. First the process's limits are checked, then the folder is locked, and a
+    /// new run refuses a folder holding an earlier run's files, or with `overwrite` removes
+    /// them.
     pub fn open<M: Model + ?Sized>(
         &self,
         (name, data_file): (&str, Option<&str>),
         config: &SampleConfig,
         model: &M,
-    ) -> Result<Opened> {
+        overwrite: bool,
+    ) -> Result<OpenFiles> {
+        limits::check_files(config.chains, config.memory_limit)?;
         if !self.resume {
             std::fs::create_dir_all(&self.dir).map_err(|e| crate::Error::io(&self.dir, e))?;
         }
+        let lock = folder::lock(&self.dir)?;
         if self.resume {
             self.check_checkpoints(name, config, model)?;
         }
+        let removed = match self.resume {
+            true => Vec::new(),
+            false => folder::clear_earlier_run(&self.dir, overwrite)?,
+        };
         let warmup_rows = if config.save_warmup { config.warmup } else { 0 };
-        let mut opened: Opened = (Vec::new(), Vec::new());
+        let (mut sinks, mut resumed) = (Vec::new(), Vec::new());
         for chain in 1..=config.chains {
             let path = chain_path(&self.dir, name, chain);
             let mut header = CsvHeader::for_run(name, chain, config, model.parameter_names());
             header.data_file = data_file.map(str::to_string);
-            let (sink, resumed) = if self.resume {
+            let (sink, chain_resumed) = if self.resume {
                 CsvSink::resume(&path, &header, model.dim(), warmup_rows)?
             } else {
                 (CsvSink::create(&path, &header)?, None)
             };
-            opened.0.push(Box::new(sink));
-            opened.1.push(resumed);
+            sinks.push(Box::new(sink) as Box<dyn DrawSink>);
+            resumed.push(chain_resumed);
         }
-        Ok(opened)
+        Ok(OpenFiles {
+            sinks,
+            resumed,
+            lock: Some(lock),
+            removed,
+        })
     }
 
     /// Reads every chain's checkpoint before any file is cut back to one: a broken checkpoint
@@ -82,19 +105,24 @@ impl Files {
     }
 
     /// After a failed run: removes the chains' files that hold no draw (only the header
-    /// CmdStan writes first), so that nothing left behind looks like a run; whether any file
-    /// with draws remains.
+    /// CmdStan writes first) with any checkpoint beside them and, if no chain kept a draw, the
+    /// run settings file a front end saved, so that nothing left behind looks like a run (nor
+    /// makes the folder refuse the next one); whether any file with draws remains.
     pub fn remove_empty(&self, name: &str, chains: usize) -> bool {
         let mut kept = false;
         for chain in 1..=chains {
             let path = chain_path(&self.dir, name, chain);
             match std::fs::read_to_string(&path) {
                 Ok(text) if holds_no_draw(&text) => {
+                    crate::output::resume::remove(&path);
                     let _ = std::fs::remove_file(&path);
                 }
                 Ok(_) => kept = true,
                 Err(_) => {}
             }
+        }
+        if !kept {
+            let _ = std::fs::remove_file(self.dir.join(crate::output::RUN_SETTINGS_FILE));
         }
         kept
     }

@@ -27,6 +27,8 @@
 
 mod files;
 mod fit;
+mod folder;
+mod limits;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -34,9 +36,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::sampler::{self, DrawSink, MassMatrix, Method, Resumed, SampleConfig};
 use crate::{Error, Model, Result};
-use files::Files;
+use files::{Files, OpenFiles};
 pub use fit::Fit;
 use fit::{Recorder, Replay, Written};
+use folder::FolderLock;
 
 /// A sampling run to be made: the model and its settings. Each setter returns the sampler, so a
 /// run is one expression; [`Sampler::run`] makes it.
@@ -47,6 +50,7 @@ pub struct Sampler<'m, M: ?Sized> {
     progress: Option<Progress<'m>>,
     interrupt: Option<&'m AtomicBool>,
     files: Option<Files>,
+    overwrite: bool,
     data_file: Option<String>,
 }
 
@@ -64,6 +68,7 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
             progress: None,
             interrupt: None,
             files: None,
+            overwrite: false,
             data_file: None,
         }
     }
@@ -156,6 +161,10 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
     /// with a checkpoint beside it about every second after warmup, instead of keeping the
     /// warmup rows for [`Fit::write_cmdstan`]: a run killed midway leaves files of complete rows
     /// that [`Sampler::resume_in`] goes on from.
+    ///
+    /// The folder belongs to the run while it runs: another run writing to it is refused (a
+    /// lock file, `.shmc.lock`, holds the lock), and so is a folder that holds an earlier
+    /// run's files, unless [`Sampler::overwrite`].
     pub fn write_to(mut self, dir: impl Into<PathBuf>) -> Self {
         self.files = Some(Files {
             dir: dir.into(),
@@ -176,6 +185,15 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
         self
     }
 
+    /// With [`Sampler::write_to`]: if the folder holds an earlier run's files (shmc's chain
+    /// CSVs, their checkpoints and saved surrogates, the run settings file), remove them before
+    /// writing, instead of refusing the folder. No other file is touched;
+    /// [`Opened::removed`] lists those removed.
+    pub fn overwrite(mut self, overwrite: bool) -> Self {
+        self.overwrite = overwrite;
+        self
+    }
+
     /// The data file to name in the files' headers (with [`Sampler::write_to`]).
     pub fn data_file(mut self, name: impl Into<String>) -> Self {
         self.data_file = Some(name.into());
@@ -187,17 +205,19 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
         &self.config
     }
 
-    /// Checks the settings against the model and opens the run's files, before any chain
-    /// starts: what [`Opened::resumed`] tells can be shown first. Nothing is written if the
-    /// settings are refused.
+    /// Checks the settings against the model and the process's limits (threads; with files,
+    /// open files), takes the folder and opens the run's files, before any chain starts: what
+    /// [`Opened::resumed`] tells can be shown first. Nothing is written if the settings are
+    /// refused.
     pub fn open(self) -> Result<Opened<'m, M>> {
         self.config.validate(self.model)?;
+        limits::check_threads(self.config.chains)?;
         let chains = self.config.chains;
-        let (sinks, resumed, replays) = match &self.files {
+        let (files, replays) = match &self.files {
             Some(files) => {
                 let header = (self.name.as_str(), self.data_file.as_deref());
-                let (sinks, resumed) = files.open(header, &self.config, self.model)?;
-                (sinks, resumed, Vec::new())
+                let opened = files.open(header, &self.config, self.model, self.overwrite)?;
+                (opened, Vec::new())
             }
             None => {
                 self.check_kept_warmup()?;
@@ -207,14 +227,22 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
                     .iter()
                     .map(|replay| Box::new(Recorder(Arc::clone(replay))) as Box<dyn DrawSink>)
                     .collect();
-                (sinks, vec![None; chains], replays)
+                let files = OpenFiles {
+                    sinks,
+                    resumed: vec![None; chains],
+                    lock: None,
+                    removed: Vec::new(),
+                };
+                (files, replays)
             }
         };
         Ok(Opened {
             sampler: self,
-            sinks,
-            resumed,
+            sinks: files.sinks,
+            resumed: files.resumed,
             replays,
+            lock: files.lock,
+            removed: files.removed,
         })
     }
 
@@ -251,6 +279,9 @@ pub struct Opened<'m, M: ?Sized> {
     sinks: Vec<Box<dyn DrawSink>>,
     resumed: Vec<Option<Resumed>>,
     replays: Vec<Arc<Mutex<Replay>>>,
+    /// The folder's lock, held until the run ends.
+    lock: Option<FolderLock>,
+    removed: Vec<PathBuf>,
 }
 
 impl<'m, M: Model + ?Sized> Opened<'m, M> {
@@ -260,15 +291,23 @@ impl<'m, M: Model + ?Sized> Opened<'m, M> {
         &self.resumed
     }
 
+    /// The earlier run's files removed from the folder (with [`Sampler::overwrite`]).
+    pub fn removed(&self) -> &[PathBuf] {
+        &self.removed
+    }
+
     /// Runs the chains and keeps their draws. A failed chain stops the others, as in
     /// [`sampler::sample`]; a run that fails leaves no file without a draw, and a model's
-    /// failure names the folder whose files keep the draws made before it.
+    /// failure names the folder whose files keep the draws made before it. The folder's lock
+    /// is released when this returns, whether the run ended, failed or was interrupted.
     pub fn run(self) -> Result<Fit> {
         let Opened {
             sampler: s,
             sinks,
             resumed,
             replays,
+            lock: _lock,
+            removed: _,
         } = self;
         let progress = |chain: usize, done: usize| {
             if let Some(progress) = &s.progress {

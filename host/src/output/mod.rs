@@ -7,6 +7,11 @@ pub mod resume;
 mod run_report;
 pub mod table;
 
+/// The file in a run's folder where a front end keeps the run's settings (`shmc sample` its
+/// command line, for `--resume`): one of the run's files, so a new run in the folder is
+/// refused unless told to overwrite them, and then it is removed with them.
+pub const RUN_SETTINGS_FILE: &str = "shmc-run.json";
+
 pub use cmdstan::{
     CsvHeader, CsvSink, Engine, StanCsv, approximate_label, chain_path, parse_stan_csv,
     read_stan_csv,

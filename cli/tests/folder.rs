@@ -1,0 +1,258 @@
+//! An output folder belongs to one run: a second run on a folder in use is refused (and the
+//! first's files stay whole), a killed run's lock blocks nothing, an earlier run's files are
+//! never overwritten without --overwrite (which removes shmc's files and nothing else), and a
+//! run the process's limits cannot hold is refused before it creates any file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("shmc-folder-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn shmc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A banana run of 2 chains into `dir` with `seed`: 100 000 draws, under a second.
+fn banana<'a>(seed: &'a str, dir: &'a Path) -> Vec<&'a str> {
+    let dir = dir.to_str().unwrap();
+    vec![
+        "sample", "--model", "banana", "--chains", "2", "--draws", "100000", "--seed", seed,
+        "--quiet", "--output", dir,
+    ]
+}
+
+/// Waits until `ready()` or a minute has passed.
+fn wait_until(mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Each chain's file in `dir`, but the lines that hold the folder or a time.
+fn rows(dir: &Path, model: &str, chains: usize) -> Vec<Vec<String>> {
+    (1..=chains)
+        .map(|k| {
+            let file = std::fs::read_to_string(dir.join(format!("{model}-{k}.csv"))).unwrap();
+            file.lines()
+                .filter(|l| !(l.contains("file = ") || l.contains(" seconds")))
+                .map(String::from)
+                .collect()
+        })
+        .collect()
+}
+
+/// The refusal of a failed run: its one line on stderr.
+fn refusal(out: &Output) -> String {
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "not refused: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
+/// The names and contents of the files in `dir`, sorted (the lock file by name only: it names
+/// the last run that took the lock, refused or not).
+fn listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let bytes = match name.as_str() {
+                ".shmc.lock" => Vec::new(),
+                _ => std::fs::read(&path).unwrap(),
+            };
+            (name, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    listing(dir).into_iter().map(|(name, _)| name).collect()
+}
+
+/// The issue's two runs on one folder: the second, with or without --overwrite, is refused
+/// with one line naming the first's pid, and the first ends with the very files it makes
+/// alone.
+#[test]
+fn a_second_run_on_a_folder_in_use_is_refused_and_the_first_ends_whole() {
+    let (shared, alone) = (temp_dir("shared"), temp_dir("alone"));
+    let first = spawn(&banana("1", &shared));
+    wait_until(|| shared.join("banana-2.csv").exists());
+    for overwrite in [false, true] {
+        let mut args = banana("2", &shared);
+        if overwrite {
+            args.push("--overwrite");
+        }
+        let err = refusal(&shmc(&args));
+        assert!(
+            err.contains("another run is writing to this folder")
+                && err.contains(&format!("pid {}", first.id())),
+            "{err}"
+        );
+    }
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = shmc(&banana("1", &alone));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(rows(&shared, "banana", 2) == rows(&alone, "banana", 2));
+    let file = std::fs::read_to_string(shared.join("banana-1.csv")).unwrap();
+    assert_eq!(file.matches("Elapsed Time").count(), 1);
+    let _ = std::fs::remove_dir_all(&shared);
+    let _ = std::fs::remove_dir_all(&alone);
+}
+
+/// A run killed (SIGKILL) while it holds the folder leaves its lock file behind, naming it; the
+/// kernel dropped its lock, so resuming it, or a new run with --overwrite, goes ahead.
+#[test]
+fn a_killed_runs_lock_file_blocks_nothing() {
+    let dir = temp_dir("killed");
+    let mut run = spawn(&banana("1", &dir));
+    let lock = dir.join(".shmc.lock");
+    let holder = format!("pid {} on host", run.id());
+    wait_until(|| std::fs::read_to_string(&lock).is_ok_and(|t| t.contains(&holder)));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert!(std::fs::read_to_string(&lock).unwrap().contains(&holder));
+    let out = shmc(&["sample", "--resume", dir.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut again = banana("2", &dir);
+    again.push("--overwrite");
+    let out = shmc(&again);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The issue's 4-chain run, then a 2-chain run of another data set into the same folder: the
+/// second is refused, naming --overwrite, and nothing changes; with --overwrite the first
+/// run's files are removed (its chains 3 and 4 too) and the user's own files stay.
+#[test]
+fn a_folder_holding_an_earlier_run_is_refused_unless_overwrite() {
+    let dir = temp_dir("reused");
+    let path = dir.to_str().unwrap();
+    let small = [
+        "--warmup", "50", "--draws", "50", "--quiet", "--output", path,
+    ];
+    let first = [
+        &["sample", "--model", "banana", "--chains", "4"],
+        &small[..],
+    ]
+    .concat();
+    let out = shmc(&first);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    std::fs::write(dir.join("notes.txt"), "my notes").unwrap();
+    std::fs::write(dir.join("other.csv"), "a,b\n1,2\n").unwrap();
+    let before = listing(&dir);
+    let second = [
+        &[
+            "sample", "--model", "logistic", "--n", "50", "--d", "2", "--chains", "2",
+        ],
+        &small[..],
+    ]
+    .concat();
+    let err = refusal(&shmc(&second));
+    assert!(
+        err.contains("holds the files of an earlier run") && err.contains("--overwrite"),
+        "{err}"
+    );
+    assert!(listing(&dir) == before, "a refused run changed the folder");
+    let out = shmc(&[&second[..], &["--overwrite"]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("removed"),
+        "{}",
+        text(&out.stdout)
+    );
+    let left: Vec<String> = names(&dir)
+        .into_iter()
+        .filter(|n| !n.starts_with("logistic-"))
+        .collect();
+    assert_eq!(
+        left,
+        [".shmc.lock", "notes.txt", "other.csv", "shmc-run.json"]
+    );
+    assert_eq!(std::fs::read(dir.join("notes.txt")).unwrap(), b"my notes");
+    assert_eq!(std::fs::read(dir.join("other.csv")).unwrap(), b"a,b\n1,2\n");
+    let settings = std::fs::read_to_string(dir.join("shmc-run.json")).unwrap();
+    assert!(settings.contains("logistic"), "{settings}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Under `ulimit -n 64`, 100 chains (each holding its CSV open) are refused before any file is
+/// created, naming --chains and the limit, whether or not the folder exists.
+#[test]
+fn chains_beyond_the_open_file_limit_are_refused_before_any_file() {
+    let dir = temp_dir("nofile");
+    for exists in [false, true] {
+        if exists {
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        let command = format!(
+            "ulimit -n 64 && exec {} sample --model banana --chains 100 --warmup 10 --draws 10 \
+             --quiet --output {}",
+            env!("CARGO_BIN_EXE_shmc"),
+            dir.display()
+        );
+        let out = Command::new("sh").args(["-c", &command]).output().unwrap();
+        let err = refusal(&out);
+        assert!(
+            err.contains("--chains 100 ") && err.contains("limit of 64 open files"),
+            "{err}"
+        );
+        assert_eq!(dir.exists(), exists);
+        if exists {
+            assert!(names(&dir).is_empty(), "{:?}", names(&dir));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The chains' write buffers count against --memory-limit, before any file is created.
+#[test]
+fn chains_whose_write_buffers_exceed_the_memory_limit_are_refused() {
+    let dir = temp_dir("buffers");
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "banana",
+        "--chains",
+        "500",
+        "--warmup",
+        "1",
+        "--draws",
+        "1",
+        "--memory-limit",
+        "1000000",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    let err = refusal(&out);
+    assert!(
+        err.contains("write buffers of 500 chains") && err.contains("--chains"),
+        "{err}"
+    );
+    assert!(!dir.exists());
+}
