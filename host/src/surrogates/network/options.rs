@@ -102,12 +102,42 @@ impl TrainOptions {
     /// would need 2 TB.
     pub fn check_memory(&self, states: usize) -> Result<()> {
         let s = self.hidden as u128;
-        let bytes = (3 * s * s + 2 * states as u128 * s).checked_mul(8);
+        let gram = s.checked_mul(s).and_then(|ss| ss.checked_mul(3));
+        let features = (states as u128)
+            .checked_mul(2)
+            .and_then(|t| t.checked_mul(s));
+        let bytes = gram
+            .zip(features)
+            .and_then(|(g, f)| g.checked_add(f))
+            .and_then(|words| words.checked_mul(8));
         crate::memory::check(
             &format!("a network of {} hidden units", self.hidden),
             "hidden",
             bytes,
             self.memory_limit,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The largest sizes overflow no arithmetic: they are refused by the memory limit.
+    #[test]
+    fn the_largest_networks_are_refused_without_overflow() {
+        for (hidden, states) in [
+            (usize::MAX, 1),
+            (1 << 40, usize::MAX),
+            (usize::MAX, usize::MAX),
+        ] {
+            let options = TrainOptions {
+                hidden,
+                memory_limit: 1 << 30,
+                ..TrainOptions::default()
+            };
+            let err = options.check_memory(states).unwrap_err();
+            assert!(matches!(err, crate::Error::MemoryLimit { .. }), "{err}");
+        }
     }
 }
