@@ -23,7 +23,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use resume::command_line;
+pub use resume::{command_line, read_invocation};
 
 use shmc::models::{self, ModelSpec};
 use shmc::{Error, Result};

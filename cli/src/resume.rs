@@ -77,8 +77,23 @@ pub fn command_line(args: Vec<OsString>) -> Result<Vec<OsString>> {
         )),
         _ => Error::io(&path, e),
     })?;
-    let invocation: Invocation = serde_json::from_str(&saved).map_err(|e| Error::Data {
-        path: path.clone(),
+    let (cwd, saved_args) = read_invocation(&saved, &path)?;
+    std::env::set_current_dir(&cwd).map_err(|e| Error::io(&cwd, e))?;
+    let mut resumed: Vec<OsString> = vec![args[0].clone()];
+    resumed.extend(saved_args.into_iter().map(OsString::from));
+    resumed.extend(["--resume".into(), dir.into_os_string()]);
+    if !rest.is_empty() && !resumed.iter().any(|a| a == "--quiet") {
+        resumed.push("--quiet".into());
+    }
+    Ok(resumed)
+}
+
+/// The folder a run ran in and its arguments, read from the text of its run-settings file
+/// `path` (named in errors): refused if it is not one, or was written by another version of
+/// shmc (whose options may mean other things).
+pub fn read_invocation(text: &str, path: &Path) -> Result<(PathBuf, Vec<String>)> {
+    let invocation: Invocation = serde_json::from_str(text).map_err(|e| Error::Data {
+        path: path.to_path_buf(),
         line: e.line(),
         message: format!("not a saved command line: {e}"),
     })?;
@@ -90,12 +105,5 @@ pub fn command_line(args: Vec<OsString>) -> Result<Vec<OsString>> {
             env!("CARGO_PKG_VERSION")
         )));
     }
-    std::env::set_current_dir(&invocation.cwd).map_err(|e| Error::io(&invocation.cwd, e))?;
-    let mut resumed: Vec<OsString> = vec![args[0].clone()];
-    resumed.extend(invocation.args.into_iter().map(OsString::from));
-    resumed.extend(["--resume".into(), dir.into_os_string()]);
-    if !rest.is_empty() && !resumed.iter().any(|a| a == "--quiet") {
-        resumed.push("--quiet".into());
-    }
-    Ok(resumed)
+    Ok((invocation.cwd, invocation.args))
 }
