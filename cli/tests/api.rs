@@ -5,6 +5,8 @@
 #[path = "../../host/tests/common/mod.rs"]
 mod common;
 
+mod binary;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -22,9 +24,7 @@ fn gaussian() -> CorrelatedGaussian {
 const VARIANCE: f64 = 0.01 + 0.99 / 10.0;
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-api-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+    binary::temp_dir("api", name)
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! marks its series need and a title naming its figure; Fig. 8's reference is never the plotted
 //! run's own draws.
 
+mod binary;
+
 use std::path::{Path, PathBuf};
 
 use shmc::models::logistic::LogisticRegression;
@@ -13,8 +15,7 @@ use shmc_cli::experiments::figures::{
 };
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-figures-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = binary::temp_dir("figures", name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -3,19 +3,10 @@
 //! position, with one line naming the file and the field, and leaves the run's files alone
 //! (before, a NaN position resumed to NaN draws and exit 0).
 
+mod binary;
+use binary::{shmc, text};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// A finished two-chain banana run in a fresh folder named for `name`.
 fn finished_run(name: &str) -> PathBuf {

@@ -2,32 +2,22 @@
 //! reads them, and bad input gives one clear line and a non-zero exit with no output left
 //! behind that looks complete.
 
+mod binary;
+use binary::{shmc, stderr};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use shmc::output::read_stan_csv;
 use shmc::sampler::SAMPLER_COLUMNS;
 
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .expect("the shmc binary runs")
-}
-
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+    binary::temp_dir("cli", name)
 }
 
 /// The JSON array of rows a `--json FILE` wrote.
 fn json_rows(file: &Path) -> Vec<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn csv_files(dir: &Path) -> Vec<PathBuf> {

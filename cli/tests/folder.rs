@@ -3,21 +3,15 @@
 //! never overwritten without --overwrite (which removes shmc's files and nothing else), and a
 //! run the process's limits cannot hold is refused before it creates any file.
 
+mod binary;
+use binary::{shmc, text};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-folder-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .unwrap()
+    binary::temp_dir("folder", name)
 }
 
 fn spawn(args: &[&str]) -> Child {
@@ -27,10 +21,6 @@ fn spawn(args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A banana run of 2 chains into `dir` with `seed`: 100 000 draws, under a second.

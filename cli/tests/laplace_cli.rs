@@ -1,16 +1,10 @@
 //! The Laplace approximation from the command line: the files report the dense metric, and the
 //! CLI refuses in one line what the metric or the Laplace-trained network cannot take.
 
-use std::process::Command;
+mod binary;
+use binary::shmc;
 
 use shmc::output::read_stan_csv;
-
-fn shmc(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .expect("the shmc binary runs")
-}
 
 /// The files say `dense_e` and give the inverse mass matrix whole, symmetric with a positive
 /// diagonal, on the model's parameters; `shmc summary` reads them; the methods the metric does

@@ -4,25 +4,16 @@
 //! chains that differ only in seed and chain id are one run. A CSV with a repeated column name
 //! is an error naming the file and the column.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod binary;
+use binary::{shmc, stderr};
 
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .expect("the shmc binary runs")
-}
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-mixing-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = binary::temp_dir("mixing", name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn stdout(out: &Output) -> String {

@@ -9,8 +9,11 @@
 #[path = "../../host/tests/common/mod.rs"]
 mod common;
 
+mod binary;
+use binary::{shmc, stderr};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use common::assert_mean_within_4_mcse;
 use shmc::output::{StanCsv, read_stan_csv};
@@ -20,21 +23,8 @@ use shmc::output::{StanCsv, read_stan_csv};
 const DIM: usize = 10;
 const VARIANCE: f64 = 0.01 + 0.99 / DIM as f64;
 
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .expect("the shmc binary runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-nuts-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+    binary::temp_dir("nuts", name)
 }
 
 /// Runs NUTS on the 10-D correlated Gaussian into `dir` with `extra` options; returns its files.

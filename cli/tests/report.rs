@@ -6,27 +6,18 @@
 //! The rendering needs Chromium (`chromium` on the PATH; `.ci/run` installs Debian's package).
 //! Without it the test says it is missing and passes, except under `CI=true`, where it fails.
 
+mod binary;
+use binary::{shmc, text};
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .expect("the shmc binary runs")
-}
-
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-report-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = binary::temp_dir("report", name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Runs `shmc` with `args` and expects it to succeed.

@@ -2,25 +2,15 @@
 //! (SIGTERM) and resumed writes the same rows as a run never stopped, bit for bit, whatever
 //! moment it was stopped at.
 
+mod binary;
+use binary::{shmc, text};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-resume-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    binary::temp_dir("resume", name)
 }
 
 /// A logistic regression small enough for a few seconds of sampling: 2 chains, 60 000 draws

@@ -2,19 +2,13 @@
 //! of that size is allocated, in one line naming the option to change, where the allocator
 //! used to abort the process (exit 134, "memory allocation of … bytes failed").
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod binary;
+use binary::shmc;
 
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .expect("the shmc binary runs")
-}
+use std::path::PathBuf;
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-sizes-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = binary::temp_dir("sizes", name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

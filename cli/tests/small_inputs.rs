@@ -3,25 +3,15 @@
 //! tab-separated data file, a negative --step-size, a grid file holding NaN, and a surrogate
 //! trained on another model or data set.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod binary;
+use binary::{shmc, stderr};
 
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .expect("the shmc binary runs")
-}
+use std::path::{Path, PathBuf};
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-small-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = binary::temp_dir("small", name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn path(p: &Path) -> &str {

@@ -2,18 +2,10 @@
 //! written in the CSV header (so that a resume with other settings is refused), and refused in
 //! one line where it cannot run.
 
-use std::process::{Command, Output};
+mod binary;
+use binary::{shmc, text};
 
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use std::process::Output;
 
 /// A short RNS-HMC run on the banana with `extra` options, into a fresh folder named `name`.
 fn banana(name: &str, extra: &[&str]) -> (Output, std::path::PathBuf) {

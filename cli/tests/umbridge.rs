@@ -5,9 +5,12 @@
 //! The Python parts need python3 with the umbridge package (`.ci/run` installs it): without
 //! them a test says what is missing and passes, except under `CI=true`, where it fails.
 
+mod binary;
+use binary::{shmc, text};
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -39,8 +42,7 @@ fn scripts() -> PathBuf {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shmc-umbridge-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = binary::temp_dir("umbridge", name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -61,17 +63,6 @@ fn python_umbridge() -> bool {
         eprintln!("skipped: {what} is missing");
     }
     found
-}
-
-fn shmc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shmc"))
-        .args(args)
-        .output()
-        .expect("the shmc binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Starts `command` with stdout piped and returns it with the first stdout line for which
