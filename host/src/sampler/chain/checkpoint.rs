@@ -22,8 +22,8 @@ use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use shmc_core::{Potential, Steps};
 
-use super::generalized::RiemannianReport;
 use super::learning::Recorder;
+use super::work::RiemannianReport;
 use crate::sampler::proposer::{Collapse, SurrogateReport};
 use crate::sampler::{Evaluations, PhaseReport};
 use crate::surrogates::{Surrogate, exact_floats};

@@ -10,51 +10,22 @@ use std::time::Instant;
 
 use nalgebra::DVector;
 use rand::Rng;
-use serde::{Deserialize, Serialize};
 use shmc_core::{DualAveraging, Dyn, Potential, State, Transition};
 
 use crate::riemannian::{
-    MetricWork, NetworkDiagonalSoftAbs, NetworkSoftAbs, RiemannianMetric, Rmhmc, RmhmcCounts, Timed,
+    MetricWork, NetworkDiagonalSoftAbs, NetworkSoftAbs, RiemannianMetric, Rmhmc, Timed,
 };
 use crate::sampler::method::RmhmcSettings;
 use crate::sampler::method::StepSize;
 use crate::surrogates::Surrogate;
 
 use super::kernel::{Ctx, Kernel, Outcome};
+use super::work::RiemannianReport;
 use crate::{Error, Result};
 
 /// The step size an adapted RMHMC starts from: its metric carries the posterior's scales, so
 /// unit steps are the natural order (the papers' fixed ones are 0.4 to 0.8).
 const INITIAL_STEP_SIZE: f64 = 1.0;
-
-/// What RMHMC's transitions did and cost in one part of a chain (warmup or sampling).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct KernelWork {
-    /// Transitions made with the generalized leapfrog.
-    pub transitions: u64,
-    /// Fixed-point iterations, steps, and the trajectories each failure ended.
-    pub counts: RmhmcCounts,
-    /// Points at which the metric was evaluated (factorized).
-    pub metric_evaluations: u64,
-    /// Products `G(q)x` without a factorization (the position solves' first phase).
-    #[serde(default)]
-    pub metric_products: u64,
-    /// Seconds in the metric: its evaluations and every solve and derivative with them.
-    pub metric_seconds: f64,
-    /// Seconds in the transitions, the metric's included.
-    pub seconds: f64,
-}
-
-/// RMHMC's side of a chain's result.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RiemannianReport {
-    /// The step size the kept draws used.
-    pub step_size: f64,
-    /// Warmup's transitions.
-    pub warmup: KernelWork,
-    /// The kept draws' transitions.
-    pub sampling: KernelWork,
-}
 
 /// RMHMC's kernel: the generalized leapfrog under the model's metric (RMHMC) or, when
 /// `model_metric` is `None`, under the surrogate network's, made per transition (RNS-RMHMC).

@@ -37,10 +37,12 @@ mod guard;
 mod kernel;
 mod leapfrog;
 mod learning;
+mod registry;
 pub(super) mod start;
 mod surrogate_transitions;
 #[cfg(test)]
 mod test_targets;
+mod work;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,14 +52,15 @@ use rand_pcg::Pcg64;
 use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, HmcConfig, Potential, State, Transition};
 
 pub use delayed_nuts::tree_depth;
-pub use generalized::{KernelWork, RiemannianReport};
 pub use guard::{Collapse, WINDOW as COLLAPSE_WINDOW};
 pub use learning::Recorder;
+pub use work::{KernelWork, RiemannianReport};
 
 use self::adaptation::Adaptation;
 use self::checkpoint::{Checkpoint, Due, Resumed};
 use self::guard::Guard;
-use self::kernel::{Ctx, Kernels, Outcome};
+use self::kernel::{Ctx, Outcome};
+use self::registry::Kernels;
 use super::config::{Init, SampleConfig};
 use super::fitted::Precomputed;
 use super::method::StepSize;
