@@ -321,6 +321,9 @@ fn a_surrogate_trained_on_another_model_or_data_is_refused_naming_both() {
     let old = dir.join("old.json");
     std::fs::write(&old, json.to_string()).unwrap();
     args[6] = path(&old).into();
+    // A folder of its own: the run with `net` used `net.out`, which a new run may not reuse.
+    let output = args.len() - 1;
+    args[output] = path(&old.with_extension("out")).into();
     let out = shmc(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
