@@ -46,12 +46,13 @@ pub fn models() -> Vec<&'static str> {
 /// picks, `rns-hmc-nuts` with NUTS's trees on its network judged by delayed acceptance;
 /// `grid-hmc-multilinear` reads the force grid from its cells' corners; `-complete` is a grid's
 /// variant that also accepts with the grid's `U`.
-pub const METHODS: [&str; 15] = [
+pub const METHODS: [&str; 16] = [
     "hmc",
     "nuts",
     "rns-hmc",
     "rns-hmc-auto",
     "rns-hmc-nuts",
+    "rns-hmc-transitions",
     "arns-hmc",
     "vhmc",
     "vhmc-approximate",
@@ -252,6 +253,10 @@ impl Sized {
             }),
             "rns-hmc-nuts" => Method::RnsHmc(SurrogateSettings {
                 trajectory: SurrogateSteps::Nuts,
+                ..self.surrogate(FitMethod::Score, seed)
+            }),
+            "rns-hmc-transitions" => Method::RnsHmc(SurrogateSettings {
+                transitions: Some(3),
                 ..self.surrogate(FitMethod::Score, seed)
             }),
             "arns-hmc" => Method::ArnsHmc(self.surrogate(FitMethod::Potential, seed)),
