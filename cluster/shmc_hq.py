@@ -83,7 +83,11 @@ def run_worker(server_dir, cpus):
     os.symlink(target, link)
     cluster.ctx.add_worker(int(cpus))
     print("worker ready", flush=True)
-    signal.sigwait([signal.SIGTERM, signal.SIGINT])
+    # Until told to stop, or orphaned: a driver killed outright leaves no worker behind.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
     os._exit(0)
 
 
@@ -177,7 +181,9 @@ def main(argv):
         old.unlink(missing_ok=True)
     from hyperqueue import Client
 
-    cluster, workers = (None, [])
+    cluster, workers, sampler, job = (None, [], None, None)
+    # A SIGTERM (a test's or a scheduler's stop) goes through the clean-up below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.server_dir:
         client = Client(args.server_dir)
     else:
@@ -187,11 +193,15 @@ def main(argv):
         job = submit_instances(client, args, folder)
         print(f"shmc_hq: {args.instances} model instances submitted as HyperQueue job {job}, "
               f"their URLs in {folder}", flush=True)
-        code = subprocess.call(run + ["--url", f"dir:{folder}"])
+        sampler = subprocess.Popen(run + ["--url", f"dir:{folder}"])
+        code = sampler.wait()
     finally:
+        if sampler is not None and sampler.poll() is None:
+            sampler.terminate()
+            sampler.wait()
         if cluster is not None:
             stop_local(cluster, workers)
-        else:
+        elif job is not None:
             print(f"shmc_hq: the instances run on: `hq job cancel {job}` stops them")
     return code
 
