@@ -48,7 +48,8 @@ pub const ENTRY: ModelEntry = ModelEntry {
     options: &[
         (
             "url",
-            "http://127.0.0.1:4242; URL,URL,... for instances of one model",
+            "http://127.0.0.1:4242; URL,URL,... for instances of one model; dir:FOLDER for \
+             instances an engine started (FOLDER/url-N.txt)",
         ),
         ("umbridge_model", "NAME: the server's only one by default"),
         ("umbridge_output", "log-density | forward"),
