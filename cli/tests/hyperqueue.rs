@@ -279,3 +279,56 @@ fn hyperqueue_a_task_never_ready_stops_the_run_naming_it() {
         )
     );
 }
+
+#[test]
+fn hyperqueue_instances_url_file_is_written_once_listening_and_removed_at_the_stop() {
+    // No HyperQueue needed: this is the instance's half of the convention.
+    let dir = temp_dir("url-file");
+    let file = dir.join("url-0.txt");
+    let serve = [
+        "serve",
+        "--model",
+        "banana",
+        "--port",
+        "0",
+        "--url-file",
+        file.to_str().unwrap(),
+    ];
+    let mut command = Command::new(SHMC);
+    command.args(serve).process_group(0).stdout(Stdio::null());
+    let server = Running(command.spawn().unwrap());
+    let start = Instant::now();
+    while !file.exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no URL file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with('\n'),
+        "{url:?}"
+    );
+    let info = ureq::get(&format!("{}/Info", url.trim())).call();
+    assert_eq!(info.unwrap().status().as_u16(), 200);
+    let stopped = Command::new("kill").arg(server.0.id().to_string()).status();
+    assert!(stopped.unwrap().success());
+    let start = Instant::now();
+    while file.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the URL file stayed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A folder that does not exist: one line naming the file, before anyone could call.
+    let nowhere = dir.join("none/url-0.txt");
+    let mut args = serve;
+    let nowhere_text = nowhere.to_str().unwrap();
+    args[6] = nowhere_text;
+    let out = binary::shmc(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr,
+        format!("error: {nowhere_text}.partial: No such file or directory (os error 2)\n")
+    );
+}

@@ -187,5 +187,11 @@ mod tests {
             let err = Folder::open(&dir).unwrap_err().to_string();
             assert!(err.contains("instances.json:1:"), "{text}: {err}");
         }
+        let none = Folder::open(&std::env::temp_dir().join("shmc-no-such-folder"));
+        let err = none.unwrap_err().to_string();
+        assert!(
+            err.contains("shmc-no-such-folder/instances.json: "),
+            "{err}"
+        );
     }
 }
