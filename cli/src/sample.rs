@@ -346,6 +346,9 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     let fit = opened.run()?;
     progress.finish();
     print!("{}", fit.report(&model.work()));
+    for line in model.history() {
+        println!("model: {line}");
+    }
     let run = fit.run();
     if let Some(baseline) = &args.compare
         && !run.interrupted()

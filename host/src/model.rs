@@ -60,6 +60,13 @@ pub trait Model: Potential + Send + Sync {
         None
     }
 
+    /// What happened to the model during the run that the user should know, one sentence
+    /// each (a served model's instances that died and came back); a run prints them after
+    /// its report.
+    fn history(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The position-dependent metric RMHMC integrates with, when the model offers one (logistic
     /// regression: its Fisher information; the banana: its Fisher metric). `start` is where the
     /// chain starts, where a model whose metric is frozen evaluates it (the elliptic PDE: its
