@@ -7,6 +7,7 @@ use super::rmhmc_args::RmhmcArgs;
 use super::surrogate_args::{SurrogateArgs, TrainFromArg};
 use super::trajectory_args::TrajectoryArgs;
 use shmc::sampler::{Method, NutsSettings, SgldSettings};
+use shmc::surrogates::kinds::SurrogateKind;
 use shmc::{Error, Result};
 
 /// Which sampler runs the chains, and how.
@@ -86,7 +87,7 @@ impl MethodArgs {
                 } else {
                     "sparse-grid"
                 };
-                settings.grid = Some(self.surrogate.grid(kind)?);
+                settings.kind = SurrogateKind::Grid(self.surrogate.grid(kind)?);
                 Method::RnsHmc(settings)
             }
             "nuts" => {

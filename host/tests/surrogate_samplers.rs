@@ -7,6 +7,8 @@ use shmc::models::elliptic_pde::{EllipticPde, PdeSettings};
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::models::logistic::LogisticRegression;
 use shmc::sampler::{Method, Run, SampleConfig, SurrogateSettings, SurrogateSteps};
+use shmc::surrogates::SurrogateKind;
+use shmc::surrogates::network::NetworkFitter;
 
 mod common;
 use common::{assert_mean_within_4_mcse, banana_moments, run, series};
@@ -15,11 +17,11 @@ use shmc::surrogates::network::TrainOptions;
 
 fn small_net() -> SurrogateSettings {
     SurrogateSettings {
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::potential(TrainOptions {
             hidden: 64,
             seed: 3,
             ..TrainOptions::default()
-        },
+        })),
         train_after: Some(200),
         start_after: 400,
         ..SurrogateSettings::default()
@@ -38,10 +40,11 @@ fn surrogate_methods_are_exact_on_the_32d_gaussian() {
     // to the exact phase's steps: 600 units (a 32-D quadratic needs 528) give it a range.
     let auto = SurrogateSettings {
         trajectory: SurrogateSteps::Auto,
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::potential(TrainOptions {
             hidden: 600,
-            ..small_net().train
-        },
+            seed: 3,
+            ..TrainOptions::default()
+        })),
         ..small_net()
     };
     let nuts = SurrogateSettings {
@@ -114,12 +117,14 @@ fn trained_surrogate_gives_hmc_level_acceptance_on_logistic_regression() {
     let hmc = run(&model, &base);
     for (fit, train_after) in [(FitMethod::Potential, 200), (FitMethod::Score, 950)] {
         let settings = SurrogateSettings {
-            train: TrainOptions {
-                hidden: 500,
-                seed: 1,
-                ..TrainOptions::default()
-            },
-            fit,
+            kind: SurrogateKind::Network(NetworkFitter {
+                options: TrainOptions {
+                    hidden: 500,
+                    seed: 1,
+                    ..TrainOptions::default()
+                },
+                method: fit,
+            }),
             train_after: Some(train_after),
             ..SurrogateSettings::default()
         };
@@ -283,12 +288,11 @@ fn hmc_and_rns_hmc_agree_on_the_coarse_five_mode_posterior() {
     };
     let hmc = run(&model, &base);
     let surrogate = SurrogateSettings {
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::score(TrainOptions {
             hidden: 300,
             seed: 5,
             ..TrainOptions::default()
-        },
-        fit: FitMethod::Score,
+        })),
         train_after: Some(150),
         ..SurrogateSettings::default()
     };
