@@ -6,7 +6,7 @@ use clap::Args;
 use super::rmhmc_args::RmhmcArgs;
 use super::surrogate_args::{SurrogateArgs, TrainFromArg};
 use super::trajectory_args::TrajectoryArgs;
-use shmc::sampler::{Method, NutsSettings, SgldSettings};
+use shmc::sampler::{Method, MldaSettings, NutsSettings, SgldSettings};
 use shmc::surrogates::kinds::SurrogateKind;
 use shmc::{Error, Result};
 
@@ -30,10 +30,12 @@ pub struct MethodArgs {
     /// exact U; the generalized leapfrog's options: --rmhmc-step-size and below). sgld is
     /// stochastic-gradient Langevin dynamics (Welling & Teh), the VHMC paper's baseline: one
     /// Langevin step per iteration on a minibatch gradient, no MH step (APPROXIMATE; logistic
-    /// and probit only; --sgld-batch and below).
+    /// and probit only; --sgld-batch and below). mlda is multilevel delayed acceptance: HMC on
+    /// the model's coarsest level (--levels), each level's subchain (--subchains) proposing to
+    /// the next, the model itself judging every draw (elliptic-pde's levels are coarser meshes).
     #[arg(long, default_value = "hmc",
           value_parser = ["hmc", "nuts", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc",
-                          "rmhmc", "rns-rmhmc", "sgld"])]
+                          "rmhmc", "rns-rmhmc", "sgld", "mlda"])]
     pub method: String,
     /// nuts: the most doublings of a trajectory, at most 2^DEPTH - 1 leapfrog steps (Stan's
     /// max_depth). Transitions that reach it (treedepth__ = DEPTH) mean the step size is small
@@ -59,6 +61,24 @@ pub struct MethodArgs {
     pub surrogate: SurrogateArgs,
     #[command(flatten)]
     pub rmhmc: RmhmcArgs,
+    /// mlda: the coarser levels, coarsest first (elliptic-pde: elements per side of each coarser
+    /// mesh; the model's own --mesh is the finest, which judges) [default: 10,15].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "SIZES",
+        help_heading = "MLDA (mlda)"
+    )]
+    pub levels: Option<Vec<usize>>,
+    /// mlda: each level's steps per proposal to the level above, one per coarser level,
+    /// coarsest first [default: 4 for the coarsest, 2 above it].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "STEPS",
+        help_heading = "MLDA (mlda)"
+    )]
+    pub subchains: Option<Vec<u32>>,
 }
 
 impl MethodArgs {
@@ -70,6 +90,17 @@ impl MethodArgs {
         {
             return Err(Error::invalid(format!(
                 "--train-from laplace is for rns-hmc's network; {} trains none",
+                self.method
+            )));
+        }
+        if self.method != "mlda" && (self.levels.is_some() || self.subchains.is_some()) {
+            let flag = if self.levels.is_some() {
+                "--levels"
+            } else {
+                "--subchains"
+            };
+            return Err(Error::invalid(format!(
+                "{flag} is for --method mlda; {} has no levels",
                 self.method
             )));
         }
@@ -116,6 +147,14 @@ impl MethodArgs {
                 self.surrogate.settings(seed)?,
                 self.rmhmc.settings(&self.trajectory, false),
             ),
+            "mlda" => {
+                let levels = self.levels.clone().unwrap_or(vec![10, 15]);
+                let mut settings = MldaSettings::new(levels);
+                if let Some(subchains) = &self.subchains {
+                    settings.subchains.clone_from(subchains);
+                }
+                Method::Mlda(settings)
+            }
             _ => Method::Hmc,
         })
     }

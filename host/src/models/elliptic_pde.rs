@@ -757,8 +757,8 @@ impl EllipticPde {
             return Err(Error::setting(
                 "levels",
                 format!(
-                    "a coarser level of the {n}x{n} mesh has 2 to {} elements per side, got \
-                     {resolution}",
+                    "must lie between 2 and {} elements per side (coarser than the {n}x{n} \
+                     mesh), got {resolution}",
                     n - 1
                 ),
             ));
@@ -961,7 +961,10 @@ mod tests {
         assert_eq!(work.len(), 5, "{work:?}");
         for bad in [12, 13, 1] {
             let message = fine.coarser(bad, u64::MAX).err().unwrap().to_string();
-            assert!(message.contains("2 to 11 elements per side"), "{message}");
+            assert!(
+                message.contains("between 2 and 11 elements per side"),
+                "{message}"
+            );
         }
         match fine.coarser(4, 1000).err().unwrap() {
             Error::MemoryLimit { driver, .. } => assert_eq!(driver, "mesh"),
