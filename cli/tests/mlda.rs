@@ -42,7 +42,7 @@ fn mlda_runs_over_the_pde_meshes_and_reports_each_level() {
 #[test]
 fn mlda_is_refused_in_one_line_where_it_cannot_run() {
     let pde: &[&str] = &["elliptic-pde", "--mesh", "12", "--kl-modes", "4"];
-    let cases: [(&[&str], &[&str], &str); 4] = [
+    let cases: [(&[&str], &[&str], &str); 5] = [
         (
             &["banana"],
             &["--method", "mlda"],
@@ -63,6 +63,20 @@ fn mlda_is_refused_in_one_line_where_it_cannot_run() {
             pde,
             &["--method", "hmc", "--levels", "4"],
             "--levels is for --method mlda; hmc has no levels",
+        ),
+        (
+            pde,
+            &[
+                "--method",
+                "mlda",
+                "--levels",
+                "4",
+                "--subchains",
+                "3",
+                "--metric",
+                "laplace",
+            ],
+            "--metric laplace moves the chains to the Laplace approximation's coordinates",
         ),
     ];
     for (i, (model, extra, expected)) in cases.into_iter().enumerate() {
