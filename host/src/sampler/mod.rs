@@ -19,6 +19,7 @@ mod fitted;
 mod laplace_training;
 pub mod lockstep;
 mod method;
+mod methods;
 mod multilevel;
 mod nuts;
 mod proposer;
@@ -41,6 +42,7 @@ pub use method::{
     MIN_LAPLACE_STATES, Method, NutsSettings, RmhmcSettings, SgldSettings, StepSize,
     SurrogateSettings, TrainFrom, VhmcSettings,
 };
+pub use methods::{METHODS, MethodEntry};
 pub use multilevel::MldaSettings;
 pub use proposer::{Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
