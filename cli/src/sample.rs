@@ -318,6 +318,12 @@ fn compare(
 pub fn run(args: &SampleArgs) -> Result<i32> {
     let config = args.config()?;
     let model = models::build(&args.model.spec(args.method.surrogate.memory_limit()))?;
+    if matches!(config.method, Method::Mlda(_)) && model.levels().is_none() {
+        return Err(Error::invalid(format!(
+            "--method mlda needs a model with coarser levels; {} has none",
+            args.model.model
+        )));
+    }
     super::print_notes(model.notes());
     check_surrogate_file(args, &config)?;
     check_resume_folder(args)?;
