@@ -17,14 +17,16 @@ use pyo3::prelude::*;
 
 use model::{Callable, Handle};
 
-/// The model of a Python callable `function(q) -> (logp, grad)` on parameters `names`.
+/// The model of a Python callable `function(q) -> (logp, grad)` on parameters `names`,
+/// called `name` in a run's attributes.
 #[pyfunction]
-fn from_callable(function: Py<PyAny>, names: Vec<String>) -> Handle {
+#[pyo3(signature = (function, names, name = "python".to_string()))]
+fn from_callable(function: Py<PyAny>, names: Vec<String>, name: String) -> Handle {
     let callable = Arc::new(Callable::new(function, names));
     Handle {
         model: callable.clone(),
         callable: Some(callable),
-        name: "python".into(),
+        name,
     }
 }
 

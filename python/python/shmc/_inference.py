@@ -78,7 +78,9 @@ def to_inference_data(result: Dict[str, Any], model, attrs: Dict[str, Any]):
     import xarray as xr
 
     columns = result["columns"]
-    n_stats = sum(1 for c in columns if c.endswith("__"))
+    # The sampler's columns come first (a parameter may end in "__" too: PyMC's "tau_log__").
+    n_stats = len(STAT_NAMES)
+    assert list(columns[:n_stats]) == list(STAT_NAMES), columns[:n_stats]
     groups = {}
     for prefix, rows in (("", result["draws"]), ("warmup_", result["warmup"])):
         if rows is None:

@@ -79,7 +79,7 @@ def from_logp(
 
 def model(name: str, **options: Any) -> Model:
     """A built-in model by its command-line name, with that model's options as keywords
-    (``shmc.model("logistic", data="a9a")``, ``shmc.model("gaussian", d=10)``); see
+    (``shmc.model("logistic", data="a9a")``, ``shmc.model("gaussian-conjugate", d=10)``); see
     ``shmc.models()`` for the names and each one's options."""
     return Model(_shmc.builtin(name, options))
 

@@ -4,6 +4,7 @@ model's names, shapes and coordinates, as ``pm.sample`` returns them."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
@@ -48,12 +49,17 @@ def from_pymc(pymc_model: Any = None) -> Model:
     sizes = [int(np.prod(s)) for _, s in shapes]
     logp_dlogp = pm_model.logp_dlogp_function(ravel_inputs=True)
     logp_dlogp.set_extra_values({})
+    # A compiled PyTensor function keeps its inputs and outputs in storage of its own: two
+    # chains' threads calling it at once overwrite each other's (seen: "Expected 1 dimensions
+    # input"). The GIL already runs one call at a time, so the lock costs no parallelism.
+    lock = threading.Lock()
 
     def logp_and_grad(q: np.ndarray):
-        logp, grad = logp_dlogp(q)
-        return float(logp), grad
+        with lock:
+            logp, grad = logp_dlogp(q)
+            return float(logp), np.array(grad, dtype=np.float64)
 
-    native = _shmc.from_callable(logp_and_grad, _coordinate_names(shapes))
+    native = _shmc.from_callable(logp_and_grad, _coordinate_names(shapes), "pymc")
     expand = _expansion(pm_model, continuous, shapes, sizes)
     coords = {k: np.asarray(v) for k, v in (pm_model.coords or {}).items() if v is not None}
     dims = {k: list(v) for k, v in pm_model.named_vars_to_dims.items()}
@@ -73,13 +79,14 @@ def _expansion(pm_model, continuous, shapes, sizes):
 
     def expand(draws: np.ndarray) -> Dict[str, np.ndarray]:
         chains, n = draws.shape[:2]
+        # The function's outputs may be its own storage, reused by the next call: copied.
         collected: Dict[str, List[np.ndarray]] = {name: [] for name in keep}
         for q in draws.reshape(chains * n, -1):
             parts = np.split(q, splits)
             values = [p.reshape(shape) for p, (_, shape) in zip(parts, shapes)]
             for name, value in zip(names, function(*values)):
                 if name in collected:
-                    collected[name].append(np.asarray(value))
+                    collected[name].append(np.array(value))
         out = {}
         for name, values in collected.items():
             if values:
