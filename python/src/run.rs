@@ -128,6 +128,10 @@ pub fn sample<'py>(
     let config = config(&plan, &mut opts)?;
     let overwrite = opts.flag("overwrite")?;
     opts.finish("see help(shmc.sample) for each method's options")?;
+    // Refused settings are refused here, before a thread or a progress line.
+    config
+        .validate(model.model.as_ref())
+        .map_err(errors::to_python)?;
     let stopped = AtomicBool::new(false);
     let fit = run(py, model, config, &plan, overwrite, &stopped);
     let fit = errors::run_result(fit, model)?;
