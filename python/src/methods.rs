@@ -9,9 +9,9 @@ use shmc::sampler::{
     Method, NutsSettings, RmhmcSettings, StepSize, SurrogateSettings, SurrogateSteps, TrainFrom,
     VhmcSettings,
 };
-use shmc::surrogates::FitMethod;
 use shmc::surrogates::grids::{Domain, DomainChoice, GridFitter, GridKind, Interpolation};
-use shmc::surrogates::network::{Inputs, Scale, TrainOptions};
+use shmc::surrogates::network::{Inputs, NetworkFitter, Scale, TrainOptions};
+use shmc::surrogates::{FitMethod, SurrogateKind};
 
 use crate::options::Options;
 
@@ -74,28 +74,36 @@ pub fn method(
     memory_limit: u64,
 ) -> PyResult<Method> {
     let surrogate = |opts: &mut Options| surrogate(opts, seed, memory_limit);
-    Ok(match name {
-        "nuts" => Method::Nuts(NutsSettings {
+    let defaults = Method::named(name).map_err(|_| {
+        PyValueError::new_err(format!(
+            "unknown method {name:?}; methods: {}",
+            NAMES.join(", ")
+        ))
+    })?;
+    // A match on the registry's method, not on its name: a method added to the library is a
+    // compile error here until the package handles it.
+    Ok(match defaults {
+        Method::Nuts(_) => Method::Nuts(NutsSettings {
             max_depth: opts.take("max_depth")?.unwrap_or(10),
         }),
-        "hmc" => Method::Hmc,
-        "rns-hmc" => Method::RnsHmc(surrogate(opts)?),
-        "arns-hmc" => Method::ArnsHmc(surrogate(opts)?),
-        "vhmc" => Method::Vhmc(VhmcSettings {
+        Method::Hmc => Method::Hmc,
+        Method::RnsHmc(defaults) if defaults.kind.grid().is_some() => {
+            let mut settings = surrogate(opts)?;
+            settings.kind = SurrogateKind::Grid(grid(name, opts, memory_limit)?);
+            Method::RnsHmc(settings)
+        }
+        Method::RnsHmc(_) => Method::RnsHmc(surrogate(opts)?),
+        Method::ArnsHmc(_) => Method::ArnsHmc(surrogate(opts)?),
+        Method::Vhmc(_) => Method::Vhmc(VhmcSettings {
             train: network(opts, seed, memory_limit, false)?,
             tau: opts.take("tau")?.unwrap_or(200.0),
             exact_acceptance: !opts.flag("approximate_acceptance")?,
         }),
-        "rmhmc" => Method::Rmhmc(rmhmc(opts, trajectory, true)?),
-        "rns-rmhmc" => Method::RnsRmhmc(surrogate(opts)?, rmhmc(opts, trajectory, false)?),
-        "grid-hmc" | "sg-hmc" => {
-            let mut settings = surrogate(opts)?;
-            settings.grid = Some(grid(name, opts, memory_limit)?);
-            Method::RnsHmc(settings)
-        }
-        _ => {
+        Method::Rmhmc(_) => Method::Rmhmc(rmhmc(opts, trajectory, true)?),
+        Method::RnsRmhmc(..) => Method::RnsRmhmc(surrogate(opts)?, rmhmc(opts, trajectory, false)?),
+        Method::Mlda(_) | Method::Sgld(_) => {
             return Err(PyValueError::new_err(format!(
-                "unknown method {name:?}; methods: {}",
+                "method {name:?} is not in the Python package yet; methods: {}",
                 NAMES.join(", ")
             )));
         }
@@ -119,8 +127,10 @@ fn surrogate(opts: &mut Options, seed: u64, memory_limit: u64) -> PyResult<Surro
     };
     let defaults = SurrogateSettings::default();
     Ok(SurrogateSettings {
-        train: network(opts, seed, memory_limit, laplace)?,
-        fit,
+        kind: SurrogateKind::Network(NetworkFitter {
+            options: network(opts, seed, memory_limit, laplace)?,
+            method: fit,
+        }),
         train_from: if laplace {
             TrainFrom::Laplace { states }
         } else {
@@ -135,7 +145,6 @@ fn surrogate(opts: &mut Options, seed: u64, memory_limit: u64) -> PyResult<Surro
         trajectory: surrogate_steps(opts.text("surrogate_steps_factor")?)?,
         transitions: opts.take("surrogate_transitions")?,
         surrogate_file: opts.take("surrogate")?,
-        grid: None,
         approximate_acceptance: opts.flag("approximate_acceptance")?,
     })
 }
