@@ -8,6 +8,7 @@ mod errors;
 mod methods;
 mod model;
 mod options;
+mod plan;
 mod result;
 mod run;
 

@@ -9,7 +9,7 @@ use shmc::Fit;
 use shmc::sampler::{ChainResult, Evaluations, SAMPLER_COLUMNS};
 
 use crate::model::Handle;
-use crate::run::Plan;
+use crate::plan::Plan;
 
 /// The run as a dict: `columns`, `draws`, `warmup` (or None), `chains` (one dict each),
 /// `interrupted`, and the method's name, settings and report.

@@ -15,31 +15,10 @@ use crate::errors;
 use crate::methods;
 use crate::model::{Handle, record_progress};
 use crate::options::Options;
+use crate::plan::Plan;
 
 /// How often the waiting thread looks for Ctrl-C and redraws the progress line.
 const POLL: Duration = Duration::from_millis(50);
-
-/// The run's settings besides the method's own options.
-pub struct Plan {
-    /// The method's name.
-    pub method: String,
-    /// Chains, warmup, draws, seed.
-    pub chains: usize,
-    /// Warmup iterations per chain.
-    pub tune: usize,
-    /// Kept draws per chain (the most, with a target ESS).
-    pub draws: usize,
-    /// The seed of every chain's stream.
-    pub seed: u64,
-    /// Stop once every parameter's bulk and tail ESS reach it.
-    pub target_ess: Option<f64>,
-    /// Keep the warmup rows.
-    pub save_warmup: bool,
-    /// Write CmdStan CSVs there as the chains run.
-    pub output_dir: Option<PathBuf>,
-    /// Show a progress line on stderr.
-    pub progress: bool,
-}
 
 /// The library's settings for `plan` and the method options in `opts` (each read removed).
 fn config(plan: &Plan, opts: &mut Options) -> PyResult<SampleConfig> {
