@@ -57,9 +57,7 @@ pub struct ServeArgs {
 
 /// Runs `shmc serve`.
 pub fn run(args: &ServeArgs) -> Result<i32> {
-    let spec = args
-        .model
-        .spec(super::surrogate_args::default_memory_limit());
+    let spec = args.model.spec(shmc::memory::machine_default_limit());
     if spec.name == "umbridge" {
         return Err(Error::invalid(
             "shmc serve serves the built-in models (see shmc models); a model behind \

@@ -184,22 +184,11 @@ pub enum TrainFromArg {
 /// Laplace approximation misses.
 const DEFAULT_HIDDEN: (usize, usize) = (2000, 300);
 
-/// The default memory limit: half of the machine's memory (4 GiB if it cannot be read).
-pub(super) fn default_memory_limit() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kib * 1024 / 2)
-        })
-        .unwrap_or(4 << 30)
-}
-
 impl SurrogateArgs {
     /// `--memory-limit`, or half of this machine's memory.
     pub fn memory_limit(&self) -> u64 {
-        self.memory_limit.unwrap_or_else(default_memory_limit)
+        self.memory_limit
+            .unwrap_or_else(shmc::memory::machine_default_limit)
     }
 
     /// The VHMC settings for seed `seed`.

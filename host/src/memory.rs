@@ -58,6 +58,20 @@ pub fn dimension(dim: usize) -> Option<u128> {
     f64s([dim, CHAIN_VECTORS])?.checked_add(NAME_BYTES.checked_mul(dim as u128)?)
 }
 
+/// Half of this machine's memory (4 GiB if `/proc/meminfo` cannot be read): the front ends'
+/// default memory limit (the command line's `--memory-limit`, the Python package's
+/// `memory_limit`). The library's own default stays unlimited.
+pub fn machine_default_limit() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024 / 2)
+        })
+        .unwrap_or(4 << 30)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -88,6 +88,6 @@ fn spec(name: &str, opts: &mut Options) -> PyResult<ModelSpec> {
     served.config = opts.take("umbridge_config")?;
     spec.memory_limit = opts
         .take("memory_limit")?
-        .unwrap_or_else(crate::run::default_memory_limit);
+        .unwrap_or_else(shmc::memory::machine_default_limit);
     Ok(spec)
 }

@@ -24,7 +24,7 @@ const POLL: Duration = Duration::from_millis(50);
 fn config(plan: &Plan, opts: &mut Options) -> PyResult<SampleConfig> {
     let memory_limit = opts
         .take::<u64>("memory_limit")?
-        .unwrap_or_else(default_memory_limit);
+        .unwrap_or_else(shmc::memory::machine_default_limit);
     let trajectory = methods::trajectory(&plan.method, opts)?;
     let method = methods::method(&plan.method, opts, &trajectory, plan.seed, memory_limit)?;
     let metric = match opts.choice("metric", &["diagonal", "laplace"])? {
@@ -58,19 +58,6 @@ fn config(plan: &Plan, opts: &mut Options) -> PyResult<SampleConfig> {
         lockstep: true,
         memory_limit,
     })
-}
-
-/// Half of this machine's memory (4 GiB if it cannot be read): the command line's default
-/// memory limit.
-pub fn default_memory_limit() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kib * 1024 / 2)
-        })
-        .unwrap_or(4 << 30)
 }
 
 /// Runs `plan` with the method options `options` on `model`; returns the run as a dict of
