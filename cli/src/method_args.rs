@@ -2,37 +2,26 @@
 //! its surrogate, turned into the library's [`Method`] in one place.
 
 use clap::Args;
+use clap::builder::{PossibleValue, PossibleValuesParser};
 
 use super::rmhmc_args::RmhmcArgs;
 use super::surrogate_args::{SurrogateArgs, TrainFromArg};
 use super::trajectory_args::TrajectoryArgs;
-use shmc::sampler::{Method, NutsSettings, SgldSettings};
+use shmc::sampler::{METHODS, Method, NutsSettings, SgldSettings, SurrogateSettings};
+use shmc::surrogates::SurrogateKind;
+use shmc::surrogates::grids::GridKind;
 use shmc::{Error, Result};
 
 /// Which sampler runs the chains, and how.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Method")]
 pub struct MethodArgs {
-    /// Sampling method: exact HMC; nuts, Stan's default sampler (nuts-rs: trajectories doubled
-    /// until they turn back, at most --max-depth times; step size and diagonal mass matrix
-    /// adapted in warmup to --target-accept; it refuses --step-size, --no-adapt-mass, --steps
-    /// and --fixed-steps); or a surrogate-accelerated one with the exact MH step (the
-    /// draws target the exact posterior): rns-hmc trains a random network on warmup states,
-    /// arns-hmc updates it online, vhmc trains it online by score matching inside a Laplace
-    /// approximation (APPROXIMATE with --approximate-acceptance); grid-hmc precomputes the
-    /// force on a grid of --cell cells (read per --force-interpolation), sg-hmc a sparse-grid
-    /// interpolant of --level (or to --tolerance), over --domain (the paper's "complete"
-    /// variant, which also accepts with the grid's U: --approximate-acceptance, APPROXIMATE). rmhmc is Riemannian-manifold HMC
-    /// with the model's own metric (logistic: the Fisher information; elliptic-pde: the
-    /// Gauss-Newton diagonal frozen at the start), rns-rmhmc RNS-HMC's network fitted on the
-    /// exact warmup, then RMHMC on its potential and SoftAbs'd Hessian (both judged by the
-    /// exact U; the generalized leapfrog's options: --rmhmc-step-size and below). sgld is
-    /// stochastic-gradient Langevin dynamics (Welling & Teh), the VHMC paper's baseline: one
-    /// Langevin step per iteration on a minibatch gradient, no MH step (APPROXIMATE; logistic
-    /// and probit only; --sgld-batch and below).
-    #[arg(long, default_value = "hmc",
-          value_parser = ["hmc", "nuts", "rns-hmc", "arns-hmc", "vhmc", "grid-hmc", "sg-hmc",
-                          "rmhmc", "rns-rmhmc", "sgld"])]
+    /// Sampling method (each in one line below; the surrogate methods keep the exact MH step,
+    /// so their draws target the exact posterior). nuts refuses --step-size, --no-adapt-mass,
+    /// --steps and --fixed-steps; grid-hmc and sg-hmc take the Grid options, rmhmc and
+    /// rns-rmhmc the RMHMC ones, sgld its own; --approximate-acceptance makes vhmc, grid-hmc
+    /// and sg-hmc APPROXIMATE (the published rules). docs/methods.md has the formulas.
+    #[arg(long, default_value = "hmc", value_parser = method_names())]
     pub method: String,
     /// nuts: the most doublings of a trajectory, at most 2^DEPTH - 1 leapfrog steps (Stan's
     /// max_depth). Transitions that reach it (treedepth__ = DEPTH) mean the step size is small
@@ -61,35 +50,19 @@ pub struct MethodArgs {
 }
 
 impl MethodArgs {
-    /// The method for a run with seed `seed`.
+    /// The method for a run with seed `seed`: the registry's method of that name
+    /// ([`Method::named`]) with these options in place of its defaults.
     pub fn method(&self, seed: u64) -> Result<Method> {
-        let surrogate_methods = ["rns-hmc", "arns-hmc", "grid-hmc", "sg-hmc", "rns-rmhmc"];
-        if self.surrogate.train_from != TrainFromArg::Warmup
-            && !surrogate_methods.contains(&self.method.as_str())
-        {
+        let defaults = Method::named(&self.method)?;
+        if self.surrogate.train_from != TrainFromArg::Warmup && defaults.surrogate().is_none() {
             return Err(Error::invalid(format!(
                 "--train-from laplace is for rns-hmc's network; {} trains none",
                 self.method
             )));
         }
-        Ok(match self.method.as_str() {
-            "rns-hmc" => Method::RnsHmc(self.surrogate.settings(seed)?),
-            "grid-hmc" | "sg-hmc" => {
-                let mut settings = self.surrogate.settings(seed)?;
-                if settings.surrogate_file.is_some() {
-                    return Err(Error::invalid(
-                        "--surrogate loads a saved surrogate: use it with --method rns-hmc",
-                    ));
-                }
-                let kind = if self.method == "grid-hmc" {
-                    "force-grid"
-                } else {
-                    "sparse-grid"
-                };
-                settings.grid = Some(self.surrogate.grid(kind)?);
-                Method::RnsHmc(settings)
-            }
-            "nuts" => {
+        Ok(match defaults {
+            Method::Hmc => Method::Hmc,
+            Method::Nuts(_) => {
                 self.trajectory.refuse_steps(
                     "nuts",
                     "ends each trajectory where it turns back (at most 2^--max-depth - 1 steps)",
@@ -98,7 +71,15 @@ impl MethodArgs {
                     max_depth: self.max_depth,
                 })
             }
-            "sgld" => {
+            Method::RnsHmc(defaults) => Method::RnsHmc(self.surrogate_settings(&defaults, seed)?),
+            Method::ArnsHmc(_) => Method::ArnsHmc(self.surrogate.settings(seed)?),
+            Method::Vhmc(_) => Method::Vhmc(self.surrogate.vhmc(seed)?),
+            Method::Rmhmc(_) => Method::Rmhmc(self.rmhmc.settings(&self.trajectory, true)),
+            Method::RnsRmhmc(..) => Method::RnsRmhmc(
+                self.surrogate.settings(seed)?,
+                self.rmhmc.settings(&self.trajectory, false),
+            ),
+            Method::Sgld(_) => {
                 self.trajectory
                     .refuse_steps("sgld", "takes one Langevin step per iteration")?;
                 Method::Sgld(SgldSettings {
@@ -108,14 +89,39 @@ impl MethodArgs {
                     gamma: self.sgld_gamma,
                 })
             }
-            "arns-hmc" => Method::ArnsHmc(self.surrogate.settings(seed)?),
-            "vhmc" => Method::Vhmc(self.surrogate.vhmc(seed)?),
-            "rmhmc" => Method::Rmhmc(self.rmhmc.settings(&self.trajectory, true)),
-            "rns-rmhmc" => Method::RnsRmhmc(
-                self.surrogate.settings(seed)?,
-                self.rmhmc.settings(&self.trajectory, false),
-            ),
-            _ => Method::Hmc,
         })
     }
+
+    /// RNS-HMC's settings from the surrogate options, of the kind the registry's `defaults`
+    /// name: the network, or a grid (grid-hmc, sg-hmc) built from the grid options.
+    fn surrogate_settings(
+        &self,
+        defaults: &SurrogateSettings,
+        seed: u64,
+    ) -> Result<SurrogateSettings> {
+        let mut settings = self.surrogate.settings(seed)?;
+        let Some(grid) = defaults.kind.grid() else {
+            return Ok(settings);
+        };
+        if settings.surrogate_file.is_some() {
+            return Err(Error::invalid(
+                "--surrogate loads a saved surrogate: use it with --method rns-hmc",
+            ));
+        }
+        let kind = match grid.kind {
+            GridKind::Force { .. } => "force-grid",
+            _ => "sparse-grid",
+        };
+        settings.kind = SurrogateKind::Grid(self.surrogate.grid(kind)?);
+        Ok(settings)
+    }
+}
+
+/// `--method`'s values, each with its line from the registry.
+fn method_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(
+        METHODS
+            .iter()
+            .map(|m| PossibleValue::new(m.name).help(m.summary)),
+    )
 }

@@ -9,7 +9,8 @@ use super::options;
 use shmc::sampler::{SurrogateSettings, TrainFrom, VhmcSettings};
 use shmc::surrogates::FitMethod;
 use shmc::surrogates::grids::{AdaptiveOptions, GridFitter, GridKind, Interpolation};
-use shmc::surrogates::network::{Inputs, TrainOptions};
+use shmc::surrogates::kinds::SurrogateKind;
+use shmc::surrogates::network::{Inputs, NetworkFitter, TrainOptions};
 use shmc::{Error, Result};
 
 /// How the surrogate network is built, trained and used.
@@ -295,11 +296,13 @@ impl SurrogateArgs {
             ));
         }
         Ok(SurrogateSettings {
-            train: self.network(seed)?,
-            fit: match (self.fit.as_deref(), self.train_from) {
-                (Some("score"), _) | (None, TrainFromArg::Laplace) => FitMethod::Score,
-                _ => FitMethod::Potential,
-            },
+            kind: SurrogateKind::Network(NetworkFitter {
+                options: self.network(seed)?,
+                method: match (self.fit.as_deref(), self.train_from) {
+                    (Some("score"), _) | (None, TrainFromArg::Laplace) => FitMethod::Score,
+                    _ => FitMethod::Potential,
+                },
+            }),
             train_from: match self.train_from {
                 TrainFromArg::Warmup => TrainFrom::Warmup,
                 TrainFromArg::Laplace => TrainFrom::Laplace {
@@ -315,7 +318,6 @@ impl SurrogateArgs {
             trajectory: options::surrogate_steps(&self.surrogate_steps_factor)?,
             transitions: self.surrogate_transitions,
             surrogate_file: self.surrogate.clone(),
-            grid: None,
             approximate_acceptance: self.approximate_acceptance,
         })
     }

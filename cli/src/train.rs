@@ -11,7 +11,8 @@ use super::ModelArgs;
 use super::surrogate_args::SurrogateArgs;
 use super::trajectory_args::TrajectoryArgs;
 use shmc::sampler::{DrawSink, Init, Method, NullSink, SampleConfig, sample};
-use shmc::surrogates::SurrogateMeta;
+use shmc::surrogates::kinds::SurrogateKind;
+use shmc::surrogates::{FitMethod, SurrogateMeta};
 use shmc::{Error, Result, models};
 
 /// Arguments of `shmc train`.
@@ -42,7 +43,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
     match kind {
         None | Some("network") => {}
         Some(grid @ ("force-grid" | "sparse-grid")) => {
-            settings.grid = Some(args.surrogate.grid(grid)?);
+            settings.kind = SurrogateKind::Grid(args.surrogate.grid(grid)?);
         }
         Some(other) => {
             return Err(Error::invalid(format!(
@@ -86,7 +87,10 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
     let meta = SurrogateMeta {
         model: args.model.model.clone(),
         data: Some(args.model.data.as_ref().map(|d| d.display().to_string())),
-        method: settings.fit,
+        method: settings
+            .kind
+            .network()
+            .map_or(FitMethod::default(), |n| n.method),
         scale: report.scale,
         holdout_gradient_error: report.holdout_gradient_error,
         training_states: report.training_states,

@@ -1,12 +1,14 @@
 //! The model registry is the one table every front end reads: each model in
 //! `shmc::models::CATALOGUE` builds at its small size, samples, is listed by `shmc models` with
 //! its options as flags, and is in `shmc bench sbc`'s list exactly when it has a small instance
-//! to calibrate on. Adding a model to the table alone puts it in all of them.
+//! to calibrate on. Adding a model to the table alone puts it in all of them. The method
+//! registry, `shmc::sampler::METHODS`, likewise feeds `--method` and the README.
 
 use std::process::Command;
 
 use shmc::Sampler;
 use shmc::models::{CATALOGUE, build, small};
+use shmc::sampler::METHODS;
 use shmc_cli::experiments::sbc;
 
 fn shmc_models() -> String {
@@ -79,5 +81,41 @@ fn a_setting_outside_a_models_options_is_refused() {
             "{}: {error}",
             entry.name
         );
+    }
+}
+
+/// The method registry is the one list of methods: every entry is a `--method` value with its
+/// line in `shmc sample --help`, a row of the README's table, and its default settings sample
+/// with a short warmup on a model it applies to (sgld needs one whose `U` is a sum over rows).
+#[test]
+fn every_method_in_the_registry_is_offered_documented_and_runs() {
+    let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
+        .args(["sample", "--help"])
+        .output()
+        .expect("the shmc binary runs");
+    let help = String::from_utf8(out.stdout).unwrap();
+    let readme = include_str!("../../README.md");
+    for entry in &METHODS {
+        let name = entry.name;
+        assert!(
+            help.contains(&format!("- {name}:")),
+            "{name} not a --method value"
+        );
+        assert!(help.contains(entry.summary), "{name}'s line not in --help");
+        assert!(
+            readme.contains(&format!("| `{name}`")),
+            "{name} not in README's table"
+        );
+        let model = if name == "sgld" { "logistic" } else { "banana" };
+        let (spec, _) = small(model).unwrap().unwrap();
+        let model = build(&spec).unwrap();
+        let fit = Sampler::new(model.as_ref())
+            .method(entry.defaults())
+            .chains(1)
+            .warmup(300)
+            .draws(20)
+            .run()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(fit.run().chains[0].kept(), 20, "{name}");
     }
 }

@@ -5,6 +5,7 @@
 use shmc::models::banana::Banana;
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::sampler::{Method, SampleConfig, SurrogateSettings};
+use shmc::surrogates::SurrogateKind;
 use shmc::surrogates::grids::{
     AdaptiveOptions, Domain, DomainChoice, GridFitter, GridKind, Interpolation,
 };
@@ -22,7 +23,7 @@ type Moment = fn(&[f64]) -> f64;
 /// The grid method with `kind` over `domain`.
 fn grid_method(kind: GridKind, domain: DomainChoice) -> Method {
     Method::RnsHmc(SurrogateSettings {
-        grid: Some(GridFitter {
+        kind: SurrogateKind::Grid(GridFitter {
             kind,
             domain,
             memory_limit: GIB,
@@ -202,7 +203,7 @@ fn a_saved_grid_gives_the_same_chains_as_the_precomputed_one() {
         let precomputed = run(
             &model,
             &config(SurrogateSettings {
-                grid: Some(fitter.clone()),
+                kind: SurrogateKind::Grid(fitter.clone()),
                 ..SurrogateSettings::default()
             }),
         );

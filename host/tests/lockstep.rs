@@ -20,8 +20,8 @@ use shmc::sampler::{
     ChainResult, DrawSink, InverseMetric, Method, NullSink, SampleConfig, SurrogateSettings,
     VhmcSettings, sample,
 };
-use shmc::surrogates::FitMethod;
-use shmc::surrogates::network::TrainOptions;
+use shmc::surrogates::SurrogateKind;
+use shmc::surrogates::network::{NetworkFitter, TrainOptions};
 use shmc::{Model, Result};
 
 /// `N(0, 1)` features and fair-coin responses.
@@ -338,8 +338,7 @@ fn lockstep_and_per_chain_runs_make_the_same_draws() {
     // The network fitted to the warmup's gradients, then surrogate proposals judged by the
     // exact U (one exact value per iteration); VHMC's MAP search and online training.
     let rns = Method::RnsHmc(SurrogateSettings {
-        train: train.clone(),
-        fit: FitMethod::Score,
+        kind: SurrogateKind::Network(NetworkFitter::score(train.clone())),
         train_after: Some(100),
         ..SurrogateSettings::default()
     });

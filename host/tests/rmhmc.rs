@@ -15,7 +15,8 @@ use shmc::sampler::{
     DrawSink, Init, Method, RmhmcSettings, Run, SampleConfig, StepSize, SurrogateSettings,
     TrainFrom, sample,
 };
-use shmc::surrogates::FitMethod;
+use shmc::surrogates::SurrogateKind;
+use shmc::surrogates::network::NetworkFitter;
 use shmc::surrogates::network::TrainOptions;
 
 mod common;
@@ -33,12 +34,11 @@ fn rmhmc(eps: f64, steps: u32) -> RmhmcSettings {
 /// RNS-HMC's network (score fit on the states from `train_after` on) of `hidden` units.
 fn network(hidden: usize, train_after: usize) -> SurrogateSettings {
     SurrogateSettings {
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::score(TrainOptions {
             hidden,
             seed: 7,
             ..TrainOptions::default()
-        },
-        fit: FitMethod::Score,
+        })),
         train_after: Some(train_after),
         ..SurrogateSettings::default()
     }

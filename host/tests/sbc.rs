@@ -17,6 +17,8 @@ use shmc::Model;
 use shmc::models::{ModelSpec, build};
 use shmc::sampler::{Method, SampleConfig, SurrogateSettings};
 use shmc::sbc::{PosteriorDraws, PosteriorSampler, SbcRun, SbcSettings, Thinning, run};
+use shmc::surrogates::SurrogateKind;
+use shmc::surrogates::network::NetworkFitter;
 use shmc::surrogates::network::TrainOptions;
 
 /// The level at which a correct sampler may fail: the chance of a false alarm.
@@ -71,10 +73,10 @@ fn hmc_is_calibrated() {
 #[test]
 fn rns_hmc_with_a_network_trained_per_replication_is_calibrated() {
     let surrogate = SurrogateSettings {
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::potential(TrainOptions {
             hidden: 100,
             ..TrainOptions::default()
-        },
+        })),
         train_after: Some(100),
         ..SurrogateSettings::default()
     };

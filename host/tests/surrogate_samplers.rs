@@ -7,6 +7,8 @@ use shmc::models::elliptic_pde::{EllipticPde, PdeSettings};
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::models::logistic::LogisticRegression;
 use shmc::sampler::{Method, Run, SampleConfig, SurrogateSettings, SurrogateSteps};
+use shmc::surrogates::SurrogateKind;
+use shmc::surrogates::network::NetworkFitter;
 
 mod common;
 use common::{assert_mean_within_4_mcse, banana_moments, run, series};
@@ -15,11 +17,11 @@ use shmc::surrogates::network::TrainOptions;
 
 fn small_net() -> SurrogateSettings {
     SurrogateSettings {
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::potential(TrainOptions {
             hidden: 64,
             seed: 3,
             ..TrainOptions::default()
-        },
+        })),
         train_after: Some(200),
         start_after: 400,
         ..SurrogateSettings::default()
@@ -33,15 +35,15 @@ fn small_net() -> SurrogateSettings {
 #[test]
 fn surrogate_methods_are_exact_on_the_32d_gaussian() {
     let model = CorrelatedGaussian::journal();
-    let d = model.dim() as f64;
     // The curvature of 64 units in 32-D is not positive definite, so `auto` would fall back
     // to the exact phase's steps: 600 units (a 32-D quadratic needs 528) give it a range.
     let auto = SurrogateSettings {
         trajectory: SurrogateSteps::Auto,
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::potential(TrainOptions {
             hidden: 600,
-            ..small_net().train
-        },
+            seed: 3,
+            ..TrainOptions::default()
+        })),
         ..small_net()
     };
     let nuts = SurrogateSettings {
@@ -72,28 +74,35 @@ fn surrogate_methods_are_exact_on_the_32d_gaussian() {
             assert!(e.exact_gradients < e.surrogate_gradients, "{name}: {e:?}");
             assert_eq!(report.trajectory.is_some(), auto, "{name}: {report:?}");
         }
-        let along = |q: &[f64]| q.iter().sum::<f64>() / d.sqrt();
-        assert_mean_within_4_mcse(&format!("{name} mean along"), &series(&run, along), 0.0);
-        assert_mean_within_4_mcse(
-            &format!("{name} var along"),
-            &series(&run, |q| along(q).powi(2)),
-            1.0,
-        );
-        for i in [0, 7, 31] {
-            assert_mean_within_4_mcse(&format!("{name} mean {i}"), &series(&run, |q| q[i]), 0.0);
-        }
-        let cov = model.covariance();
-        assert_mean_within_4_mcse(
-            &format!("{name} var 0"),
-            &series(&run, |q| q[0] * q[0]),
-            cov[(0, 0)],
-        );
-        assert_mean_within_4_mcse(
-            &format!("{name} cov 0,5"),
-            &series(&run, |q| q[0] * q[5]),
-            cov[(0, 5)],
-        );
+        assert_journal_moments(name, &model, &run);
     }
+}
+
+/// The 32-D Gaussian's moments along its long axis and of a few coordinates, each within 4
+/// MCSE of the closed form.
+fn assert_journal_moments(name: &str, model: &CorrelatedGaussian, run: &Run) {
+    let d = model.dim() as f64;
+    let along = |q: &[f64]| q.iter().sum::<f64>() / d.sqrt();
+    assert_mean_within_4_mcse(&format!("{name} mean along"), &series(run, along), 0.0);
+    assert_mean_within_4_mcse(
+        &format!("{name} var along"),
+        &series(run, |q| along(q).powi(2)),
+        1.0,
+    );
+    for i in [0, 7, 31] {
+        assert_mean_within_4_mcse(&format!("{name} mean {i}"), &series(run, |q| q[i]), 0.0);
+    }
+    let cov = model.covariance();
+    assert_mean_within_4_mcse(
+        &format!("{name} var 0"),
+        &series(run, |q| q[0] * q[0]),
+        cov[(0, 0)],
+    );
+    assert_mean_within_4_mcse(
+        &format!("{name} cov 0,5"),
+        &series(run, |q| q[0] * q[5]),
+        cov[(0, 5)],
+    );
 }
 
 /// A surrogate trained on the warmup of a 10-D logistic regression proposes nearly as well as
@@ -114,12 +123,14 @@ fn trained_surrogate_gives_hmc_level_acceptance_on_logistic_regression() {
     let hmc = run(&model, &base);
     for (fit, train_after) in [(FitMethod::Potential, 200), (FitMethod::Score, 950)] {
         let settings = SurrogateSettings {
-            train: TrainOptions {
-                hidden: 500,
-                seed: 1,
-                ..TrainOptions::default()
-            },
-            fit,
+            kind: SurrogateKind::Network(NetworkFitter {
+                options: TrainOptions {
+                    hidden: 500,
+                    seed: 1,
+                    ..TrainOptions::default()
+                },
+                method: fit,
+            }),
             train_after: Some(train_after),
             ..SurrogateSettings::default()
         };
@@ -283,12 +294,11 @@ fn hmc_and_rns_hmc_agree_on_the_coarse_five_mode_posterior() {
     };
     let hmc = run(&model, &base);
     let surrogate = SurrogateSettings {
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::score(TrainOptions {
             hidden: 300,
             seed: 5,
             ..TrainOptions::default()
-        },
-        fit: FitMethod::Score,
+        })),
         train_after: Some(150),
         ..SurrogateSettings::default()
     };

@@ -6,6 +6,7 @@ use shmc::core::Potential;
 use shmc::models::banana::Banana;
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::sampler::{Method, Phase, SampleConfig, SurrogateSettings, SurrogateSteps};
+use shmc::surrogates::SurrogateKind;
 use shmc::surrogates::network::{NetworkFitter, TrainOptions};
 use shmc::surrogates::states::TrainingSet;
 use shmc::surrogates::{FitMethod, Fitter, SurrogateMeta};
@@ -21,12 +22,11 @@ fn surrogate_warmup(
     trajectory: SurrogateSteps,
 ) -> Method {
     Method::RnsHmc(SurrogateSettings {
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::score(TrainOptions {
             hidden,
             seed: 3,
             ..TrainOptions::default()
-        },
-        fit: FitMethod::Score,
+        })),
         train_after: Some(train_after),
         exact_warmup: Some(exact),
         trajectory,

@@ -32,8 +32,9 @@ use shmc::sampler::{
     ChainResult, DrawSink, Init, InverseMetric, Method, NullSink, SAMPLER_COLUMNS, SampleConfig,
     StepSize, SurrogateSettings, sample,
 };
-use shmc::surrogates::SurrogateMeta;
+use shmc::surrogates::kinds::SurrogateKind;
 use shmc::surrogates::states::TrainingSet;
+use shmc::surrogates::{Fitter, SurrogateMeta};
 use shmc::{Error, Model, Result};
 
 /// The parameters Fig. 6 shows (the journal's four).
@@ -425,9 +426,12 @@ fn acceptance_after_fit(
     start: &[f64],
     draws: usize,
 ) -> Result<f64> {
-    let mut fitted = surrogate.clone();
-    fitted.train.hidden = hidden;
-    let fit = fitted.fitter().fit(model, states)?;
+    let Some(network) = surrogate.kind.network() else {
+        return Err(Error::invalid("the figures vary a network's hidden units"));
+    };
+    let mut network = network.clone();
+    network.options.hidden = hidden;
+    let fit = network.fit(model, states)?;
     // The sampler takes a fitted surrogate only from a file: a temporary one, removed after.
     let path = std::env::temp_dir().join(format!(
         "shmc-bench-figure-{}-{hidden}-{}.json",
@@ -436,7 +440,7 @@ fn acceptance_after_fit(
     ));
     let meta = SurrogateMeta {
         model: "bench".into(),
-        method: fitted.fit,
+        method: network.method,
         scale: fit.scale,
         holdout_gradient_error: fit.holdout_gradient_error,
         training_states: states.len(),
@@ -444,7 +448,11 @@ fn acceptance_after_fit(
         ..SurrogateMeta::default()
     };
     fit.surrogate.save(&path, &meta)?;
-    fitted.surrogate_file = Some(path.clone());
+    let fitted = SurrogateSettings {
+        kind: SurrogateKind::Network(network),
+        surrogate_file: Some(path.clone()),
+        ..surrogate.clone()
+    };
     let config = SampleConfig {
         chains: 1,
         warmup: 0,

@@ -61,11 +61,11 @@ use shmc::sampler::{
     ChainResult, DrawSink, Init, Method, NullSink, Run, SampleConfig, StepSize, SurrogateSettings,
     sample,
 };
-use shmc::surrogates::FitMethod;
 use shmc::surrogates::grids::{
     AdaptiveOptions, Domain, DomainChoice, GridFitter, GridKind, Interpolation,
 };
-use shmc::surrogates::network::TrainOptions;
+use shmc::surrogates::kinds::SurrogateKind;
+use shmc::surrogates::network::{NetworkFitter, TrainOptions};
 use shmc::{Error, Model, Result};
 
 /// The most bytes a bench grid may take.
@@ -604,12 +604,11 @@ struct LengthPilot {
 /// The settings of RNS-HMC's network (score fit: `d` equations per state) for a problem.
 fn network(hidden: usize, train_after: usize, seed: u64) -> SurrogateSettings {
     SurrogateSettings {
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::score(TrainOptions {
             hidden,
             seed,
             ..TrainOptions::default()
-        },
-        fit: FitMethod::Score,
+        })),
         train_after: Some(train_after),
         ..SurrogateSettings::default()
     }
@@ -926,11 +925,13 @@ impl Comparison<'_> {
             ("hmc", _) => Method::Hmc,
             ("rns", Some(hidden)) => Method::RnsHmc(network(hidden, self.lengths.0 / 4, seed)),
             _ => Method::RnsHmc(SurrogateSettings {
-                grid: self
+                kind: self
                     .grids
                     .iter()
                     .find(|g| g.key == key)
-                    .map(|g| g.fitter.clone()),
+                    .map_or_else(SurrogateKind::default, |g| {
+                        SurrogateKind::Grid(g.fitter.clone())
+                    }),
                 ..SurrogateSettings::default()
             }),
         }

@@ -41,7 +41,8 @@ use shmc::sampler::{
     StepSize, SurrogateSettings, SurrogateSteps, sample,
 };
 use shmc::surrogates::FitMethod;
-use shmc::surrogates::network::TrainOptions;
+use shmc::surrogates::kinds::SurrogateKind;
+use shmc::surrogates::network::{NetworkFitter, TrainOptions};
 use shmc::{Error, Model, Result};
 
 pub mod figures;
@@ -686,11 +687,11 @@ fn prepare_plots(experiment: Experiment, settings: &BenchSettings) -> Result<()>
 /// after `settings.train_after` iterations. The other surrogate rows and the figures vary it.
 fn surrogate_settings(settings: &BenchSettings) -> SurrogateSettings {
     SurrogateSettings {
-        train: TrainOptions {
+        kind: SurrogateKind::Network(NetworkFitter::potential(TrainOptions {
             hidden: settings.hidden,
             seed: settings.seed,
             ..TrainOptions::default()
-        },
+        })),
         train_after: Some(settings.train_after),
         ..SurrogateSettings::default()
     }
@@ -711,10 +712,10 @@ fn methods(
         trajectory: SurrogateSteps::Auto,
         ..surrogate.clone()
     };
-    let score = SurrogateSettings {
-        fit: FitMethod::Score,
-        ..surrogate.clone()
-    };
+    let mut score = surrogate.clone();
+    if let SurrogateKind::Network(network) = &mut score.kind {
+        network.method = FitMethod::Score;
+    }
     let rmhmc = rmhmc_settings(experiment, settings);
     // RNS-RMHMC's network on the PDE: trained on the Laplace approximation's draws, with a
     // cubic term (the chain then runs in its standard coordinates, the metric the diagonal of
@@ -787,6 +788,7 @@ fn rmhmc_settings(experiment: Experiment, settings: &BenchSettings) -> RmhmcSett
 fn log_laplace_plan(label: &str, method: &Method, log: &dyn Fn(&str)) {
     if let Method::RnsRmhmc(surrogate, rmhmc) = method
         && let Some(states) = surrogate.laplace_states()
+        && let Some(network) = surrogate.kind.network()
     {
         log(&format!(
             "  {label}: {}network of {} units {} to what the Laplace approximation's \
@@ -798,8 +800,8 @@ fn log_laplace_plan(label: &str, method: &Method, log: &dyn Fn(&str)) {
             } else {
                 ""
             },
-            surrogate.train.hidden,
-            match surrogate.fit {
+            network.options.hidden,
+            match network.method {
                 FitMethod::Score => "score-matched",
                 FitMethod::Potential => "fitted",
             },

@@ -28,7 +28,8 @@ use shmc::sampler::{
 use shmc::sbc::{self, SbcRun, SbcSettings};
 use shmc::surrogates::FitMethod;
 use shmc::surrogates::grids::{DomainChoice, GridFitter, GridKind, Interpolation};
-use shmc::surrogates::network::TrainOptions;
+use shmc::surrogates::kinds::SurrogateKind;
+use shmc::surrogates::network::{NetworkFitter, TrainOptions};
 use shmc::{Error, Model, Result};
 
 /// The models, in the table's order: every built-in one with a small instance to calibrate on
@@ -198,12 +199,14 @@ impl Sized {
     fn surrogate(&self, fit: FitMethod, seed: u64) -> SurrogateSettings {
         let train_after = self.warmup / 5;
         SurrogateSettings {
-            train: TrainOptions {
-                hidden: self.hidden,
-                seed,
-                ..TrainOptions::default()
-            },
-            fit,
+            kind: SurrogateKind::Network(NetworkFitter {
+                options: TrainOptions {
+                    hidden: self.hidden,
+                    seed,
+                    ..TrainOptions::default()
+                },
+                method: fit,
+            }),
             train_after: Some(train_after),
             // ARNS-HMC's first fit on half the states its warmup collects, the rest updating
             // it online (its default of 300 is all of a quick run's).
@@ -217,7 +220,7 @@ impl Sized {
     /// converged MAP search, which gp-hyper's flat directions deny some replications.
     fn grid(&self, kind: GridKind, complete: bool, seed: u64) -> Method {
         Method::RnsHmc(SurrogateSettings {
-            grid: Some(GridFitter {
+            kind: SurrogateKind::Grid(GridFitter {
                 kind,
                 domain: DomainChoice::States { margin: 0.1 },
                 memory_limit: GRID_MEMORY,

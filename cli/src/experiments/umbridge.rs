@@ -25,8 +25,8 @@ use shmc::sampler::{
 };
 use shmc::serve::served::served_maps;
 use shmc::serve::server::{Server, ServerSettings};
-use shmc::surrogates::FitMethod;
-use shmc::surrogates::network::TrainOptions;
+use shmc::surrogates::kinds::SurrogateKind;
+use shmc::surrogates::network::{NetworkFitter, TrainOptions};
 use shmc::umbridge::client::Patience;
 use shmc::{Error, Result};
 
@@ -219,12 +219,11 @@ impl PdePlan {
         };
         let rns = SampleConfig {
             method: Method::RnsHmc(SurrogateSettings {
-                train: TrainOptions {
+                kind: SurrogateKind::Network(NetworkFitter::score(TrainOptions {
                     hidden: if quick { 200 } else { 1000 },
                     seed,
                     ..TrainOptions::default()
-                },
-                fit: FitMethod::Score,
+                })),
                 train_after: Some(warmup / 5),
                 trajectory: SurrogateSteps::Auto,
                 ..SurrogateSettings::default()

@@ -21,7 +21,6 @@ use crate::sampler::{
     SampleConfig, StepSize,
 };
 use crate::surrogates::Surrogate;
-use crate::surrogates::grids::GridKind;
 use crate::{Error, Result};
 
 /// How the sampler's trajectories end, as CmdStan's `engine` says it.
@@ -150,14 +149,12 @@ impl CsvHeader {
                 Engine::Static
             }
         };
-        if let Method::RnsHmc(settings) = &config.method
-            && let Some(GridKind::Force {
-                cell,
-                interpolation,
-            }) = settings.grid.as_ref().map(|g| &g.kind)
-        {
-            extra.push(("grid_cell".into(), cell.to_string()));
-            extra.push(("force_interpolation".into(), interpolation.name().into()));
+        if let Method::RnsHmc(settings) = &config.method {
+            let kind = settings.kind.fitter().header();
+            extra.extend(
+                kind.into_iter()
+                    .map(|(key, value)| (key.to_string(), value)),
+            );
         }
         if let Some(k) = config.method.surrogate().and_then(|s| s.transitions) {
             extra.push(("surrogate_transitions".into(), k.to_string()));

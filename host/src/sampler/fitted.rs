@@ -16,7 +16,7 @@ use super::method::SurrogateSettings;
 use super::proposer::{ForResume, Precompute, Proposer, SurrogateReport};
 use super::trajectory::{AUTO_CAP_FACTOR, SurrogateSteps, choose_steps, lengthen};
 use crate::surrogates::states::TrainingSet;
-use crate::surrogates::{Fallback, Fitter, Held, Surrogate, kinds};
+use crate::surrogates::{Fallback, Held, Surrogate, kinds};
 use crate::{Error, Model, Result};
 
 /// The fewest collected states a fit accepts.
@@ -86,7 +86,6 @@ pub struct FittedPhase<'m> {
     /// The warmup iterations after which the surrogate is fitted and proposes, when that is
     /// before the end of warmup ([`crate::sampler::Method::exact_warmup`]).
     exact_warmup: Option<usize>,
-    fitter: Box<dyn Fitter>,
     exact: &'m (dyn Potential + Sync),
     training: TrainingSet,
     /// The surrogate, once fitted (or loaded), with the exact potential outside its domain.
@@ -140,7 +139,6 @@ impl<'m> FittedPhase<'m> {
             settings: settings.clone(),
             collect_after: settings.collect_after(warmup, exact_warmup),
             exact_warmup,
-            fitter: settings.fitter(),
             exact,
             // A network precomputed on states chooses its trajectories at them.
             training: precomputed
@@ -171,7 +169,7 @@ impl<'m> FittedPhase<'m> {
                 ),
             ));
         }
-        let fitted = self.fitter.fit(self.exact, &self.training)?;
+        let fitted = self.settings.fitter().fit(self.exact, &self.training)?;
         self.report.training_seconds += fitted.seconds;
         self.report.extra_exact_evaluations += fitted.exact_evaluations;
         if fitted.exact_evaluations > 0 {
@@ -351,7 +349,8 @@ mod tests {
     use super::*;
     use crate::models::gaussian::CorrelatedGaussian;
     use crate::random::chain_rng;
-    use crate::surrogates::network::{Scale, TrainOptions};
+    use crate::surrogates::SurrogateKind;
+    use crate::surrogates::network::{NetworkFitter, Scale, TrainOptions};
     use nalgebra::DVector;
     use shmc_core::Exact;
     use shmc_core::random::fill_standard_normal;
@@ -364,12 +363,12 @@ mod tests {
     fn arns_proposes_its_first_fit_learned_on_to_the_end_of_warmup() {
         let model = CorrelatedGaussian::new(3, 1.0, 0.5).unwrap();
         let settings = SurrogateSettings {
-            train: TrainOptions {
+            kind: SurrogateKind::Network(NetworkFitter::potential(TrainOptions {
                 hidden: 40,
                 ridge: 1e-3,
                 scale: Scale::Fixed(2.0),
                 ..TrainOptions::default()
-            },
+            })),
             train_after: Some(0),
             start_after: 50,
             start_error: f64::INFINITY,

@@ -20,7 +20,6 @@ use super::method::SurrogateSettings;
 use crate::random::chain_rng;
 use crate::row_sum;
 use crate::surrogates::anchored::AnchoredFitter;
-use crate::surrogates::network::NetworkFitter;
 use crate::surrogates::states::TrainingSet;
 use crate::surrogates::{Fitted, Fitter};
 use crate::{Error, Model, Result};
@@ -38,7 +37,12 @@ pub(super) fn fit(
 ) -> Result<(Fitted, TrainingSet)> {
     let clock = Instant::now();
     let d = model.dim();
-    let mut rng = chain_rng(settings.train.seed, STATES_STREAM);
+    let Some(network) = settings.kind.network() else {
+        return Err(Error::invalid(
+            "the Laplace approximation anchors a network surrogate, not another kind",
+        ));
+    };
+    let mut rng = chain_rng(network.options.seed, STATES_STREAM);
     // The origin (the mode) first: the quadratic's level and slope.
     let points: Vec<Vec<f64>> = std::iter::once(vec![0.0; d])
         .chain((0..states).map(|_| {
@@ -65,10 +69,7 @@ pub(super) fn fit(
     let fitter = AnchoredFitter {
         value: u0,
         gradient: g0,
-        network: NetworkFitter {
-            options: settings.train.clone(),
-            method: settings.fit,
-        },
+        network: network.clone(),
         cubic: settings.cubic,
     };
     let fitted = fitter.fit(model, &training)?;

@@ -13,7 +13,8 @@ use shmc_core::Steps;
 
 use super::trajectory::SurrogateSteps;
 use crate::riemannian::GeneralizedLeapfrog;
-use crate::surrogates::grids::{GridFitter, GridKind};
+use crate::surrogates::grids::GridKind;
+use crate::surrogates::kinds::SurrogateKind;
 use crate::surrogates::network::{NetworkFitter, TrainOptions};
 use crate::surrogates::{FitMethod, Fitter};
 use crate::{Error, Result};
@@ -301,12 +302,12 @@ pub enum TrainFrom {
 /// The settings shared by the surrogate methods.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SurrogateSettings {
-    /// How the network is built and fitted.
-    pub train: TrainOptions,
-    /// What the batch fit matches: the potential values the MH steps computed (the papers), or
-    /// the exact gradients the exact leapfrog computed at the same states (score matching:
-    /// `d` equations per state instead of one, so far fewer states give a good fit).
-    pub fit: FitMethod,
+    /// The kind of surrogate and its own settings: the network (how it is built, and whether
+    /// it matches the potential values the MH steps computed, as the papers do, or the exact
+    /// gradients at the same states, `d` equations per state instead of one), or a grid (grid
+    /// HMC, sparse-grid HMC: fitted before sampling over a box known in advance, or after the
+    /// exact phase over the states' box).
+    pub kind: SurrogateKind,
     /// Where the training states come from: each chain's warmup, or the Laplace approximation.
     pub train_from: TrainFrom,
     /// A network trained on the Laplace approximation: also fit a cubic term to what its
@@ -340,9 +341,6 @@ pub struct SurrogateSettings {
     pub transitions: Option<u32>,
     /// A saved surrogate to use instead of training one (`shmc train --save`).
     pub surrogate_file: Option<PathBuf>,
-    /// A grid instead of the network (grid HMC, sparse-grid HMC): fitted before sampling over
-    /// a box known in advance, or after the exact phase over the states' box.
-    pub grid: Option<GridFitter>,
     /// The grids' "complete" variant: the MH step also uses the grid's `Û` (inside its box), so
     /// the chain targets `exp(−Û)`, an approximation (labelled so in every output).
     pub approximate_acceptance: bool,
@@ -351,8 +349,7 @@ pub struct SurrogateSettings {
 impl Default for SurrogateSettings {
     fn default() -> Self {
         Self {
-            train: TrainOptions::default(),
-            fit: FitMethod::Potential,
+            kind: SurrogateKind::default(),
             train_from: TrainFrom::Warmup,
             cubic: false,
             train_after: None,
@@ -363,7 +360,6 @@ impl Default for SurrogateSettings {
             trajectory: SurrogateSteps::Factor(1),
             transitions: None,
             surrogate_file: None,
-            grid: None,
             approximate_acceptance: false,
         }
     }
@@ -375,12 +371,14 @@ impl SurrogateSettings {
     /// the benches' fastest rows run.
     pub fn laplace_trained(hidden: usize, states: usize, seed: u64) -> Self {
         Self {
-            train: TrainOptions {
-                hidden,
-                seed,
-                ..TrainOptions::default()
-            },
-            fit: FitMethod::Score,
+            kind: SurrogateKind::Network(NetworkFitter {
+                options: TrainOptions {
+                    hidden,
+                    seed,
+                    ..TrainOptions::default()
+                },
+                method: FitMethod::Score,
+            }),
             train_from: TrainFrom::Laplace { states },
             ..Self::default()
         }
@@ -412,17 +410,9 @@ impl SurrogateSettings {
         }
     }
 
-    /// How the surrogate is fitted: the grid of [`Self::grid`] if there is one, else the
-    /// network with [`Self::train`], to [`Self::fit`]'s quantity. The one place the settings
-    /// choose the surrogate's kind.
-    pub fn fitter(&self) -> Box<dyn Fitter> {
-        match &self.grid {
-            Some(grid) => Box::new(grid.clone()),
-            None => Box::new(NetworkFitter {
-                options: self.train.clone(),
-                method: self.fit,
-            }),
-        }
+    /// How the surrogate is fitted: its kind's fitter.
+    pub fn fitter(&self) -> &dyn Fitter {
+        self.kind.fitter()
     }
 }
 
@@ -452,7 +442,7 @@ impl Method {
         match self {
             Method::Hmc => "hmc",
             Method::Nuts(_) => "nuts",
-            Method::RnsHmc(s) => match (&s.grid, s.approximate_acceptance) {
+            Method::RnsHmc(s) => match (s.kind.grid(), s.approximate_acceptance) {
                 (None, _) => "rns-hmc",
                 (Some(g), false) if matches!(g.kind, GridKind::Force { .. }) => "grid-hmc",
                 (Some(_), false) => "sg-hmc",
@@ -521,7 +511,7 @@ impl Method {
                     (None, exact) => exact.map_or(0, |exact| warmup.saturating_sub(exact)),
                 };
                 r.validate(adapt_warmup)?;
-                if s.grid.is_some() || s.approximate_acceptance {
+                if s.kind.network().is_none() || s.approximate_acceptance {
                     return Err(Error::invalid(
                         "rns-rmhmc's metric is the network's Hessian: it needs a network \
                          surrogate and the exact MH step",
@@ -533,16 +523,18 @@ impl Method {
         let Some(s) = self.surrogate() else {
             return Ok(());
         };
-        check_network(&s.train)?;
-        if s.grid.is_none() && s.surrogate_file.is_none() {
-            s.train.check_memory(warmup)?;
+        if let Some(network) = s.kind.network() {
+            check_network(&network.options)?;
+            if s.surrogate_file.is_none() {
+                network.options.check_memory(warmup)?;
+            }
         }
-        if s.approximate_acceptance && s.grid.is_none() {
+        if s.approximate_acceptance && s.kind.grid().is_none() {
             return Err(Error::invalid(
                 "approximate acceptance with a grid's U is for grid-hmc and sg-hmc",
             ));
         }
-        if s.grid.is_some() && matches!(self, Method::ArnsHmc(_)) {
+        if !s.fitter().learns_online() && matches!(self, Method::ArnsHmc(_)) {
             return Err(Error::invalid(
                 "a grid cannot learn online: use it with rns-hmc's single fit",
             ));
@@ -566,7 +558,11 @@ impl Method {
                 "must be at least 1",
             ));
         }
-        if matches!(self, Method::ArnsHmc(_)) && s.fit == FitMethod::Score {
+        if matches!(self, Method::ArnsHmc(_))
+            && s.kind
+                .network()
+                .is_some_and(|n| n.method == FitMethod::Score)
+        {
             return Err(Error::setting(
                 "fit",
                 "must be potential for arns-hmc, which updates its weights online from potential \
@@ -575,7 +571,7 @@ impl Method {
         }
         if let Some(states) = s.laplace_states() {
             if !matches!(self, Method::RnsHmc(_) | Method::RnsRmhmc(..))
-                || s.grid.is_some()
+                || s.kind.network().is_none()
                 || s.surrogate_file.is_some()
                 || s.exact_warmup.is_some()
             {
@@ -591,7 +587,9 @@ impl Method {
                     format!("({states}) must be at least {MIN_LAPLACE_STATES}"),
                 ));
             }
-            s.train.check_memory(states)?;
+            if let Some(network) = s.kind.network() {
+                network.options.check_memory(states)?;
+            }
         }
         let needs_states = s.surrogate_file.is_none() && !s.before_sampling();
         let train_after = s.collect_after(warmup, self.exact_warmup(warmup));

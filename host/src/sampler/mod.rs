@@ -19,6 +19,7 @@ mod fitted;
 mod laplace_training;
 pub mod lockstep;
 mod method;
+mod methods;
 mod nuts;
 mod proposer;
 mod sgld;
@@ -40,6 +41,7 @@ pub use method::{
     MIN_LAPLACE_STATES, Method, NutsSettings, RmhmcSettings, SgldSettings, StepSize,
     SurrogateSettings, TrainFrom, VhmcSettings,
 };
+pub use methods::{METHODS, MethodEntry};
 pub use proposer::{Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;

@@ -1,15 +1,60 @@
-//! Every kind of surrogate a file can hold, by the name it is saved under. Loading dispatches on
-//! the name, so a saved surrogate comes back as the kind it was, and a new kind is one more line
-//! here.
+//! Every kind of surrogate, in one place: [`SurrogateKind`], the settings a method fits one
+//! with (one variant per kind, holding that kind's own fitter), and [`load`], which reads a saved
+//! one by the name its file gives. A new kind is its own module, a variant here with its arm in
+//! [`SurrogateKind::fitter`], and its line in [`read`].
 
 use std::path::Path;
 
 use super::anchored::{self, Anchored};
 use super::file::SurrogateFile;
-use super::grids::{FORCE_GRID_KIND, ForceGrid, SPARSE_GRID_KIND, SparseGrid};
-use super::network::{self, NetworkSurrogate};
-use super::{Surrogate, SurrogateMeta};
+use super::grids::{FORCE_GRID_KIND, ForceGrid, GridFitter, SPARSE_GRID_KIND, SparseGrid};
+use super::network::{self, NetworkFitter, NetworkSurrogate};
+use super::{Fitter, Surrogate, SurrogateMeta};
 use crate::Result;
+
+/// Which kind of surrogate a method fits, with that kind's own settings.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SurrogateKind {
+    /// The random network of the papers, fitted to the states' potentials or gradients.
+    Network(NetworkFitter),
+    /// A force grid or a sparse grid over a box (grid HMC, sparse-grid HMC).
+    Grid(GridFitter),
+}
+
+impl Default for SurrogateKind {
+    /// The papers' network with its default options, fitted to potential values.
+    fn default() -> Self {
+        SurrogateKind::Network(NetworkFitter::default())
+    }
+}
+
+impl SurrogateKind {
+    /// How a surrogate of this kind is fitted.
+    pub fn fitter(&self) -> &dyn Fitter {
+        match self {
+            SurrogateKind::Network(network) => network,
+            SurrogateKind::Grid(grid) => grid,
+        }
+    }
+
+    /// The network's settings, if the kind is the network: what the methods built on its
+    /// weights (RNS-RMHMC's metric, the Laplace-anchored residual, online learning) need.
+    pub fn network(&self) -> Option<&NetworkFitter> {
+        match self {
+            SurrogateKind::Network(network) => Some(network),
+            _ => None,
+        }
+    }
+
+    /// The grid's settings, if the kind is a grid: its kind names the method (`grid-hmc`,
+    /// `sg-hmc`).
+    pub fn grid(&self) -> Option<&GridFitter> {
+        match self {
+            SurrogateKind::Grid(grid) => Some(grid),
+            _ => None,
+        }
+    }
+}
 
 /// The kinds this build reads.
 const KINDS: [&str; 4] = [

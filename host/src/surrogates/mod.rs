@@ -28,6 +28,8 @@ pub mod network;
 pub mod states;
 pub mod trained_on;
 
+pub use kinds::SurrogateKind;
+
 use std::cell::Cell;
 use std::fmt::Debug;
 use std::ops::Deref;
@@ -228,6 +230,18 @@ pub trait Fitter {
     /// every chain, instead of after each chain's exact phase. The default: it needs them.
     fn before_sampling(&self) -> bool {
         false
+    }
+
+    /// Whether the surrogates it fits go on learning state by state ([`Surrogate::online`]),
+    /// as ARNS-HMC needs. The default: they do not.
+    fn learns_online(&self) -> bool {
+        false
+    }
+
+    /// The kind's settings a run's CSV header records beside the method's name, as `(key,
+    /// value)` pairs (a force grid's cell and interpolation). The default: none.
+    fn header(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
     }
 }
 

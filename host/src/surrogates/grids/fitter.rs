@@ -126,6 +126,21 @@ impl Fitter for GridFitter {
     fn before_sampling(&self) -> bool {
         !matches!(self.domain, DomainChoice::States { .. })
     }
+
+    /// A force grid's cell and interpolation (a sparse grid's level or tolerance are in its
+    /// file's record).
+    fn header(&self) -> Vec<(&'static str, String)> {
+        match &self.kind {
+            GridKind::Force {
+                cell,
+                interpolation,
+            } => vec![
+                ("grid_cell", cell.to_string()),
+                ("force_interpolation", interpolation.name().into()),
+            ],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The relative RMS error `‖∇Ũ − ∇U‖ / ‖∇U‖` over the states inside the grid's box that carry

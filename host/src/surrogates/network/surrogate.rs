@@ -148,12 +148,30 @@ fn not_begun() -> Error {
 }
 
 /// How a network is fitted: its options, and whether to the potential values or the gradients.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct NetworkFitter {
     /// How the network is built and fitted.
     pub options: TrainOptions,
     /// What it is fitted to.
     pub method: FitMethod,
+}
+
+impl NetworkFitter {
+    /// The network of `options` fitted to the states' potential values (the papers).
+    pub fn potential(options: TrainOptions) -> Self {
+        Self {
+            options,
+            method: FitMethod::Potential,
+        }
+    }
+
+    /// The network of `options` fitted to the states' gradients (score matching).
+    pub fn score(options: TrainOptions) -> Self {
+        Self {
+            options,
+            method: FitMethod::Score,
+        }
+    }
 }
 
 impl Fitter for NetworkFitter {
@@ -173,5 +191,9 @@ impl Fitter for NetworkFitter {
             seconds: trained.seconds,
             exact_evaluations: 0,
         })
+    }
+
+    fn learns_online(&self) -> bool {
+        true
     }
 }
