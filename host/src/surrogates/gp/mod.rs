@@ -231,6 +231,16 @@ impl Fitter for GpFitter {
             exact_evaluations: 0,
         })
     }
+
+    /// Which GP, and FITC's inducing points: a run's CSV header says what proposed.
+    fn header(&self) -> Vec<(&'static str, String)> {
+        match self.options.approximation {
+            Approximation::Full => vec![("gp", "full".into())],
+            Approximation::Fitc { inducing } => {
+                vec![("gp", "fitc".into()), ("inducing", inducing.to_string())]
+            }
+        }
+    }
 }
 
 #[cfg(test)]

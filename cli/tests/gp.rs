@@ -1,0 +1,97 @@
+//! `--gp full|fitc` and `--inducing`: rns-hmc with a Gaussian-process surrogate, and each
+//! misuse refused in one line naming the option.
+
+mod binary;
+use binary::{shmc, stderr, temp_dir};
+
+/// `shmc sample --model banana ARGS --quiet --output DIR` in a folder of its own.
+fn sample(name: &str, args: &[&str]) -> std::process::Output {
+    let dir = temp_dir("gp", name);
+    let mut full = vec!["sample", "--model", "banana", "--quiet", "--seed", "3"];
+    full.extend(args);
+    full.extend(["--output", dir.to_str().unwrap()]);
+    let out = shmc(&full);
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+#[test]
+fn gp_options_where_they_would_be_ignored_or_cannot_work_are_refused() {
+    for (name, args, needle) in [
+        (
+            "inducing-0",
+            &["--method", "rns-hmc", "--gp", "fitc", "--inducing", "0"][..],
+            "--inducing must be at least 1",
+        ),
+        (
+            "inducing-alone",
+            &["--method", "rns-hmc", "--inducing", "5"][..],
+            "--inducing is for --gp fitc",
+        ),
+        (
+            "inducing-full",
+            &["--method", "rns-hmc", "--gp", "full", "--inducing", "5"][..],
+            "--inducing is for --gp fitc",
+        ),
+        (
+            "vhmc",
+            &["--method", "vhmc", "--gp", "full"][..],
+            "--gp is for rns-hmc: vhmc trains its own network",
+        ),
+        (
+            "grid",
+            &["--method", "grid-hmc", "--gp", "fitc"][..],
+            "--gp is for rns-hmc: the grid methods fit a grid",
+        ),
+        (
+            "arns",
+            &["--method", "arns-hmc", "--gp", "full"][..],
+            "only the network learns online",
+        ),
+        (
+            "memory",
+            &[
+                "--method",
+                "rns-hmc",
+                "--gp",
+                "full",
+                "--warmup",
+                "1000",
+                "--draws",
+                "10",
+                "--memory-limit",
+                "2000000",
+            ][..],
+            "a full Gaussian process on",
+        ),
+    ] {
+        let out = sample(name, args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(err.starts_with("error: "), "{name}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{name}: one line: {err}");
+        assert!(err.contains(needle), "{name}: {needle:?} not in {err}");
+        if name == "memory" {
+            assert!(
+                err.contains("raise --memory-limit or change --train-after"),
+                "{err}"
+            );
+        }
+    }
+}
+
+/// Both kinds drive rns-hmc on the banana to a normal end.
+#[test]
+fn rns_hmc_runs_with_either_gp() {
+    for (name, kind) in [
+        ("full", &["--gp", "full"][..]),
+        ("fitc", &["--gp", "fitc", "--inducing", "40"][..]),
+    ] {
+        let mut args = vec![
+            "--method", "rns-hmc", "--warmup", "400", "--draws", "200", "--chains", "1",
+        ];
+        args.extend(kind);
+        let out = sample(name, &args);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+    }
+}
