@@ -95,3 +95,34 @@ fn rns_hmc_runs_with_either_gp() {
         assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
     }
 }
+
+/// `shmc bench surrogates --quick`: Figure 1's twelve rows, and the paper's ordering at the
+/// smallest size (the networks' averaged curves closer to `x²/2` over `[−4, 4]` than FITC's,
+/// and FITC's than the full GP's).
+#[test]
+fn bench_surrogates_reproduces_figure_1s_ordering() {
+    let dir = temp_dir("gp", "bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("fig1.json");
+    let out = shmc(&[
+        "bench",
+        "surrogates",
+        "--quick",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(rows.len(), 12);
+    let rmse = |method: &str| {
+        rows.iter()
+            .find(|r| r["method"] == method && r["observations"] == 10)
+            .and_then(|r| r["rmse_mean_curve"].as_f64())
+            .unwrap()
+    };
+    assert!(rmse("rns-softplus-5") < rmse("fitc-5"), "{rows:?}");
+    assert!(rmse("rns-rbf-5") < rmse("fitc-5"), "{rows:?}");
+    assert!(rmse("fitc-5") < rmse("gp"), "{rows:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
