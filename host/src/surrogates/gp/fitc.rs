@@ -99,7 +99,7 @@ impl FitcEvidence<'_> {
         let g: Vec<f64> = (0..n)
             .map(|j| diag - (0..m).map(|i| v[(i, j)] * v[(i, j)]).sum::<f64>())
             .collect();
-        if g.iter().any(|x| !(*x > 0.0)) {
+        if g.iter().any(|x| x.is_nan() || *x <= 0.0) {
             return None;
         }
         let scaled = Mat::from_fn(m, n, |i, j| v[(i, j)] / g[j].sqrt());
