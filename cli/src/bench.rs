@@ -74,6 +74,7 @@ pub struct BenchArgs {
     hidden: Option<usize>,
     /// Run only these rows, comma-separated: hmc, rns, rns-score, arns, rns-long (RNS-HMC
     /// with 4x longer surrogate trajectories), rns-auto (with the lengths its curvature picks),
+    /// mlda (pde only: multilevel delayed acceptance over 10x10 and 15x15 meshes, subchains 4,2),
     /// all-in (4 chains in lockstep on a network trained on the Laplace approximation, with
     /// NUTS's trees on it, each draw judged by delayed acceptance against the exact U, or on the
     /// PDE the trajectory lengths its curvature picks; adapted step size; timed from the MAP

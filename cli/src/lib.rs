@@ -123,7 +123,8 @@ pub struct ModelArgs {
     pub prior_sd: Option<f64>,
     /// The UM-Bridge server of --model umbridge [default: http://127.0.0.1:4242], or several
     /// instances of the same model, comma-separated (URL,URL,...): each call goes to the one
-    /// with the fewest calls in flight.
+    /// with the fewest calls in flight; or dir:FOLDER, the instances a cluster engine started
+    /// (cluster/shmc_hq.py: HyperQueue tasks), read from FOLDER/url-N.txt.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
     /// The served model's name [default: the server's only model].

@@ -7,7 +7,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser};
 use super::rmhmc_args::RmhmcArgs;
 use super::surrogate_args::{SurrogateArgs, TrainFromArg};
 use super::trajectory_args::TrajectoryArgs;
-use shmc::sampler::{METHODS, Method, NutsSettings, SgldSettings, SurrogateSettings};
+use shmc::sampler::{METHODS, Method, MldaSettings, NutsSettings, SgldSettings, SurrogateSettings};
 use shmc::surrogates::SurrogateKind;
 use shmc::surrogates::grids::GridKind;
 use shmc::{Error, Result};
@@ -47,6 +47,24 @@ pub struct MethodArgs {
     pub surrogate: SurrogateArgs,
     #[command(flatten)]
     pub rmhmc: RmhmcArgs,
+    /// mlda: the coarser levels, coarsest first (elliptic-pde: elements per side of each coarser
+    /// mesh; the model's own --mesh is the finest, which judges) [default: 10,15].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "SIZES",
+        help_heading = "MLDA (mlda)"
+    )]
+    pub levels: Option<Vec<usize>>,
+    /// mlda: each level's steps per proposal to the level above, one per coarser level,
+    /// coarsest first [default: 4 for the coarsest, 2 above it].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "STEPS",
+        help_heading = "MLDA (mlda)"
+    )]
+    pub subchains: Option<Vec<u32>>,
 }
 
 impl MethodArgs {
@@ -57,6 +75,17 @@ impl MethodArgs {
         if self.surrogate.train_from != TrainFromArg::Warmup && defaults.surrogate().is_none() {
             return Err(Error::invalid(format!(
                 "--train-from laplace is for rns-hmc's network; {} trains none",
+                self.method
+            )));
+        }
+        if self.method != "mlda" && (self.levels.is_some() || self.subchains.is_some()) {
+            let flag = if self.levels.is_some() {
+                "--levels"
+            } else {
+                "--subchains"
+            };
+            return Err(Error::invalid(format!(
+                "{flag} is for --method mlda; {} has no levels",
                 self.method
             )));
         }
@@ -88,6 +117,15 @@ impl MethodArgs {
                     b: self.sgld_b,
                     gamma: self.sgld_gamma,
                 })
+            }
+            Method::Mlda(mut settings) => {
+                if let Some(levels) = &self.levels {
+                    settings = MldaSettings::new(levels.clone());
+                }
+                if let Some(subchains) = &self.subchains {
+                    settings.subchains.clone_from(subchains);
+                }
+                Method::Mlda(settings)
             }
         })
     }

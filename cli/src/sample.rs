@@ -318,6 +318,12 @@ fn compare(
 pub fn run(args: &SampleArgs) -> Result<i32> {
     let config = args.config()?;
     let model = models::build(&args.model.spec(args.method.surrogate.memory_limit()))?;
+    if matches!(config.method, Method::Mlda(_)) && model.levels().is_none() {
+        return Err(Error::invalid(format!(
+            "--method mlda needs a model with coarser levels; {} has none",
+            args.model.model
+        )));
+    }
     super::print_notes(model.notes());
     check_surrogate_file(args, &config)?;
     check_resume_folder(args)?;
@@ -346,6 +352,9 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     let fit = opened.run()?;
     progress.finish();
     print!("{}", fit.report(&model.work()));
+    for line in model.history() {
+        println!("model: {line}");
+    }
     let run = fit.run();
     if let Some(baseline) = &args.compare
         && !run.interrupted()

@@ -1,6 +1,7 @@
 //! `shmc serve`: a built-in model as an UM-Bridge server, until Ctrl-C.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
@@ -47,6 +48,11 @@ pub struct ServeArgs {
         allow_negative_numbers = true
     )]
     max_seconds: f64,
+    /// Once listening, write this server's URL to FILE (whole, by a rename), and remove it at
+    /// the stop: how an instance that a cluster engine started (a HyperQueue task) tells the
+    /// sampler where it is (`shmc sample --url dir:FOLDER` reads FOLDER/url-N.txt).
+    #[arg(long, value_name = "FILE")]
+    url_file: Option<PathBuf>,
 }
 
 /// Runs `shmc serve`.
@@ -107,10 +113,34 @@ pub fn run(args: &ServeArgs) -> Result<i32> {
             "cannot install the handlers of Ctrl-C and SIGTERM: {e}"
         ))
     })?;
+    if let Some(file) = &args.url_file {
+        write_url(file, addr)?;
+    }
     println!("stop with Ctrl-C");
     // Ctrl-C or SIGTERM (a service manager's stop); the iterator ends only with the process.
     let _ = signals.forever().next();
+    if let Some(file) = &args.url_file {
+        let _ = std::fs::remove_file(file);
+    }
     server.stop();
     println!("stopped");
     Ok(0)
+}
+
+/// Writes `http://HOST:PORT` of a server listening at `addr` to `file`, whole: a temporary file
+/// renamed over it, so a reader never sees half a URL. An unspecified address (0.0.0.0) is
+/// written as this machine's host name, which the other machines of a cluster can reach.
+fn write_url(file: &Path, addr: SocketAddr) -> Result<()> {
+    let url = if addr.ip().is_unspecified() {
+        let path = Path::new("/proc/sys/kernel/hostname");
+        let name = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        format!("http://{}:{}", name.trim(), addr.port())
+    } else {
+        format!("http://{addr}")
+    };
+    let mut partial = file.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::write(&partial, format!("{url}\n")).map_err(|e| Error::io(&partial, e))?;
+    std::fs::rename(&partial, file).map_err(|e| Error::io(file, e))
 }

@@ -86,7 +86,8 @@ fn a_setting_outside_a_models_options_is_refused() {
 
 /// The method registry is the one list of methods: every entry is a `--method` value with its
 /// line in `shmc sample --help`, a row of the README's table, and its default settings sample
-/// with a short warmup on a model it applies to (sgld needs one whose `U` is a sum over rows).
+/// with a short warmup on a model it applies to (sgld needs one whose `U` is a sum over rows,
+/// mlda one with coarser levels).
 #[test]
 fn every_method_in_the_registry_is_offered_documented_and_runs() {
     let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
@@ -106,8 +107,16 @@ fn every_method_in_the_registry_is_offered_documented_and_runs() {
             readme.contains(&format!("| `{name}`")),
             "{name} not in README's table"
         );
-        let model = if name == "sgld" { "logistic" } else { "banana" };
-        let (spec, _) = small(model).unwrap().unwrap();
+        let model = match name {
+            "sgld" => "logistic",
+            "mlda" => "elliptic-pde",
+            _ => "banana",
+        };
+        let (mut spec, _) = small(model).unwrap().unwrap();
+        if name == "mlda" {
+            // Finer than mlda's default levels (10x10 and 15x15), which it needs.
+            spec.mesh = Some(20);
+        }
         let model = build(&spec).unwrap();
         let fit = Sampler::new(model.as_ref())
             .method(entry.defaults())

@@ -51,5 +51,5 @@ pub mod whitening;
 
 pub use api::{Fit, Sampler};
 pub use error::{Error, Result};
-pub use model::{FnModel, Generative, Model, Simulated};
+pub use model::{FnModel, Generative, Levels, Model, Simulated};
 pub use shmc_core as core;

@@ -1,6 +1,8 @@
 //! A model is a potential with names: what the sampler driver, the diagnostics and the CSV
 //! output need beyond `U` and `∇U`. Built-in models and a user's own go through this one path.
 
+use std::sync::Arc;
+
 use shmc_core::Potential;
 
 use crate::error::Result;
@@ -60,6 +62,13 @@ pub trait Model: Potential + Send + Sync {
         None
     }
 
+    /// What happened to the model during the run that the user should know, one sentence
+    /// each (a served model's instances that died and came back); a run prints them after
+    /// its report.
+    fn history(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The position-dependent metric RMHMC integrates with, when the model offers one (logistic
     /// regression: its Fisher information; the banana: its Fisher metric). `start` is where the
     /// chain starts, where a model whose metric is frozen evaluates it (the elliptic PDE: its
@@ -76,6 +85,29 @@ pub trait Model: Potential + Send + Sync {
     fn bytes_per_chain(&self) -> u128 {
         0
     }
+
+    /// Cheaper versions of the same posterior, if the model has them (the elliptic PDE: the
+    /// same inverse problem on coarser meshes). Multilevel delayed acceptance proposes from
+    /// them and judges by the model itself, so a model that offers them pays fewer of its own
+    /// expensive evaluations per draw. A capability and not a constructor of the CLI's, because
+    /// only the model knows what "the same posterior, coarser" means (which parts it shares:
+    /// the PDE's prior, modes, observation points and data). `None`, the default: no levels.
+    fn levels(&self) -> Option<&dyn Levels> {
+        None
+    }
+}
+
+/// A model's cheaper versions of itself, indexed by a resolution (the elliptic PDE: elements
+/// per side of the mesh), for multilevel samplers.
+pub trait Levels: Send + Sync {
+    /// The model's own resolution: a coarser level has a smaller one.
+    fn resolution(&self) -> usize;
+
+    /// The posterior at `resolution` (below [`Levels::resolution`]), built on first request
+    /// and shared after that, so that every chain's evaluations of one level count in one
+    /// place: the model's [`Model::work`] reports each level's work beside its own. Fails on a
+    /// resolution that is not coarser, or that `memory_limit` bytes cannot hold.
+    fn coarser(&self, resolution: usize, memory_limit: u64) -> Result<Arc<dyn Model>>;
 }
 
 /// A model that can play its own data-generating process: draw parameters from its prior, then

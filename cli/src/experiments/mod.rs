@@ -37,8 +37,8 @@ use shmc::models::logistic::LogisticRegression;
 use shmc::optimize::{MapOptions, find_map};
 use shmc::output::{format_kernel_work, trajectories_line};
 use shmc::sampler::{
-    DrawSink, Init, KernelWork, MassMatrix, Method, NullSink, RmhmcSettings, Run, SampleConfig,
-    StepSize, SurrogateSettings, SurrogateSteps, sample,
+    DrawSink, Init, KernelWork, MassMatrix, Method, MldaSettings, NullSink, RmhmcSettings, Run,
+    SampleConfig, StepSize, SurrogateSettings, SurrogateSteps, sample,
 };
 use shmc::surrogates::FitMethod;
 use shmc::surrogates::kinds::SurrogateKind;
@@ -108,7 +108,7 @@ pub struct BenchSettings {
 /// score fits), ARNS-HMC, RNS-HMC with 4× longer surrogate trajectories and with the lengths its
 /// curvature picks, RMHMC and RNS-RMHMC (Table 1's last two rows), the all-in run (2 chains,
 /// adapted, accounted as nutpie's figure) and NUTS (the last two by default on lr-sim only).
-pub const METHOD_KEYS: [&str; 10] = [
+pub const METHOD_KEYS: [&str; 11] = [
     "hmc",
     "rns",
     "rns-score",
@@ -117,6 +117,7 @@ pub const METHOD_KEYS: [&str; 10] = [
     "rns-auto",
     "rmhmc",
     "rns-rmhmc",
+    "mlda",
     "all-in",
     "nuts",
 ];
@@ -353,6 +354,11 @@ pub struct BenchRow {
     /// The model's own work (see [`Model::work`]: PDE solves) per iteration, burn-in included,
     /// by name; empty for models that count none.
     pub work_per_iteration: Vec<(String, f64)>,
+    /// The model's work per effective draw, everything included (warmup, training): each
+    /// counter over the smallest tail ESS.
+    pub solves_per_ess_tail: Vec<(String, f64)>,
+    /// Each counter over the smallest bulk ESS.
+    pub solves_per_ess_bulk: Vec<(String, f64)>,
     /// For the RMHMC rows: their sampling's generalized-leapfrog work and failures.
     pub rmhmc: Option<KernelWork>,
 }
@@ -370,6 +376,14 @@ fn work_since(before: &[(&'static str, u64)], after: &[(&'static str, u64)]) -> 
         })
         .filter(|(_, n)| *n > 0)
         .collect()
+}
+
+impl BenchRow {
+    /// Sets the work per effective draw from the run's whole `work` and the row's ESS.
+    fn set_work_per_ess(&mut self, work: &[(String, u64)]) {
+        self.solves_per_ess_tail = per_iteration(work, self.ess_tail_min);
+        self.solves_per_ess_bulk = per_iteration(work, self.ess_min);
+    }
 }
 
 /// `work` per iteration.
@@ -479,6 +493,8 @@ fn row(
         nutpie_rate: f64::NAN,
         versus_nuts: f64::NAN,
         work_per_iteration: Vec::new(),
+        solves_per_ess_tail: Vec::new(),
+        solves_per_ess_bulk: Vec::new(),
         rmhmc: run.chains[0].riemannian.map(|r| r.sampling),
     }
 }
@@ -572,6 +588,7 @@ fn all_in_row(
         seconds,
     );
     all_in.work_per_iteration = per_iteration(&work, (chains * (warmup + settings.draws)) as f64);
+    all_in.set_work_per_ess(&work);
     // The quick run's posterior is smaller than the one nutpie's figure is for.
     if experiment == Experiment::LrSim && !quick {
         all_in.nutpie_rate = settings.nutpie_rate;
@@ -730,7 +747,7 @@ fn methods(
     } else {
         surrogate.clone()
     };
-    vec![
+    let mut rows = vec![
         ("hmc", "HMC", Method::Hmc),
         ("rns", "RNS-HMC", Method::RnsHmc(surrogate.clone())),
         ("rns-score", "RNS-HMC (score fit)", Method::RnsHmc(score)),
@@ -739,7 +756,13 @@ fn methods(
         ("rns-auto", "RNS-HMC (auto steps)", Method::RnsHmc(auto)),
         ("rmhmc", "RMHMC", Method::Rmhmc(rmhmc.clone())),
         ("rns-rmhmc", "RNS-RMHMC", Method::RnsRmhmc(rns_rmhmc, rmhmc)),
-    ]
+    ];
+    // MLDA needs the model's coarser levels: the PDE's 10x10 and 15x15 meshes.
+    if experiment == Experiment::Pde {
+        let mlda = MldaSettings::new(vec![10, 15]);
+        rows.push(("mlda", "MLDA (10x10, 15x15)", Method::Mlda(mlda)));
+    }
+    rows
 }
 
 /// RMHMC's and RNS-RMHMC's settings: the papers' fixed step size and trajectory length, and
@@ -880,6 +903,7 @@ fn chain_row(
     };
     let mut row = row(key, label, &run, exact_u, &geyer, seconds);
     row.work_per_iteration = per_iteration(&work, (burn_in + draws) as f64);
+    row.set_work_per_ess(&work);
     Ok(ChainRow { row, trace, warmup })
 }
 
@@ -1042,7 +1066,7 @@ fn nuts_row(
             .map(|(c, t)| figures::ChainTrace::new(c, parameters, t.clone()))
             .collect(),
     };
-    let row = BenchRow {
+    let mut row = BenchRow {
         problem: String::new(),
         key: "nuts".into(),
         method,
@@ -1073,8 +1097,11 @@ fn nuts_row(
         nutpie_rate: f64::NAN,
         versus_nuts: f64::NAN,
         work_per_iteration: per_iteration(&work, (chains * (warmup + settings.draws)) as f64),
+        solves_per_ess_tail: Vec::new(),
+        solves_per_ess_bulk: Vec::new(),
         rmhmc: None,
     };
+    row.set_work_per_ess(&work);
     Ok((row, trace))
 }
 

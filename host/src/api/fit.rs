@@ -75,6 +75,18 @@ impl Fit {
         Some(self.run.series(p))
     }
 
+    /// Each chain's warmup rows (the sampler columns, then the parameters, as in
+    /// [`crate::sampler::ChainResult::columns`]), in chain order: what a front end that shows
+    /// warmup beside the kept draws needs (the Python package's `warmup_*` groups). Empty for
+    /// a run that did not keep them ([`super::Sampler::save_warmup`]) or wrote them to its
+    /// files as it ran ([`super::Sampler::write_to`]).
+    pub fn warmup_rows(&self) -> Vec<&[Vec<f64>]> {
+        match &self.written {
+            Written::InMemory(replays) => replays.iter().map(|r| r.warmup.as_slice()).collect(),
+            Written::Streamed(_) => Vec::new(),
+        }
+    }
+
     /// Per-parameter summaries: mean, sd, MCSE, quantiles, bulk and tail ESS, split R̂.
     pub fn summary(&self) -> Vec<ParameterSummary> {
         self.run.summary()

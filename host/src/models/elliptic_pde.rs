@@ -21,8 +21,9 @@
 //! the coefficient `c √λᵢ vᵢ`, so the whole gradient is one contraction of the per-quadrature-
 //! point products `∇λ·∇u` with the tabulated modes. [`EllipticPde::work`] counts the solves.
 
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use nalgebra::{DMatrix, DVector};
 use rand::SeedableRng;
@@ -32,7 +33,7 @@ use shmc_core::{Potential, fastmath};
 
 use super::{ModelEntry, ModelSpec, no_data_options};
 use crate::metric::{ConstantMetric, RiemannianMetric};
-use crate::model::{Generative, Simulated, indexed_names};
+use crate::model::{Generative, Levels, Simulated, indexed_names};
 use crate::pde::{KarhunenLoeve, Mesh, Workspace};
 use crate::{Error, Model, Result};
 
@@ -103,6 +104,8 @@ impl Default for PdeSettings {
 #[derive(Debug)]
 pub struct EllipticPde {
     settings: PdeSettings,
+    /// The prior's expansion, which the coarser levels share.
+    kl: KarhunenLoeve,
     mesh: Mesh,
     /// `√λᵢ vᵢ` at the mesh's quadrature points, row-major (`point · d + i`).
     modes: Vec<f64>,
@@ -110,6 +113,8 @@ pub struct EllipticPde {
     observation: Vec<[(usize, f64); 4]>,
     y: Vec<f64>,
     truth: Vec<f64>,
+    /// The coarser levels built so far ([`Levels::coarser`]), coarsest first.
+    coarse: Mutex<Vec<Arc<EllipticPde>>>,
     /// One set of buffers per concurrent evaluation (chains run on several threads).
     scratch: Mutex<Vec<Scratch>>,
     forward_solves: AtomicU64,
@@ -174,25 +179,8 @@ impl EllipticPde {
             )));
         }
         let kl = KarhunenLoeve::new(Self::KERNEL_VARIANCE, Self::LENGTH_SCALE, settings.modes)?;
-        let (n, d) = (settings.mesh, settings.modes);
-        let what = format!("a {n}×{n} finite-element mesh with {d} Karhunen–Loève modes");
-        // The modes and products at 4n² quadrature points, the solution and its dual at
-        // (n + 1)² nodes, and as many right-hand sides as modes.
-        let before_analysis = Mesh::table_bytes(n).and_then(|tables| {
-            let points = crate::memory::f64s([4, n, n, d + 2])?;
-            let nodes = crate::memory::f64s([n + 1, n + 1, d + 2])?;
-            tables.checked_add(points)?.checked_add(nodes)
-        });
-        crate::memory::check(&what, "mesh", before_analysis, memory_limit)?;
-        let mesh = Mesh::new(n)?;
-        let total = before_analysis.and_then(|b| b.checked_add(mesh.workspace_bytes(d)));
-        crate::memory::check(&what, "mesh", total, memory_limit)?;
-        let modes = kl.tabulate(&mesh.quadrature_points());
+        let (mesh, modes, observation) = discretize(&kl, settings, memory_limit)?;
         let points = observation_points();
-        let observation = points
-            .iter()
-            .map(|&x| mesh.interpolation_weights(x))
-            .collect::<Result<Vec<_>>>()?;
 
         let mut rng = Pcg64::seed_from_u64(settings.data_seed);
         let mut truth = vec![0.0; settings.modes];
@@ -211,31 +199,31 @@ impl EllipticPde {
 
         Ok(Self::from_parts(
             settings,
-            mesh,
-            modes,
-            observation,
+            kl,
+            (mesh, modes, observation),
             y,
             truth,
         ))
     }
 
-    /// The model on `mesh` with its tabulated modes and observation operator, given the data
-    /// `y` and the `truth` they were simulated from.
+    /// The model on `mesh` with its tabulated modes and observation operator (from
+    /// [`discretize`] with `kl`), given the data `y` and the `truth` they were simulated from.
     fn from_parts(
         settings: PdeSettings,
-        mesh: Mesh,
-        modes: Vec<f64>,
-        observation: Vec<[(usize, f64); 4]>,
+        kl: KarhunenLoeve,
+        (mesh, modes, observation): Discretized,
         y: Vec<f64>,
         truth: Vec<f64>,
     ) -> Self {
         Self {
             settings,
+            kl,
             mesh,
             modes,
             observation,
             y,
             truth,
+            coarse: Mutex::new(Vec::new()),
             scratch: Mutex::new(Vec::new()),
             forward_solves: AtomicU64::new(0),
             adjoint_solves: AtomicU64::new(0),
@@ -546,6 +534,36 @@ impl EllipticPde {
     }
 }
 
+/// A mesh with the modes tabulated at its quadrature points and the observation operator.
+type Discretized = (Mesh, Vec<f64>, Vec<[(usize, f64); 4]>);
+
+/// The `settings.mesh` mesh, `kl`'s modes at its quadrature points and its observation
+/// operator, refused with [`Error::MemoryLimit`] (driven by `mesh`) past `memory_limit` bytes:
+/// the mesh's tables, the modes tabulated at its quadrature points and one chain's solve
+/// buffers are sized before they are allocated, then the sparse factor once the symbolic
+/// analysis knows its fill.
+fn discretize(kl: &KarhunenLoeve, settings: PdeSettings, memory_limit: u64) -> Result<Discretized> {
+    let (n, d) = (settings.mesh, settings.modes);
+    let what = format!("a {n}×{n} finite-element mesh with {d} Karhunen–Loève modes");
+    // The modes and products at 4n² quadrature points, the solution and its dual at
+    // (n + 1)² nodes, and as many right-hand sides as modes.
+    let before_analysis = Mesh::table_bytes(n).and_then(|tables| {
+        let points = crate::memory::f64s([4, n, n, d + 2])?;
+        let nodes = crate::memory::f64s([n + 1, n + 1, d + 2])?;
+        tables.checked_add(points)?.checked_add(nodes)
+    });
+    crate::memory::check(&what, "mesh", before_analysis, memory_limit)?;
+    let mesh = Mesh::new(n)?;
+    let total = before_analysis.and_then(|b| b.checked_add(mesh.workspace_bytes(d)));
+    crate::memory::check(&what, "mesh", total, memory_limit)?;
+    let modes = kl.tabulate(&mesh.quadrature_points());
+    let observation = observation_points()
+        .iter()
+        .map(|&x| mesh.interpolation_weights(x))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((mesh, modes, observation))
+}
+
 /// The uniform 11×11 observation grid, `x₁` fastest.
 fn observation_points() -> Vec<[f64; 2]> {
     let m = EllipticPde::OBSERVATION_GRID;
@@ -632,9 +650,12 @@ impl Generative for EllipticPde {
                 data_seed: seed,
                 ..self.settings
             },
-            Mesh::new(self.settings.mesh)?,
-            self.modes.clone(),
-            self.observation.clone(),
+            self.kl.clone(),
+            (
+                Mesh::new(self.settings.mesh)?,
+                self.modes.clone(),
+                self.observation.clone(),
+            ),
             y,
             truth.clone(),
         );
@@ -679,8 +700,25 @@ impl Model for EllipticPde {
         )]
     }
 
+    /// Its own solves, then each coarser level's forward and adjoint solves, coarsest first,
+    /// named by their mesh ("forward solves (10x10)").
     fn work(&self) -> Vec<(&'static str, u64)> {
-        self.solves().to_vec()
+        let mut work = self.solves().to_vec();
+        for level in self
+            .coarse
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            let [forward, adjoint] = level_names(level.settings.mesh);
+            let [(_, f), (_, a), _] = level.solves();
+            work.extend([(forward, f), (adjoint, a)]);
+        }
+        work
+    }
+
+    fn levels(&self) -> Option<&dyn Levels> {
+        Some(self)
     }
 
     /// The Gauss–Newton diagonal (the Fisher information's diagonal plus the prior precision)
@@ -694,6 +732,68 @@ impl Model for EllipticPde {
         let metric = ConstantMetric::new(DMatrix::from_diagonal(&DVector::from_vec(diagonal)));
         Some(Box::new(metric.ok()?))
     }
+}
+
+/// The coarser levels are the same inverse problem on a coarser mesh: the same Karhunen–Loève
+/// modes (tabulated at the coarse mesh's quadrature points), prior, observation points (read
+/// through the coarse mesh's own interpolation) and data. Only the discretization differs, so
+/// a coarse level's posterior differs from this one's by its discretization error, `O(h²)` in
+/// the observed values.
+impl Levels for EllipticPde {
+    fn resolution(&self) -> usize {
+        self.settings.mesh
+    }
+
+    fn coarser(&self, resolution: usize, memory_limit: u64) -> Result<Arc<dyn Model>> {
+        Ok(self.level(resolution, memory_limit)?)
+    }
+}
+
+impl EllipticPde {
+    /// [`Levels::coarser`], as the PDE model it is.
+    pub fn level(&self, resolution: usize, memory_limit: u64) -> Result<Arc<EllipticPde>> {
+        let n = self.settings.mesh;
+        if !(2..n).contains(&resolution) {
+            return Err(Error::setting(
+                "levels",
+                format!(
+                    "must lie between 2 and {} elements per side (coarser than the {n}x{n} \
+                     mesh), got {resolution}",
+                    n - 1
+                ),
+            ));
+        }
+        let mut built = self.coarse.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(level) = built.iter().find(|l| l.settings.mesh == resolution) {
+            return Ok(level.clone());
+        }
+        let settings = PdeSettings {
+            mesh: resolution,
+            ..self.settings
+        };
+        let level = Arc::new(Self::from_parts(
+            settings,
+            self.kl.clone(),
+            discretize(&self.kl, settings, memory_limit)?,
+            self.y.clone(),
+            self.truth.clone(),
+        ));
+        built.push(level.clone());
+        built.sort_by_key(|l| l.settings.mesh);
+        Ok(level)
+    }
+}
+
+/// The names of a coarse level's counters in [`Model::work`], "forward solves (10x10)" and
+/// "adjoint solves (10x10)": made once per mesh size and kept for the process, because the
+/// counters' names are `&'static str` (a few bytes per mesh size ever asked for).
+fn level_names(mesh: usize) -> [&'static str; 2] {
+    static NAMES: Mutex<BTreeMap<usize, [&'static str; 2]>> = Mutex::new(BTreeMap::new());
+    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    *names.entry(mesh).or_insert_with(|| {
+        ["forward", "adjoint"]
+            .map(|kind| &*Box::leak(format!("{kind} solves ({mesh}x{mesh})").into_boxed_str()))
+    })
 }
 
 #[cfg(test)]
@@ -796,6 +896,80 @@ mod tests {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0, f64::max);
         assert!(gap > 1e-3, "gap {gap}");
+    }
+
+    /// The coarse levels' solutions at the observed points converge to a fine one at `O(h²)`:
+    /// the slope of the log error against `log h` over 10×10, 20×20 and 40×40 (the paper's
+    /// coarse mesh and two refinements; the observed points are nodes of all three), against a
+    /// 160×160 reference (whose own error is a sixteenth of the 40×40's), lies within 0.3 of 2.
+    #[test]
+    fn coarse_levels_converge_at_second_order_at_the_observed_points() {
+        let fine = EllipticPde::simulate(PdeSettings {
+            mesh: 160,
+            modes: 8,
+            prior_sd: 0.5,
+            data_seed: 3,
+        })
+        .unwrap();
+        let theta = random_theta(8, 9);
+        let reference = fine.forward(&theta).unwrap();
+        let points: Vec<[f64; 2]> = [10, 20, 40]
+            .into_iter()
+            .map(|n| {
+                let u = fine.level(n, u64::MAX).unwrap().forward(&theta).unwrap();
+                let error = u
+                    .iter()
+                    .zip(&reference)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f64::max);
+                [(1.0 / n as f64).ln(), error.ln()]
+            })
+            .collect();
+        let mean = |k: usize| points.iter().map(|p| p[k]).sum::<f64>() / 3.0;
+        let (mx, my) = (mean(0), mean(1));
+        let slope = points
+            .iter()
+            .map(|p| (p[0] - mx) * (p[1] - my))
+            .sum::<f64>()
+            / points.iter().map(|p| (p[0] - mx).powi(2)).sum::<f64>();
+        assert!((slope - 2.0).abs() < 0.3, "slope {slope}, {points:?}");
+    }
+
+    /// Each level counts its own solves, reported in the fine model's work by mesh, exactly;
+    /// asking for a level again gives the same one (one set of counters), and a level that is
+    /// not coarser is refused.
+    #[test]
+    fn solves_are_counted_per_level_exactly() {
+        let fine = small(4);
+        let coarse = fine.coarser(6, u64::MAX).unwrap();
+        let q = random_theta(4, 1);
+        let mut g = vec![0.0; 4];
+        for _ in 0..3 {
+            coarse.value(&q);
+        }
+        fine.coarser(6, u64::MAX)
+            .unwrap()
+            .value_and_gradient(&q, &mut g);
+        coarse.value_and_gradient(&q, &mut g);
+        fine.value(&q);
+        let work = fine.work();
+        let count = |name: &str| work.iter().find(|(n, _)| *n == name).map(|w| w.1);
+        assert_eq!(count("forward solves (6x6)"), Some(5), "{work:?}");
+        assert_eq!(count("adjoint solves (6x6)"), Some(2), "{work:?}");
+        assert_eq!(count("forward solves"), Some(1), "{work:?}");
+        assert_eq!(count("adjoint solves"), Some(0), "{work:?}");
+        assert_eq!(work.len(), 5, "{work:?}");
+        for bad in [12, 13, 1] {
+            let message = fine.coarser(bad, u64::MAX).err().unwrap().to_string();
+            assert!(
+                message.contains("between 2 and 11 elements per side"),
+                "{message}"
+            );
+        }
+        match fine.coarser(4, 1000).err().unwrap() {
+            Error::MemoryLimit { driver, .. } => assert_eq!(driver, "mesh"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

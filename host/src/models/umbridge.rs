@@ -21,6 +21,9 @@
 //!
 //! Several instances of one model (`--url A,B`) share the calls ([`Pool`]): each is checked at
 //! the start to serve the same model, and one that fails ends the run like a single server.
+//! Instances that a cluster engine starts (`--url dir:FOLDER`, [`discovery`]) are awaited at
+//! the start; one that can no longer be reached is dropped and its call sent to another, and
+//! the engine's restart of it joins the pool.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -31,7 +34,9 @@ use shmc_core::Potential;
 
 use super::{ModelEntry, ModelSpec, ServedSpec, no_data_options};
 use crate::model::indexed_names;
-use crate::umbridge::client::{CallError, Client, Lease, Patience, Pool};
+use crate::umbridge::client::{CallError, Client, Patience};
+use crate::umbridge::discovery::{self, Folder};
+use crate::umbridge::pool::{Lease, Pool};
 use crate::umbridge::protocol::{Endpoint, PROTOCOL_VERSION};
 use crate::{Error, Model, Result};
 
@@ -43,7 +48,8 @@ pub const ENTRY: ModelEntry = ModelEntry {
     options: &[
         (
             "url",
-            "http://127.0.0.1:4242; URL,URL,... for instances of one model",
+            "http://127.0.0.1:4242; URL,URL,... for instances of one model; dir:FOLDER for \
+             instances an engine started (FOLDER/url-N.txt)",
         ),
         ("umbridge_model", "NAME: the server's only one by default"),
         ("umbridge_output", "log-density | forward"),
@@ -233,9 +239,16 @@ impl ServedPosterior {
         if !settings.config.is_object() {
             return Err(Error::setting("umbridge_config", "must be a JSON object"));
         }
-        let clients = settings
-            .url
-            .split(',')
+        let folder = match settings.url.strip_prefix(discovery::PREFIX) {
+            Some(dir) => Some(Folder::open(Path::new(dir))?),
+            None => None,
+        };
+        let urls = match &folder {
+            Some(folder) => folder.wait_for_all()?,
+            None => settings.url.split(',').map(str::to_string).collect(),
+        };
+        let clients = urls
+            .iter()
             .map(|url| Client::new(url.trim(), settings.patience))
             .collect::<Result<Vec<_>>>()?;
         let first = probe(&clients[0], settings.model, &settings.config)?;
@@ -278,7 +291,10 @@ impl ServedPosterior {
             _ => {}
         }
         Ok(Self {
-            instances: Pool::new(clients),
+            instances: match folder {
+                Some(folder) => Pool::from_folder(folder, settings.patience, clients),
+                None => Pool::new(clients),
+            },
             name: first.name,
             dim: first.dim,
             outputs: first.outputs,
@@ -294,8 +310,9 @@ impl ServedPosterior {
         })
     }
 
-    /// Each instance's URL and the Evaluate calls it answered, in the order given.
-    pub fn evaluations_per_instance(&self) -> Vec<(&str, u64)> {
+    /// Each instance's URL and the Evaluate calls it answered, in the order given (a
+    /// restarted instance's new URL after the others).
+    pub fn evaluations_per_instance(&self) -> Vec<(String, u64)> {
         self.instances.answered()
     }
 
@@ -372,11 +389,34 @@ impl ServedPosterior {
         Ok(self.potential(q, &output))
     }
 
+    /// `call` on a leased instance; where the instance is gone and the pool replaceable, it is
+    /// dropped and `call` made again on another (every call is a pure function of its input).
+    fn on_an_instance<T>(
+        &self,
+        mut call: impl FnMut(&Lease) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        loop {
+            let at = self.instances.lease().map_err(CallError::Fatal)?;
+            match call(&at) {
+                Err(CallError::Gone(why)) if self.instances.replaceable() => {
+                    self.instances
+                        .drop_instance(&at, &why)
+                        .map_err(CallError::Fatal)?;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// `U` and its gradient at `q`: every call on the one leased instance, so that a model
     /// that keeps its last solution reuses it for the gradient.
-    fn try_value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> Result<f64, CallError> {
-        let at = self.instances.lease();
-        let output = self.evaluate(&at, q)?;
+    fn try_value_and_gradient(
+        &self,
+        at: &Lease,
+        q: &[f64],
+        grad: &mut [f64],
+    ) -> Result<f64, CallError> {
+        let output = self.evaluate(at, q)?;
         let u = self.potential(q, &output);
         let weights = self.output_weights(&output);
         match self.route {
@@ -413,10 +453,10 @@ impl ServedPosterior {
                 for i in 0..self.dim {
                     let h = difference_step(q[i]);
                     x[i] = q[i] + h;
-                    let up = self.try_value(&at, &x)?;
+                    let up = self.try_value(at, &x)?;
                     let above = x[i];
                     x[i] = q[i] - h;
-                    let down = self.try_value(&at, &x)?;
+                    let down = self.try_value(at, &x)?;
                     // The points' exact distance, not 2h: x ± h rounds.
                     grad[i] = (up - down) / (above - x[i]);
                     x[i] = q[i];
@@ -628,7 +668,7 @@ impl Potential for ServedPosterior {
         if self.failure.get().is_some() {
             return f64::NAN;
         }
-        self.settle(self.try_value(&self.instances.lease(), q))
+        self.settle(self.on_an_instance(|at| self.try_value(at, q)))
     }
 
     fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
@@ -636,7 +676,7 @@ impl Potential for ServedPosterior {
             grad.fill(f64::NAN);
             return f64::NAN;
         }
-        let result = self.try_value_and_gradient(q, grad);
+        let result = self.on_an_instance(|at| self.try_value_and_gradient(at, q, grad));
         if result.is_err() {
             grad.fill(f64::NAN);
         }
@@ -676,12 +716,19 @@ impl Model for ServedPosterior {
                 2 * d
             ),
         };
-        let urls: Vec<&str> = self.instances.clients().iter().map(Client::url).collect();
-        let at = match urls.as_slice() {
-            [one] => one.to_string(),
-            many => format!(
+        let urls = self.instances.urls();
+        let at = match (urls.as_slice(), self.instances.folder()) {
+            ([one], None) => one.to_string(),
+            (many, None) => format!(
                 "{} instances ({}, each call to the one with the fewest in flight)",
                 many.len(),
+                many.join(", ")
+            ),
+            (many, Some(folder)) => format!(
+                "{} instances listed in {} ({}, each call to the one with the fewest in \
+                 flight; one that dies is dropped and its restart joins)",
+                many.len(),
+                folder.dir().display(),
                 many.join(", ")
             ),
         };
@@ -714,6 +761,20 @@ impl Model for ServedPosterior {
 
     fn failure(&self) -> Option<String> {
         self.failure.get().cloned()
+    }
+
+    fn history(&self) -> Vec<String> {
+        let mut lines = self.instances.history();
+        if self.instances.replaceable() {
+            let calls: Vec<String> = self
+                .instances
+                .answered()
+                .iter()
+                .map(|(url, n)| format!("{url} {n}"))
+                .collect();
+            lines.push(format!("Evaluate calls per instance: {}", calls.join(", ")));
+        }
+        lines
     }
 }
 

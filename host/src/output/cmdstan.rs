@@ -159,6 +159,13 @@ impl CsvHeader {
         if let Some(k) = config.method.surrogate().and_then(|s| s.transitions) {
             extra.push(("surrogate_transitions".into(), k.to_string()));
         }
+        if let Method::Mlda(settings) = &config.method {
+            let list = |v: &[String]| v.join(",");
+            let levels: Vec<String> = settings.levels.iter().map(usize::to_string).collect();
+            let subchains: Vec<String> = settings.subchains.iter().map(u32::to_string).collect();
+            extra.push(("mlda_levels".into(), list(&levels)));
+            extra.push(("mlda_subchains".into(), list(&subchains)));
+        }
         if config.method.approximate() {
             extra.push(("inference".into(), approximate_label(method, None)));
         }

@@ -141,4 +141,9 @@ impl<M: Model + ?Sized> Model for Checked<'_, M> {
     fn work(&self) -> Vec<(&'static str, u64)> {
         self.model.work()
     }
+
+    /// The levels are the model's own code, built from it, like its metric.
+    fn levels(&self) -> Option<&dyn crate::model::Levels> {
+        self.model.levels()
+    }
 }

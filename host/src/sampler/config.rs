@@ -4,6 +4,7 @@ use shmc_core::Steps;
 
 use super::SAMPLER_COLUMNS;
 use super::method::{Method, SgldSettings, StepSize};
+use super::multilevel::MldaSettings;
 
 use crate::{Error, Model, Result};
 
@@ -196,6 +197,23 @@ impl SampleConfig {
         }
         if self.mass_matrix() == MassMatrix::Laplace {
             self.validate_laplace()?;
+        }
+        if let Method::Mlda(settings) = &self.method {
+            self.validate_mlda(model, settings)?;
+        }
+        Ok(())
+    }
+
+    /// MLDA needs the model's levels, each coarser than the model and within the memory limit
+    /// (built now, once: the chains share them), and runs on the model's own coordinates.
+    fn validate_mlda<M: Model + ?Sized>(&self, model: &M, settings: &MldaSettings) -> Result<()> {
+        settings.coarse_levels(model, self.memory_limit)?;
+        if self.mass_matrix() == MassMatrix::Laplace {
+            return Err(Error::setting(
+                "metric",
+                "laplace moves the chains to the Laplace approximation's coordinates, which \
+                 the model's coarser levels do not share: use the diagonal metric with mlda",
+            ));
         }
         Ok(())
     }

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use shmc_core::Steps;
 
+use super::multilevel::MldaSettings;
 use super::trajectory::SurrogateSteps;
 use crate::riemannian::GeneralizedLeapfrog;
 use crate::surrogates::grids::GridKind;
@@ -66,6 +67,10 @@ pub enum Method {
     /// size and the gradient noise); it needs a [`RowSum`](crate::row_sum::RowSum) model (the
     /// sampler's `sgld` module).
     Sgld(SgldSettings),
+    /// Multilevel delayed acceptance (Lykkegaard et al. 2023): HMC on the model's coarsest
+    /// level, each level's subchain proposing to the next, the model itself judging (the
+    /// chain's `mlda` kernel); it needs a model with levels ([`crate::Model::levels`]).
+    Mlda(MldaSettings),
 }
 
 /// The settings of SGLD: the step size `ε_t = a (b + t)^(−γ)` at iteration `t` (from 0, warmup
@@ -455,6 +460,7 @@ impl Method {
             Method::Rmhmc(_) => "rmhmc",
             Method::RnsRmhmc(..) => "rns-rmhmc",
             Method::Sgld(_) => "sgld",
+            Method::Mlda(_) => "mlda",
         }
     }
 
@@ -467,7 +473,7 @@ impl Method {
             Method::RnsHmc(s) | Method::ArnsHmc(s) | Method::RnsRmhmc(s, _) => {
                 s.approximate_acceptance
             }
-            Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) => false,
+            Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) | Method::Mlda(_) => false,
         }
     }
 
@@ -478,7 +484,8 @@ impl Method {
             | Method::Nuts(_)
             | Method::Vhmc(_)
             | Method::Rmhmc(_)
-            | Method::Sgld(_) => None,
+            | Method::Sgld(_)
+            | Method::Mlda(_) => None,
             Method::RnsHmc(s) | Method::ArnsHmc(s) | Method::RnsRmhmc(s, _) => Some(s),
         }
     }
@@ -504,6 +511,7 @@ impl Method {
             Method::Vhmc(v) => return v.validate(warmup),
             Method::Sgld(s) => return s.validate(),
             Method::Rmhmc(r) => return r.validate(warmup),
+            Method::Mlda(m) => return m.validate(),
             Method::RnsRmhmc(s, r) => {
                 // The warmup RMHMC runs in: all of it for a network trained before sampling.
                 let adapt_warmup = match (s.laplace_states(), self.exact_warmup(warmup)) {

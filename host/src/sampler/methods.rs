@@ -10,6 +10,7 @@
 use super::method::{
     Method, NutsSettings, RmhmcSettings, SgldSettings, SurrogateSettings, VhmcSettings,
 };
+use super::multilevel::MldaSettings;
 use crate::surrogates::SurrogateKind;
 use crate::surrogates::grids::{DomainChoice, GridFitter, GridKind, Interpolation};
 use crate::{Error, Result};
@@ -36,7 +37,7 @@ impl MethodEntry {
 
 /// Every method, in the order a user meets them: the exact baselines, the surrogate methods,
 /// the Riemannian ones, the approximate one.
-pub const METHODS: [MethodEntry; 10] = [
+pub const METHODS: [MethodEntry; 11] = [
     MethodEntry {
         name: "hmc",
         summary: "exact HMC, every leapfrog step on the exact gradient: the reference",
@@ -98,6 +99,13 @@ pub const METHODS: [MethodEntry; 10] = [
         summary: "RMHMC on the network's potential and SoftAbs'd Hessian, judged by the exact U",
         approximate: false,
         defaults: || Method::RnsRmhmc(SurrogateSettings::default(), RmhmcSettings::default()),
+    },
+    MethodEntry {
+        name: "mlda",
+        summary: "multilevel delayed acceptance over the model's coarser levels (--levels): \
+                  elliptic-pde's meshes",
+        approximate: false,
+        defaults: || Method::Mlda(MldaSettings::new(vec![10, 15])),
     },
     MethodEntry {
         name: "sgld",

@@ -20,6 +20,7 @@ mod laplace_training;
 pub mod lockstep;
 mod method;
 mod methods;
+mod multilevel;
 mod nuts;
 mod proposer;
 mod sgld;
@@ -42,6 +43,7 @@ pub use method::{
     SurrogateSettings, TrainFrom, VhmcSettings,
 };
 pub use methods::{METHODS, MethodEntry};
+pub use multilevel::MldaSettings;
 pub use proposer::{Precompute, SurrogateReport};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;

@@ -24,7 +24,7 @@ use super::network::{
     DynNetwork, NetworkFitter, NetworkRecord, NetworkSurrogate, Reach, is_held_out,
 };
 use super::states::TrainingSet;
-use super::{Curvature, Fitted, Fitter, Surrogate, SurrogateMeta};
+use super::{Curvature, Fitted, Fitter, NetworkForm, Surrogate, SurrogateMeta};
 use crate::{Error, Result};
 
 /// The kind name of an anchored surrogate in a surrogate file.
@@ -171,12 +171,11 @@ impl Surrogate for Anchored {
     }
 
     /// The residual network: the surrogate's Hessian is its Hessian plus the identity.
-    fn network(&self) -> Option<&DynNetwork> {
-        Some(self.residual.network())
-    }
-
-    fn network_shift(&self) -> f64 {
-        1.0
+    fn network(&self) -> Option<NetworkForm<'_>> {
+        Some(NetworkForm {
+            network: self.residual.network(),
+            shift: 1.0,
+        })
     }
 
     fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()> {
@@ -266,8 +265,8 @@ impl Fitter for AnchoredFitter {
         };
         let fitted = self.network.fit(model, &residuals)?;
         let residual = match fitted.surrogate.network() {
-            Some(network) => NetworkSurrogate::new(
-                network.clone(),
+            Some(form) => NetworkSurrogate::new(
+                form.network.clone(),
                 self.network.method,
                 self.network.options.ridge,
             )
@@ -446,9 +445,10 @@ mod tests {
         assert!(hessian[0] > 0.5 && (hessian[1] - hessian[3]).abs() < 1e-12);
         // The network RNS-RMHMC's metric is built from, and its shift, give the same Hessian.
         let mut network = [0.0; 9];
-        surrogate.network().unwrap().hessian(&x, &mut network);
+        let form = surrogate.network().unwrap();
+        form.network.hessian(&x, &mut network);
         for k in 0..3 {
-            network[4 * k] += surrogate.network_shift();
+            network[4 * k] += form.shift;
         }
         for (a, b) in hessian.iter().zip(&network) {
             assert!((a - b).abs() < 1e-12, "{hessian:?} vs {network:?}");

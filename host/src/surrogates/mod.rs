@@ -164,19 +164,11 @@ pub trait Surrogate: Potential + Debug + Send + Sync {
         None
     }
 
-    /// The random network behind the surrogate, if it is one: RNS-RMHMC builds its metric from
-    /// the network's Hessian and third derivatives. The surrogate's Hessian is the network's
-    /// plus [`network_shift`](Self::network_shift) times the identity. `None`: a kind without
-    /// them (a grid).
-    fn network(&self) -> Option<&shmc_core::Network<shmc_core::Dyn, shmc_core::Dyn>> {
+    /// The surrogate as a random network plus a multiple of `½‖x‖²`, if it is one: RNS-RMHMC
+    /// builds its metric from the network's Hessian and third derivatives. `None`: a kind
+    /// without them (a grid).
+    fn network(&self) -> Option<NetworkForm<'_>> {
         None
-    }
-
-    /// What the surrogate adds to its [`network`](Self::network)'s Hessian's diagonal: 0 for the
-    /// network alone, 1 for an anchored surrogate (the quadratic `½‖x‖²` plus a residual
-    /// network).
-    fn network_shift(&self) -> f64 {
-        0.0
     }
 
     /// Learning state by state, if its kind can (the network can; a grid cannot). `None` keeps
@@ -195,6 +187,17 @@ pub trait Surrogate: Potential + Debug + Send + Sync {
     /// Writes the surrogate and `meta` to the JSON file `path`, under its kind's name, so that
     /// [`kinds::load`] rebuilds it bit for bit.
     fn save(&self, path: &Path, meta: &SurrogateMeta) -> Result<()>;
+}
+
+/// A surrogate that is a random network plus `shift · ½‖x‖²` ([`Surrogate::network`]): its
+/// Hessian is the network's plus `shift` times the identity.
+#[derive(Clone, Copy, Debug)]
+pub struct NetworkForm<'s> {
+    /// The network.
+    pub network: &'s shmc_core::Network<shmc_core::Dyn, shmc_core::Dyn>,
+    /// What the surrogate adds to the network's Hessian's diagonal: 0 for the network alone, 1
+    /// for an anchored surrogate (the quadratic `½‖x‖²` plus a residual network).
+    pub shift: f64,
 }
 
 /// A surrogate's Hessian, which predicts how trajectories rotate the posterior's directions.
@@ -300,11 +303,8 @@ impl Surrogate for Shared {
     fn curvature(&self) -> Option<&dyn Curvature> {
         self.0.curvature()
     }
-    fn network(&self) -> Option<&shmc_core::Network<shmc_core::Dyn, shmc_core::Dyn>> {
+    fn network(&self) -> Option<NetworkForm<'_>> {
         self.0.network()
-    }
-    fn network_shift(&self) -> f64 {
-        self.0.network_shift()
     }
     fn sup_error_estimate(&self) -> Option<f64> {
         self.0.sup_error_estimate()

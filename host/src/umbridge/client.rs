@@ -8,9 +8,9 @@
 //! A [`Client`] is `Sync` and its calls take `&self`: chains on several threads share one, each
 //! call holds its own pooled keep-alive connection, so as many evaluations are in flight as
 //! there are chains and the server (or its load balancer) decides how many run at once.
-//! Without a load balancer, a [`Pool`] spreads the calls over several instances of one model.
+//! Without a load balancer, a [`Pool`](super::pool::Pool) spreads the calls over several
+//! instances of one model.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -69,15 +69,18 @@ pub enum CallError {
     /// The model could not evaluate at this input: the server answered the protocol's
     /// `InvalidInput` or an internal error (the model raised), or a non-finite number.
     AtInput(Error),
-    /// Anything else: the server unreachable or too slow after the retries, the request
-    /// refused as such, or a malformed or wrong-sized answer.
+    /// The server could not be reached, or broke its answers off, through every retry: gone,
+    /// where an engine may start it again elsewhere.
+    Gone(Error),
+    /// Anything else: the server too slow or busy after the retries, the request refused as
+    /// such, or a malformed or wrong-sized answer.
     Fatal(Error),
 }
 
 impl From<CallError> for Error {
     fn from(e: CallError) -> Self {
         match e {
-            CallError::AtInput(e) | CallError::Fatal(e) => e,
+            CallError::AtInput(e) | CallError::Gone(e) | CallError::Fatal(e) => e,
         }
     }
 }
@@ -85,6 +88,8 @@ impl From<CallError> for Error {
 /// Why one attempt failed: worth another try, or a failure of the call.
 enum Failed {
     Retry(String),
+    /// Worth another try too, but the server is unreachable: gone if it stays so.
+    Unreachable(String),
     AtInput(String),
     Final(String),
 }
@@ -268,7 +273,9 @@ impl Client {
         loop {
             match self.attempt(endpoint, body.as_deref()) {
                 Ok(text) => return self.parse(endpoint, &text),
-                Err(Failed::Retry(_)) if attempt < self.patience.retries => {
+                Err(Failed::Retry(_) | Failed::Unreachable(_))
+                    if attempt < self.patience.retries =>
+                {
                     std::thread::sleep(backoff);
                     backoff = (2 * backoff).min(MAX_BACKOFF);
                     attempt += 1;
@@ -277,6 +284,12 @@ impl Client {
                     return Err(fatal(format!(
                         "{problem} (gave up after {} attempts)",
                         attempt + 1
+                    )));
+                }
+                Err(Failed::Unreachable(problem)) => {
+                    return Err(CallError::Gone(self.error(
+                        endpoint,
+                        format!("{problem} (gave up after {} attempts)", attempt + 1),
                     )));
                 }
                 Err(Failed::AtInput(problem)) => {
@@ -338,9 +351,11 @@ impl Client {
                 self.patience.timeout.as_secs_f64()
             )),
             ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
-                Failed::Retry(format!("cannot reach the server: {error}"))
+                Failed::Unreachable(format!("cannot reach the server: {error}"))
             }
-            ureq::Error::Protocol(_) => Failed::Retry(format!("a broken HTTP answer: {error}")),
+            ureq::Error::Protocol(_) => {
+                Failed::Unreachable(format!("a broken HTTP answer: {error}"))
+            }
             other => Failed::Final(format!("no usable answer: {other}")),
         }
     }
@@ -362,96 +377,6 @@ impl Client {
                 CallError::Fatal(self.error(endpoint, problem("a malformed answer")))
             }
         })
-    }
-}
-
-/// Several served instances of one model (each its own server or process), sharing the calls
-/// of every chain in flight: a load balancer for a few local servers.
-///
-/// Each call goes to the instance with the fewest calls in flight, ties taken in turn. Not
-/// chain `k` to instance `k mod n`: a model's `U` does not know its chain, chains call at
-/// different rates (a surrogate chain rarely, a warmup search or a grid's precomputation from
-/// one thread), and counting what is in flight keeps every instance busy in all of these
-/// (4 chains on 2 instances settle at 2 calls each) with one atomic counter per instance. With
-/// one instance every call goes to it, as if there were no pool.
-#[derive(Debug)]
-pub struct Pool {
-    clients: Vec<Client>,
-    in_flight: Vec<AtomicUsize>,
-    /// Leases whose caller said they were answered, per instance.
-    answered: Vec<AtomicU64>,
-    /// Where the next search for the least busy instance starts, so that ties rotate.
-    turn: AtomicUsize,
-}
-
-/// One instance of a [`Pool`], leased for one evaluation (its value, and its gradient on the
-/// same instance); dropping it ends the lease.
-#[derive(Debug)]
-pub struct Lease<'a> {
-    pool: &'a Pool,
-    index: usize,
-}
-
-impl Pool {
-    /// A pool of `clients`, at least one.
-    pub fn new(clients: Vec<Client>) -> Self {
-        assert!(!clients.is_empty(), "a pool needs an instance");
-        let n = clients.len();
-        Self {
-            clients,
-            in_flight: (0..n).map(|_| AtomicUsize::new(0)).collect(),
-            answered: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            turn: AtomicUsize::new(0),
-        }
-    }
-
-    /// The instances, in the order given.
-    pub fn clients(&self) -> &[Client] {
-        &self.clients
-    }
-
-    /// The instance with the fewest calls in flight, ties taken in turn. Two threads may pick
-    /// the same one at the same moment; the balance is a heuristic, not a guarantee.
-    pub fn lease(&self) -> Lease<'_> {
-        let n = self.clients.len();
-        let start = if n == 1 {
-            0
-        } else {
-            self.turn.fetch_add(1, Ordering::Relaxed) % n
-        };
-        let index = (start..start + n)
-            .map(|i| i % n)
-            .min_by_key(|&i| self.in_flight[i].load(Ordering::Relaxed))
-            .unwrap_or(0);
-        self.in_flight[index].fetch_add(1, Ordering::Relaxed);
-        Lease { pool: self, index }
-    }
-
-    /// Each instance's URL and how many of its leases were answered.
-    pub fn answered(&self) -> Vec<(&str, u64)> {
-        self.clients
-            .iter()
-            .zip(&self.answered)
-            .map(|(c, n)| (c.url(), n.load(Ordering::Relaxed)))
-            .collect()
-    }
-}
-
-impl Lease<'_> {
-    /// The leased instance.
-    pub fn client(&self) -> &Client {
-        &self.pool.clients[self.index]
-    }
-
-    /// Counts this lease's call as answered by its instance.
-    pub fn answered(&self) {
-        self.pool.answered[self.index].fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl Drop for Lease<'_> {
-    fn drop(&mut self) {
-        self.pool.in_flight[self.index].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -514,35 +439,6 @@ mod tests {
         );
         let client = Client::new("http://127.0.0.1:4242/", patience).unwrap();
         assert_eq!(client.url(), "http://127.0.0.1:4242");
-    }
-
-    #[test]
-    fn a_pool_leases_the_least_busy_instance_and_rotates_ties() {
-        let url = |port: u16| format!("http://127.0.0.1:{port}");
-        let pool = Pool::new(
-            (1..=3)
-                .map(|p| Client::new(&url(p), Patience::default()).unwrap())
-                .collect(),
-        );
-        let index = |l: &Lease| l.client().url().to_string();
-        // Idle: ties, taken in turn.
-        let turns: Vec<String> = (0..4).map(|_| index(&pool.lease())).collect();
-        assert_eq!(turns, [url(1), url(2), url(3), url(1)]);
-        // Held leases push the next ones elsewhere: 6 in flight on 3 instances, 2 each.
-        let held: Vec<Lease> = (0..6).map(|_| pool.lease()).collect();
-        for p in 1..=3 {
-            assert_eq!(held.iter().filter(|l| index(l) == url(p)).count(), 2);
-        }
-        held[4].answered();
-        let busy = index(&held[4]);
-        drop(held);
-        let answered = pool.answered();
-        assert_eq!(answered.iter().map(|(_, n)| n).sum::<u64>(), 1);
-        assert!(answered.iter().any(|(u, n)| *u == busy && *n == 1));
-        // A single instance takes every call.
-        let one = Pool::new(vec![Client::new(&url(1), Patience::default()).unwrap()]);
-        let _a = one.lease();
-        assert_eq!(index(&one.lease()), url(1));
     }
 
     #[test]

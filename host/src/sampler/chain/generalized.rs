@@ -17,7 +17,7 @@ use crate::riemannian::{
 };
 use crate::sampler::method::RmhmcSettings;
 use crate::sampler::method::StepSize;
-use crate::surrogates::Surrogate;
+use crate::surrogates::{NetworkForm, Surrogate};
 
 use super::kernel::{Ctx, Kernel, Outcome};
 use super::work::RiemannianReport;
@@ -140,9 +140,8 @@ impl Generalized {
         &self,
         surrogate: Option<&'a dyn Surrogate>,
     ) -> Result<Box<dyn RiemannianMetric + 'a>> {
-        let (network, shift) = surrogate
-            .and_then(|s| Some((s.network()?, s.network_shift())))
-            .ok_or_else(|| {
+        let NetworkForm { network, shift } =
+            surrogate.and_then(|s| s.network()).ok_or_else(|| {
                 Error::invalid("rns-rmhmc's metric is a network's Hessian: its surrogate has none")
             })?;
         let alpha = self.settings.softabs_alpha;

@@ -37,6 +37,7 @@ mod guard;
 mod kernel;
 mod leapfrog;
 mod learning;
+mod mlda;
 mod registry;
 pub(super) mod start;
 mod surrogate_transitions;

@@ -8,6 +8,7 @@ use super::delayed_nuts::{self, DelayedNuts};
 use super::generalized::Riemannian;
 use super::kernel::Kernel;
 use super::leapfrog::Leapfrog;
+use super::mlda::Mlda;
 use super::surrogate_transitions::SurrogateTransitions;
 use super::work::RiemannianReport;
 use crate::metric::RiemannianMetric;
@@ -39,6 +40,10 @@ impl<'b> Kernels<'b> {
                 settings,
                 max_energy_error,
                 Some(model_metric(model, start)?),
+            )?),
+            Method::Mlda(settings) => Box::new(Mlda::new(
+                settings.coarse_levels(model, config.memory_limit)?,
+                settings.subchains.clone(),
             )?),
             _ => Box::new(Leapfrog),
         };

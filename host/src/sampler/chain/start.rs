@@ -84,7 +84,9 @@ pub fn proposer<'m>(
     Ok(match method {
         // NUTS and SGLD run their own chains (the sampler's `nuts` and `sgld` modules) and
         // only share the start.
-        Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) | Method::Sgld(_) => None,
+        Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) | Method::Sgld(_) | Method::Mlda(_) => {
+            None
+        }
         Method::RnsHmc(settings) | Method::RnsRmhmc(settings, _) => {
             Some(Box::new(FittedPhase::new(
                 false,

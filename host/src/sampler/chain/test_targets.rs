@@ -86,3 +86,71 @@ pub fn errors_from(draws: &[[f64; 2]], exact: [f64; 4]) -> [f64; 4] {
     }
     errors
 }
+
+/// A gentler banana than [`Twisted`]: `x₁ ~ N(0, 1)`, `x₂ | x₁ ~ N(b(x₁² − 1), 1)`, so
+/// `E x₁ = E x₂ = 0`, `E x₁² = 1`, `E x₂² = 1 + 2b²`. Its tail stays within reach of HMC at a
+/// fixed step size, so a run's MCSE can be trusted.
+pub struct Bent(pub f64);
+
+impl Bent {
+    /// `E x₁, E x₂, E x₁², E x₂²`.
+    pub fn moments(&self) -> [f64; 4] {
+        [0.0, 0.0, 1.0, 1.0 + 2.0 * self.0 * self.0]
+    }
+}
+
+impl Potential for Bent {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        let r = q[1] - self.0 * (q[0] * q[0] - 1.0);
+        0.5 * q[0] * q[0] + 0.5 * r * r
+    }
+    fn value_and_gradient(&self, q: &[f64], g: &mut [f64]) -> f64 {
+        let r = q[1] - self.0 * (q[0] * q[0] - 1.0);
+        g[0] = q[0] - 2.0 * self.0 * q[0] * r;
+        g[1] = r;
+        self.value(q)
+    }
+}
+
+/// `inner` moved by `shift`: `U(q) = inner(q − shift)`, a biased stand-in for a coarse level.
+pub struct Shifted<'p> {
+    pub inner: &'p dyn Potential,
+    pub shift: Vec<f64>,
+}
+
+impl Shifted<'_> {
+    fn moved(&self, q: &[f64]) -> Vec<f64> {
+        q.iter().zip(&self.shift).map(|(x, s)| x - s).collect()
+    }
+}
+
+impl Potential for Shifted<'_> {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        self.inner.value(&self.moved(q))
+    }
+    fn value_and_gradient(&self, q: &[f64], g: &mut [f64]) -> f64 {
+        self.inner.value_and_gradient(&self.moved(q), g)
+    }
+}
+
+/// How many MCSE the mean of each coordinate and of its square lie from `means` and
+/// `squares` (all the means first, then the squares).
+pub fn coordinate_errors(draws: &[Vec<f64>], means: &[f64], squares: &[f64]) -> Vec<f64> {
+    let error = |f: &dyn Fn(&[f64]) -> f64, exact: f64| {
+        let values: Vec<f64> = draws.iter().map(|q| f(q)).collect();
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        (mean - exact).abs() / mcse_mean(&Draws::from_chain(&values))
+    };
+    let first = means.iter().enumerate().map(|(i, &m)| error(&|q| q[i], m));
+    let second = squares
+        .iter()
+        .enumerate()
+        .map(|(i, &m)| error(&|q| q[i] * q[i], m));
+    first.chain(second).collect()
+}

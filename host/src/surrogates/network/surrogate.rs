@@ -11,7 +11,9 @@ use super::reach::Reach;
 use super::record;
 use crate::surrogates::file::SurrogateFile;
 use crate::surrogates::states::TrainingSet;
-use crate::surrogates::{Curvature, FitMethod, Fitted, Fitter, Online, Surrogate, SurrogateMeta};
+use crate::surrogates::{
+    Curvature, FitMethod, Fitted, Fitter, NetworkForm, Online, Surrogate, SurrogateMeta,
+};
 use crate::{Error, Result};
 
 /// A fitted random network as a surrogate. Its domain is the [`Reach`] of its training states
@@ -101,8 +103,11 @@ impl Surrogate for NetworkSurrogate {
         Some(&self.network)
     }
 
-    fn network(&self) -> Option<&DynNetwork> {
-        Some(&self.network)
+    fn network(&self) -> Option<NetworkForm<'_>> {
+        Some(NetworkForm {
+            network: &self.network,
+            shift: 0.0,
+        })
     }
 
     fn online(&mut self) -> Option<&mut dyn Online> {

@@ -1,0 +1,334 @@
+//! Model instances as the tasks of a real HyperQueue cluster (its Python API's server, and
+//! workers in processes of their own, on this machine): `cluster/shmc_hq.py` submits
+//! `shmc serve` instances, each writes its URL to a shared folder, and `shmc sample --url
+//! dir:FOLDER` samples against them. Every test's name holds `hyperqueue`, so `cargo test
+//! hyperqueue` runs them all.
+//!
+//! They need python3 with the hyperqueue package (`.ci/run` installs it): without it a test
+//! says what is missing and passes, except under `CI=true`, where it fails.
+
+mod binary;
+use binary::text;
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The driver in a process group of its own, the group killed and the driver reaped when
+/// dropped: a failed assertion leaves no cluster behind.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill")
+            .args(["-9", "--", &group])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether python3 with the hyperqueue package is here. Without it the test prints what is
+/// missing and is skipped, unless `CI=true`: CI installs it, so there its absence fails.
+fn python_hyperqueue() -> bool {
+    let found = Command::new("python3")
+        .args(["-c", "import hyperqueue"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        let what = "python3 with the hyperqueue package (python3 -m pip install hyperqueue)";
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{what} is missing, and CI needs it"
+        );
+        eprintln!("skipped: {what} is missing");
+    }
+    found
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = binary::temp_dir("hyperqueue", name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const SHMC: &str = env!("CARGO_BIN_EXE_shmc");
+
+/// `python3 cluster/shmc_hq.py` with the driver's `options`, `instances` banana servers, and
+/// `run` after `--` (a `shmc sample` of the served banana, its files in `out`).
+fn driver(options: &[&str], folder: &Path, out: &Path, run: &[&str]) -> Command {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let serve = format!("{SHMC} serve --model banana --workers 1");
+    let mut command = Command::new("python3");
+    command
+        .arg(script)
+        .args(options)
+        .args(["--folder", folder.to_str().unwrap(), "--serve", &serve])
+        .args(["--", SHMC, "sample", "--model", "umbridge", "--quiet"])
+        .args(["--output", out.to_str().unwrap()])
+        .args(run);
+    command
+}
+
+/// The data rows of every chain's CSV in `dir` (`model-1.csv` ...): what a draw is, without
+/// the header's comments and column names (the served banana names its inputs theta.N).
+fn rows(dir: &Path, model: &str, chains: usize) -> Vec<Vec<String>> {
+    (1..=chains)
+        .map(|c| {
+            let text =
+                std::fs::read_to_string(dir.join(format!("{model}-{c}.csv"))).unwrap_or_default();
+            text.lines()
+                .filter(|l| !l.starts_with('#'))
+                .skip(1)
+                .map(str::to_string)
+                .collect()
+        })
+        .collect()
+}
+
+/// The same sampler settings run in process on the built-in banana: the reference draws.
+fn in_process(run: &[&str], chains: usize, name: &str) -> Vec<Vec<String>> {
+    let dir = temp_dir(name);
+    let out = dir.join("out");
+    let mut args = vec!["sample", "--model", "banana", "--quiet", "--output"];
+    args.push(out.to_str().unwrap());
+    args.extend(run);
+    let done = binary::shmc(&args);
+    assert!(done.status.success(), "{}", text(&done.stderr));
+    rows(&out, "banana", chains)
+}
+
+/// The Evaluate calls each instance answered, from the run's `model: Evaluate calls per
+/// instance: URL N, URL N` line.
+fn calls_per_instance(stdout: &str) -> Vec<u64> {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("model: Evaluate calls per instance: "))
+        .unwrap_or_else(|| panic!("no calls per instance in {stdout}"));
+    line.split(", ")
+        .map(|part| part.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// Waits for `child` at most `limit`, then kills it and fails; its output.
+fn finish(mut child: Running, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < limit,
+            "the driver did not end within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = child.0.wait().unwrap();
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+fn spawn(mut command: Command) -> Running {
+    Running(
+        command
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("python3 runs"),
+    )
+}
+
+const RUN: [&str; 8] = [
+    "--chains", "4", "--seed", "8", "--warmup", "100", "--draws", "200",
+];
+
+#[test]
+fn hyperqueue_instances_give_the_in_process_draws_and_share_the_calls() {
+    if !python_hyperqueue() {
+        return;
+    }
+    let dir = temp_dir("same-draws");
+    let out = dir.join("out");
+    let options = ["--instances", "2", "--local-workers", "2"];
+    let run = spawn(driver(&options, &dir.join("instances"), &out, &RUN));
+    let done = finish(run, Duration::from_secs(300));
+    let stdout = text(&done.stdout);
+    assert!(done.status.success(), "{stdout}{}", text(&done.stderr));
+    assert!(
+        stdout.contains("2 model instances submitted as HyperQueue job"),
+        "{stdout}"
+    );
+    let served = rows(&out, "umbridge", 4);
+    assert_eq!(served[0].len(), 200);
+    assert!(served == in_process(&RUN, 4, "same-draws-reference"));
+    let calls = calls_per_instance(&stdout);
+    let total: u64 = calls.iter().sum();
+    assert_eq!(calls.len(), 2, "{stdout}");
+    assert!(calls.iter().all(|&n| n >= total / 5), "{calls:?}");
+}
+
+/// The pids of the local cluster's worker processes, as the driver lists them.
+fn workers(folder: &Path) -> Vec<u32> {
+    std::fs::read_to_string(folder.join("workers.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+}
+
+/// Whether process `pid` has a child (a worker running a task).
+fn has_child(pid: u32) -> bool {
+    Command::new("pgrep")
+        .args(["-P", &pid.to_string()])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn hyperqueue_restarts_the_task_of_a_killed_worker_and_the_run_completes() {
+    if !python_hyperqueue() {
+        return;
+    }
+    let dir = temp_dir("killed");
+    let (folder, out) = (dir.join("instances"), dir.join("out"));
+    // Three workers for two instances: the killed one's task has a free worker to go to.
+    let options = ["--instances", "2", "--local-workers", "3"];
+    let long = [
+        "--chains", "2", "--seed", "3", "--warmup", "100", "--draws", "3000",
+    ];
+    let run = spawn(driver(&options, &folder, &out, &long));
+    let start = Instant::now();
+    while rows(&out, "umbridge", 2).iter().any(|c| c.len() < 100) {
+        assert!(start.elapsed() < Duration::from_secs(120), "no draws");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let busy = workers(&folder).into_iter().find(|&w| has_child(w));
+    let busy = busy.expect("a worker runs an instance");
+    // SIGKILL: the worker is lost as a node is, with no word to the server.
+    let killed = Command::new("kill")
+        .args(["-9", &busy.to_string()])
+        .status();
+    assert!(killed.unwrap().success());
+    let done = finish(run, Duration::from_secs(300));
+    let stdout = text(&done.stdout);
+    assert!(done.status.success(), "{stdout}{}", text(&done.stderr));
+    assert!(
+        stdout.contains("stopped answering after")
+            && stdout.contains("dropped, its calls answered by the other instances")
+            && stdout.contains("is back at http://")
+            && stdout.contains("(restarted by the engine)"),
+        "{stdout}"
+    );
+    // Nothing lost: the call the dead instance dropped was answered elsewhere, so every draw
+    // is the in-process run's.
+    let served = rows(&out, "umbridge", 2);
+    assert_eq!(served[1].len(), 3000);
+    assert!(served == in_process(&long, 2, "killed-reference"));
+    // The restart answered calls too: three instances in the count.
+    let calls = calls_per_instance(&stdout);
+    assert!(calls.len() == 3 && calls[2] > 0, "{calls:?}");
+}
+
+#[test]
+fn hyperqueue_a_task_never_ready_stops_the_run_naming_it() {
+    if !python_hyperqueue() {
+        return;
+    }
+    let dir = temp_dir("never-ready");
+    let folder = dir.join("instances");
+    // One worker of one CPU for two one-CPU instances: the second stays queued.
+    let options = [
+        "--instances",
+        "2",
+        "--local-workers",
+        "1",
+        "--ready-seconds",
+        "3",
+    ];
+    let run = spawn(driver(&options, &folder, &dir.join("out"), &RUN));
+    let done = finish(run, Duration::from_secs(120));
+    let stderr = text(&done.stderr);
+    assert_eq!(done.status.code(), Some(1), "{stderr}");
+    let url_file = folder.join("url-1.txt");
+    assert_eq!(
+        stderr,
+        format!(
+            "error: model instance 1 (HyperQueue job 1, task 1) wrote no URL to {} within 3 s: \
+             it never became ready (still queued by the engine, or its server did not start: \
+             see the task's stderr)\n",
+            url_file.display()
+        )
+    );
+}
+
+#[test]
+fn hyperqueue_instances_url_file_is_written_once_listening_and_removed_at_the_stop() {
+    // No HyperQueue needed: this is the instance's half of the convention.
+    let dir = temp_dir("url-file");
+    let file = dir.join("url-0.txt");
+    let serve = [
+        "serve",
+        "--model",
+        "banana",
+        "--port",
+        "0",
+        "--url-file",
+        file.to_str().unwrap(),
+    ];
+    let mut command = Command::new(SHMC);
+    command.args(serve).process_group(0).stdout(Stdio::null());
+    let server = Running(command.spawn().unwrap());
+    let start = Instant::now();
+    while !file.exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no URL file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with('\n'),
+        "{url:?}"
+    );
+    let info = ureq::get(&format!("{}/Info", url.trim())).call();
+    assert_eq!(info.unwrap().status().as_u16(), 200);
+    let stopped = Command::new("kill").arg(server.0.id().to_string()).status();
+    assert!(stopped.unwrap().success());
+    let start = Instant::now();
+    while file.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the URL file stayed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A folder that does not exist: one line naming the file, before anyone could call.
+    let nowhere = dir.join("none/url-0.txt");
+    let mut args = serve;
+    let nowhere_text = nowhere.to_str().unwrap();
+    args[6] = nowhere_text;
+    let out = binary::shmc(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr,
+        format!("error: {nowhere_text}.partial: No such file or directory (os error 2)\n")
+    );
+}

@@ -1,0 +1,92 @@
+//! `--method mlda`: multilevel delayed acceptance over a model's coarser levels, with the
+//! levels and subchain lengths in the CSV header and every level's solves in the run's work,
+//! and refused in one line where it cannot run.
+
+mod binary;
+use binary::{shmc, text};
+
+use std::process::Output;
+
+/// A short run of `model` with `extra` options, into a fresh folder named `name`.
+fn run(name: &str, model: &[&str], extra: &[&str]) -> (Output, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("shmc-mlda-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut args = vec!["sample", "--model"];
+    args.extend(model);
+    args.extend([
+        "--chains", "2", "--warmup", "200", "--draws", "200", "--seed", "3", "--output",
+    ]);
+    args.push(dir.to_str().unwrap());
+    args.extend(extra);
+    (shmc(&args), dir)
+}
+
+/// A 12×12 PDE with 4 modes: MLDA over 4×4 and 6×6 meshes runs, writes its levels and
+/// subchains in the header and reports each level's solves.
+#[test]
+fn mlda_runs_over_the_pde_meshes_and_reports_each_level() {
+    let pde = ["elliptic-pde", "--mesh", "12", "--kl-modes", "4"];
+    let extra = ["--method", "mlda", "--levels", "4,6", "--subchains", "3,2"];
+    let (out, dir) = run("pde", &pde, &extra);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let csv = std::fs::read_to_string(dir.join("elliptic-pde-1.csv")).unwrap();
+    assert!(csv.contains("mlda_levels = 4,6"), "{csv}");
+    assert!(csv.contains("mlda_subchains = 3,2"), "{csv}");
+    let report = text(&out.stdout);
+    for level in ["forward solves (4x4)", "forward solves (6x6)"] {
+        assert!(report.contains(level), "{report}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn mlda_is_refused_in_one_line_where_it_cannot_run() {
+    let pde: &[&str] = &["elliptic-pde", "--mesh", "12", "--kl-modes", "4"];
+    let cases: [(&[&str], &[&str], &str); 5] = [
+        (
+            &["banana"],
+            &["--method", "mlda"],
+            "--method mlda needs a model with coarser levels; banana has none",
+        ),
+        (
+            pde,
+            &["--method", "mlda", "--levels", "4,12"],
+            "--levels must lie between 2 and 11 elements per side (coarser than the 12x12 \
+             mesh), got 12",
+        ),
+        (
+            pde,
+            &["--method", "mlda", "--levels", "4,6", "--subchains", "3"],
+            "--subchains needs one length of at least 1 per coarser level (2), got [3]",
+        ),
+        (
+            pde,
+            &["--method", "hmc", "--levels", "4"],
+            "--levels is for --method mlda; hmc has no levels",
+        ),
+        (
+            pde,
+            &[
+                "--method",
+                "mlda",
+                "--levels",
+                "4",
+                "--subchains",
+                "3",
+                "--metric",
+                "laplace",
+            ],
+            "--metric laplace moves the chains to the Laplace approximation's coordinates",
+        ),
+    ];
+    for (i, (model, extra, expected)) in cases.into_iter().enumerate() {
+        let (out, dir) = run(&format!("refused-{i}"), model, extra);
+        let err = text(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expected),
+            "{extra:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

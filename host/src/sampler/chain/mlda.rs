@@ -1,0 +1,246 @@
+//! Multilevel delayed acceptance (Lykkegaard, Dodwell, Fox, Mingas & Scheichl, "Multilevel
+//! Delayed Acceptance MCMC", SIAM/ASA JUQ 11, 2023; Christen & Fox 2005 for two levels): a
+//! hierarchy of potentials `U₀, U₁, …, U_L`, cheapest first, the last the exact one. Level 0
+//! moves by HMC on `U₀` with its own Metropolis–Hastings step. Level `ℓ ≥ 1` proposes the end
+//! state `y` of a subchain of `n_{ℓ−1}` level-`(ℓ−1)` steps started at its current state `x`,
+//! and accepts it with probability
+//!
+//! `min(1, π_ℓ(y) π_{ℓ−1}(x) / (π_ℓ(x) π_{ℓ−1}(y)))`, `π_k ∝ exp(−U_k)`:
+//!
+//! one evaluation of `U_ℓ` (none when the subchain ended where it began). One transition of
+//! the chain is one step of level `L`, so every state the exact `U` judged is a draw.
+//!
+//! Why the chain targets the exact `π_L`: by induction, level `ℓ − 1`'s step is reversible for
+//! `π_{ℓ−1}` (level 0's is HMC with its MH step, its trajectory length drawn independently of
+//! the state); a power of a reversible kernel is reversible, so the subchain `K^n` is a
+//! proposal with `π_{ℓ−1}(x) Kⁿ(x, y) = π_{ℓ−1}(y) Kⁿ(y, x)`, and the acceptance above is the
+//! Metropolis–Hastings ratio of that proposal for `π_ℓ` (the second factor is the reverse
+//! move's proposal density, which reversibility turns into the ratio of `π_{ℓ−1}`). The
+//! subchain lengths are settings fixed for the run, never chosen from the state, which would
+//! break the reversibility.
+//!
+//! Why: a level's proposal has already been filtered by every cheaper level, so the expensive
+//! `U_L` is evaluated once per draw and judges moves that travelled `n₀ · n₁ ⋯` HMC transitions.
+
+use nalgebra::DVector;
+use rand_pcg::Pcg64;
+use shmc_core::random::uniform;
+use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, Potential, State, Transition};
+
+use super::kernel::{Ctx, Kernel, Outcome};
+use crate::{Error, Model, Result};
+use std::sync::Arc;
+
+/// A point of the hierarchy: the bottom level's HMC state (its position, `U₀` and `∇U₀`) and
+/// the potential of every level there.
+#[derive(Clone)]
+struct Point {
+    state: State<Dyn>,
+    /// `values[ℓ] = U_ℓ(position)`, valid up to the level that last moved the point.
+    values: Vec<f64>,
+}
+
+impl Point {
+    fn clone_from(&mut self, other: &Point) {
+        self.state.clone_from(&other.state);
+        self.values.clone_from(&other.values);
+    }
+}
+
+/// What the levels did in one transition, for its row, its adaptation and the tests.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    /// Bottom-level HMC transitions and their summed acceptance probability.
+    pub bottom: (u32, f64),
+    /// Bottom-level leapfrog steps.
+    pub steps: u32,
+    /// Whether a bottom transition diverged.
+    pub divergent: bool,
+    /// Per level (index `ℓ ≥ 1`): evaluations of `U_ℓ` and their summed acceptance probability.
+    pub judged: Vec<(u64, f64)>,
+    /// The last judgement of the top level: its acceptance probability and log ratio, if it
+    /// evaluated.
+    top: Option<(bool, f64, f64)>,
+}
+
+/// The MLDA kernel over `levels`, the chain's exact `U` judging at the top.
+pub struct Mlda {
+    /// The levels below the exact one, coarsest first.
+    coarse: Vec<Arc<dyn Model>>,
+    /// `subchains[ℓ]`: the level-`ℓ` steps per proposal to level `ℓ + 1`, one per coarse level.
+    subchains: Vec<u32>,
+    /// The subchains' points, one per level below the top (reused: no allocation per step).
+    scratch: Vec<Point>,
+    /// The chain's state as the hierarchy sees it.
+    current: Option<Point>,
+}
+
+impl Mlda {
+    /// The kernel proposing from `coarse` (coarsest first), with `subchains[ℓ]` level-`ℓ` steps
+    /// per proposal to the level above (one length per coarse level, each at least 1).
+    pub fn new(coarse: Vec<Arc<dyn Model>>, subchains: Vec<u32>) -> Result<Self> {
+        if coarse.is_empty() || subchains.len() != coarse.len() || subchains.contains(&0) {
+            return Err(Error::setting(
+                "subchains",
+                format!(
+                    "needs one length of at least 1 per coarser level ({}), got {subchains:?}",
+                    coarse.len()
+                ),
+            ));
+        }
+        Ok(Self {
+            coarse,
+            subchains,
+            scratch: Vec::new(),
+            current: None,
+        })
+    }
+
+    /// One transition from `state` (where `U_L` is `state.potential`) through `levels` (bottom
+    /// first, the exact one last): `state` moves to where the top level accepted, its gradient
+    /// the bottom level's there.
+    pub fn step(
+        &mut self,
+        state: &mut State<Dyn>,
+        levels: &[&dyn Potential],
+        hmc: &mut Hmc<Dyn>,
+        metric: &DiagonalMetric<Dyn>,
+        rng: &mut Pcg64,
+    ) -> Result<(Transition, Tally)> {
+        let top = levels.len() - 1;
+        let mut current = self.synced(state, levels)?;
+        if self.scratch.len() != top {
+            self.scratch = vec![current.clone(); top];
+        }
+        let mut walk = Walk {
+            levels,
+            subchains: &self.subchains,
+            hmc,
+            metric,
+            rng,
+            tally: Tally {
+                judged: vec![(0, 0.0); levels.len()],
+                ..Tally::default()
+            },
+        };
+        walk.advance(&mut self.scratch, top, &mut current);
+        let tally = walk.tally;
+        let (accepted, accept_prob, log_ratio) = tally.top.unwrap_or((false, 1.0, 0.0));
+        state.position.copy_from(&current.state.position);
+        state.gradient.copy_from(&current.state.gradient);
+        state.potential = current.values[top];
+        self.current = Some(current);
+        let transition = Transition {
+            accepted,
+            accept_prob,
+            energy: state.potential,
+            energy_error: -log_ratio,
+            divergent: tally.divergent,
+            steps: tally.steps,
+        };
+        Ok((transition, tally))
+    }
+
+    /// The hierarchy's point at `state`: the one it left, or (at a chain's start, after a
+    /// resume or a phase change) a new one, with every level evaluated there.
+    fn synced(&mut self, state: &State<Dyn>, levels: &[&dyn Potential]) -> Result<Point> {
+        if let Some(point) = self.current.take()
+            && point.state.position == state.position
+            && point.values.len() == levels.len()
+        {
+            return Ok(point);
+        }
+        let q = state.position.as_slice();
+        let bottom = State::new(DVector::from_column_slice(q), &Exact(levels[0]))?;
+        let mut values: Vec<f64> = levels.iter().map(|level| level.value(q)).collect();
+        values[0] = bottom.potential;
+        values[levels.len() - 1] = state.potential;
+        Ok(Point {
+            state: bottom,
+            values,
+        })
+    }
+}
+
+/// One transition's walk down the hierarchy.
+struct Walk<'w> {
+    levels: &'w [&'w dyn Potential],
+    subchains: &'w [u32],
+    hmc: &'w mut Hmc<Dyn>,
+    metric: &'w DiagonalMetric<Dyn>,
+    rng: &'w mut Pcg64,
+    tally: Tally,
+}
+
+impl Walk<'_> {
+    /// One step of level `level` from `x` (valid up to `level`), `scratch[..level]` the points
+    /// of the subchains below it.
+    fn advance(&mut self, scratch: &mut [Point], level: usize, x: &mut Point) {
+        if level == 0 {
+            let t =
+                self.hmc
+                    .transition(&mut x.state, &Exact(self.levels[0]), self.metric, self.rng);
+            x.values[0] = x.state.potential;
+            self.tally.bottom.0 += 1;
+            self.tally.bottom.1 += t.accept_prob;
+            self.tally.steps = self.tally.steps.saturating_add(t.steps);
+            self.tally.divergent |= t.divergent;
+            return;
+        }
+        let (below, rest) = scratch.split_at_mut(level - 1);
+        let y = &mut rest[0];
+        y.clone_from(x);
+        for _ in 0..self.subchains[level - 1] {
+            self.advance(below, level - 1, y);
+        }
+        let top = level == self.levels.len() - 1;
+        if y.state.position == x.state.position {
+            // The subchain stayed: nothing to judge (the ratio is 1).
+            return;
+        }
+        let u = self.levels[level].value(y.state.position.as_slice());
+        let log_ratio = -(u - x.values[level]) + (y.values[level - 1] - x.values[level - 1]);
+        let accept_prob = if log_ratio.is_finite() {
+            log_ratio.exp().min(1.0)
+        } else {
+            0.0
+        };
+        let judged = &mut self.tally.judged[level];
+        (judged.0, judged.1) = (judged.0 + 1, judged.1 + accept_prob);
+        let accepted = uniform(self.rng) < accept_prob;
+        if accepted {
+            y.values[level] = u;
+            x.clone_from(y);
+        }
+        if top {
+            self.tally.top = Some((accepted, accept_prob, log_ratio));
+        }
+    }
+}
+
+impl Kernel for Mlda {
+    /// Runs on the chain's Euclidean step size, trajectory lengths and metric at the bottom
+    /// level, whose acceptance the step size adapts to; the exact `U` judges at the top. The
+    /// bottom level's gradients count as surrogate gradients, each judgement of the exact `U`
+    /// as an exact value; the coarse levels' own work is the model's ([`Model::work`]).
+    fn transition(&mut self, ctx: Ctx<'_>) -> Result<Outcome> {
+        let coarse = std::mem::take(&mut self.coarse);
+        let mut levels: Vec<&dyn Potential> = coarse.iter().map(|m| m.as_ref() as _).collect();
+        levels.push(ctx.exact);
+        let out = self.step(ctx.state, &levels, ctx.hmc, ctx.metric, ctx.rng);
+        drop(levels);
+        self.coarse = coarse;
+        let (transition, tally) = out?;
+        let judged_exactly = tally.top.is_some();
+        ctx.counts.record(&transition, true, judged_exactly);
+        let stat = tally.bottom.1 / f64::from(tally.bottom.0.max(1));
+        Ok(Outcome {
+            transition,
+            stat,
+            depth: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+"""Models ``shmc.sample`` runs: a Python log density, a built-in or served model, or a PyMC
+model, each the native model plus how its parameter vector becomes named variables."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _layout, _shmc
+
+
+class Model:
+    """A model to sample: the native model (``U = -logp`` on the unconstrained space), its
+    parameter names, and how draws of its parameter vector become posterior variables
+    (``coords`` and ``dims`` as ArviZ takes them)."""
+
+    def __init__(
+        self,
+        native: "_shmc.Model",
+        expand: Optional[_layout.Expand] = None,
+        coords: Optional[Mapping[str, Any]] = None,
+        dims: Optional[Mapping[str, Sequence[str]]] = None,
+    ) -> None:
+        self.native = native
+        self._expand = expand or _layout.by_name(native.names)
+        self.coords: Dict[str, Any] = dict(coords or {})
+        self.dims: Dict[str, Sequence[str]] = dict(dims or {})
+
+    @property
+    def names(self) -> Sequence[str]:
+        """The names of the unconstrained coordinates, in order."""
+        return self.native.names
+
+    @property
+    def ndim(self) -> int:
+        """The number of unconstrained coordinates."""
+        return self.native.ndim
+
+    def logp_and_grad(self, q: Sequence[float]) -> Tuple[float, np.ndarray]:
+        """``log p(q)`` and its gradient at the unconstrained point ``q``."""
+        return self.native.logp_and_grad(list(map(float, q)))
+
+    def __repr__(self) -> str:
+        return f"shmc.Model({self.native.name!r}, ndim={self.ndim})"
+
+
+def from_logp(
+    logp_and_grad: Callable[[np.ndarray], Tuple[float, Any]],
+    ndim: int,
+    names: Optional[Sequence[str]] = None,
+) -> Model:
+    """A model from a Python function ``logp_and_grad(q) -> (logp, grad)``.
+
+    ``q`` is a float64 NumPy array of ``ndim`` unconstrained coordinates; ``logp`` is the log
+    density (up to a constant) and ``grad`` its gradient, any array-like of ``ndim`` numbers
+    (a JAX function under ``jax.jit(jax.value_and_grad(f))`` works as it is). A NaN or
+    infinite ``logp`` rejects the proposal (a divergence), as on the command line; an
+    exception stops the run and is re-raised with the chain and iteration where it happened.
+
+    ``names``: one per coordinate (``"beta.1"``, ``"beta.2"`` group into ``beta``); without
+    them the posterior holds one vector variable ``x``.
+    """
+    if not callable(logp_and_grad):
+        raise TypeError(f"logp_and_grad must be callable, got {type(logp_and_grad).__name__}")
+    ndim = int(ndim)
+    if ndim < 1:
+        raise ValueError(f"ndim must be at least 1, got {ndim}")
+    if names is None:
+        native = _shmc.from_callable(logp_and_grad, [f"x.{k + 1}" for k in range(ndim)])
+        return Model(native, _layout.vector("x"))
+    names = [str(n) for n in names]
+    if len(names) != ndim:
+        raise ValueError(f"names has {len(names)} entries, ndim is {ndim}")
+    if len(set(names)) != ndim:
+        raise ValueError("names must be distinct")
+    return Model(_shmc.from_callable(logp_and_grad, names))
+
+
+def model(name: str, **options: Any) -> Model:
+    """A built-in model by its command-line name, with that model's options as keywords
+    (``shmc.model("logistic", data="a9a")``, ``shmc.model("gaussian-conjugate", d=10)``); see
+    ``shmc.models()`` for the names and each one's options."""
+    return Model(_shmc.builtin(name, options))
+
+
+def umbridge(url: str, name: Optional[str] = None, **options: Any) -> Model:
+    """A model served over UM-Bridge at ``url`` (several instances: comma-separated), the
+    served model ``name`` (default: the server's only one), as ``shmc sample --model umbridge``
+    reads it (``umbridge_output="forward"``, ``noise=``, ``timeout=`` ...)."""
+    return Model(_shmc.builtin("umbridge", {"url": url, "umbridge_model": name, **options}))
+
+
+def models() -> Dict[str, Dict[str, Any]]:
+    """The built-in models: each one's description, parameters and options (with defaults),
+    as ``shmc models`` lists them."""
+    return {
+        name: {"description": d, "parameters": p, "options": dict(o)}
+        for name, d, p, o in _shmc.builtin_models()
+    }

@@ -1,0 +1,139 @@
+"""``shmc.sample``: runs the native sampler and returns ArviZ InferenceData."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Optional, Union
+
+from . import _inference, _shmc
+from ._model import Model
+
+_METHODS_DOC = """
+Methods (``method=``), all with the command line's defaults:
+
+- ``"nuts"`` (the default here, as in PyMC): the No-U-Turn Sampler (nuts-rs, the sampler
+  nutpie wraps); step size and diagonal mass matrix adapted in warmup. Options:
+  ``max_depth`` (10), ``target_accept`` (0.8).
+- ``"hmc"``: exact HMC, trajectories of 1..``steps`` (20) leapfrog steps, step size adapted
+  to ``target_accept`` unless ``step_size`` is given; ``fixed_steps=True`` for exactly
+  ``steps``.
+- ``"rns-hmc"``: exact HMC through warmup collecting states, a random network (``hidden``:
+  2000 units) fitted to them at the end of warmup, then surrogate trajectories judged by the
+  exact log density (the draws target the exact posterior). ``train_from="laplace"`` trains
+  (300 units, ``train_states`` = 200 Laplace draws) before the chains start and proposes
+  from the first iteration: the fastest to a usable posterior for near-Gaussian ones.
+  ``exact_warmup=N`` fits after N exact iterations; ``surrogate_steps_factor`` (1, ``"auto"``,
+  ``"nuts"``), ``surrogate_transitions``, ``fit`` (``"potential"``/``"score"``), ``ridge``,
+  ``activation``, ``surrogate_scale``, ``inputs``, ``train_after``, ``cubic``.
+- ``"arns-hmc"``: the network updated online through warmup (``start_after`` 300,
+  ``start_error`` 0.1, ``adapt_rate`` 0.5).
+- ``"vhmc"``: the network trained online by score matching inside a Laplace approximation,
+  blended with it by ``tau`` (200); ``approximate_acceptance=True`` accepts with the
+  surrogate (APPROXIMATE).
+- ``"rmhmc"``: Riemannian-manifold HMC with the model's own metric (built-in models that
+  offer one: logistic, banana, elliptic-pde); ``rmhmc_step_size``, ``rmhmc_steps``,
+  ``fixed_point_tolerance``, ``fixed_point_max_iterations``, ``reversibility_tolerance``.
+- ``"rns-rmhmc"``: RNS-HMC's network, then RMHMC on its potential and SoftAbs'd Hessian
+  (``softabs_alpha``, ``diagonal_metric``).
+- ``"grid-hmc"`` / ``"sg-hmc"``: a force grid (``cell`` 0.1, ``force_interpolation``) or a
+  sparse grid (``level`` 5) over ``domain`` (``"laplace"``, ``"states"`` or
+  ``"lo:hi,lo:hi,..."``), for low dimensions.
+
+Options for every method: ``metric`` (``"diagonal"`` or ``"laplace"``), ``adapt_mass``,
+``init`` (unconstrained start values), ``init_radius`` (2), ``ess_check_every`` (100),
+``memory_limit`` (bytes; default half the machine's), ``overwrite`` (with ``output_dir``).
+An option that does not apply to the method is refused by name.
+"""
+
+
+def sample(
+    model: Model,
+    *,
+    method: str = "nuts",
+    chains: int = 4,
+    tune: int = 1000,
+    draws: int = 1000,
+    seed: Optional[int] = None,
+    cores: Optional[int] = None,
+    target_ess: Optional[float] = None,
+    progress: bool = True,
+    output_dir: Optional[Union[str, os.PathLike]] = None,
+    save_warmup: bool = False,
+    **method_options: Any,
+):
+    """Samples ``model`` and returns ``arviz.InferenceData``.
+
+    ``model``: from ``shmc.from_logp``, ``shmc.from_pymc``, ``shmc.model`` or
+    ``shmc.umbridge``. ``chains`` run at once, each on a thread of its own (``cores`` is
+    accepted for PyMC's signature; a value below ``chains`` only warns). ``tune`` warmup
+    iterations and ``draws`` kept draws per chain; ``seed`` (default 1, as the command line):
+    the same seed gives the same draws, and the same draws as ``shmc sample --seed`` on a
+    built-in model. ``target_ess``: stop once every parameter's bulk and tail ESS reach it
+    (``draws`` is then the most). ``output_dir``: also write CmdStan CSVs there as the chains
+    run. ``save_warmup``: add ``warmup_posterior`` and ``warmup_sample_stats``.
+
+    Ctrl-C stops the chains after their current iteration and returns the draws made so far,
+    with ``attrs["interrupted"] = True``. The GIL is released while the chains run; a Python
+    log density takes it for each call.
+
+    ``sample_stats`` holds per draw ``lp``, ``acceptance_rate``, ``step_size``,
+    ``tree_depth``, ``n_steps``, ``diverging`` and ``energy``, and per chain
+    ``exact_evaluations``, ``exact_gradients``, ``surrogate_gradients`` (and, for the
+    surrogate methods, ``surrogate_acceptance`` and ``surrogate_holdout_gradient_error``).
+    """
+    if not isinstance(model, Model):
+        raise TypeError(
+            "model must come from shmc.from_logp, shmc.from_pymc, shmc.model or shmc.umbridge, "
+            f"got {type(model).__name__}"
+        )
+    for name, value in (("chains", chains), ("tune", tune), ("draws", draws)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a whole number of at least 0, got {value!r}")
+    if cores is not None and cores < chains:
+        warnings.warn(
+            f"cores={cores} is ignored: shmc runs every chain on a thread of its own",
+            stacklevel=2,
+        )
+    seed = 1 if seed is None else int(seed)
+    result = _shmc.sample(
+        model.native,
+        method,
+        chains,
+        tune,
+        draws,
+        seed,
+        None if target_ess is None else float(target_ess),
+        bool(save_warmup),
+        None if output_dir is None else os.fspath(output_dir),
+        bool(progress),
+        method_options,
+    )
+    attrs = {
+        "inference_library_version": __import__("shmc").__version__,
+        "sampling_time": result["wall_seconds"],
+        "tuning_steps": tune,
+        "method": result["method"],
+        "method_settings": result["settings"],
+        "seed": seed,
+        "chains": chains,
+        "draws": draws,
+        "model": model.native.name,
+        "interrupted": int(result["interrupted"]),
+        "approximate": int(result["approximate"]),
+        "target_ess": target_ess,
+        "target_ess_reached": None
+        if "target_ess_reached" not in result
+        else int(result["target_ess_reached"]),
+        "report": result["report"],
+        "output_dir": None if output_dir is None else os.fspath(output_dir),
+    }
+    if result["interrupted"]:
+        warnings.warn(
+            "interrupted: the InferenceData holds the draws made before the stop",
+            stacklevel=2,
+        )
+    return _inference.to_inference_data(result, model, attrs)
+
+
+sample.__doc__ = (sample.__doc__ or "") + _METHODS_DOC

@@ -1,0 +1,244 @@
+//! `shmc._shmc.sample`: a run of the library's [`Sampler`] on a model, the GIL released while
+//! the chains work (each Python callback takes it for itself), Ctrl-C stopping the chains and
+//! keeping their draws, and the result handed back as arrays ([`crate::result`]).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use shmc::sampler::{Init, MassMatrix, SampleConfig};
+use shmc::{Fit, Model, Sampler};
+
+use crate::errors;
+use crate::methods;
+use crate::model::{Handle, record_progress};
+use crate::options::Options;
+
+/// How often the waiting thread looks for Ctrl-C and redraws the progress line.
+const POLL: Duration = Duration::from_millis(50);
+
+/// The run's settings besides the method's own options.
+pub struct Plan {
+    /// The method's name.
+    pub method: String,
+    /// Chains, warmup, draws, seed.
+    pub chains: usize,
+    /// Warmup iterations per chain.
+    pub tune: usize,
+    /// Kept draws per chain (the most, with a target ESS).
+    pub draws: usize,
+    /// The seed of every chain's stream.
+    pub seed: u64,
+    /// Stop once every parameter's bulk and tail ESS reach it.
+    pub target_ess: Option<f64>,
+    /// Keep the warmup rows.
+    pub save_warmup: bool,
+    /// Write CmdStan CSVs there as the chains run.
+    pub output_dir: Option<PathBuf>,
+    /// Show a progress line on stderr.
+    pub progress: bool,
+}
+
+/// The library's settings for `plan` and the method options in `opts` (each read removed).
+fn config(plan: &Plan, opts: &mut Options) -> PyResult<SampleConfig> {
+    let memory_limit = opts
+        .take::<u64>("memory_limit")?
+        .unwrap_or_else(default_memory_limit);
+    let trajectory = methods::trajectory(&plan.method, opts)?;
+    let method = methods::method(&plan.method, opts, &trajectory, plan.seed, memory_limit)?;
+    let metric = match opts.choice("metric", &["diagonal", "laplace"])? {
+        "laplace" => MassMatrix::Laplace,
+        _ => MassMatrix::Diagonal,
+    };
+    let init = match opts.take::<Vec<f64>>("init")? {
+        Some(values) => Init::Values(values),
+        None => Init::Random {
+            radius: opts.take("init_radius")?.unwrap_or(2.0),
+        },
+    };
+    let defaults = SampleConfig::default();
+    Ok(SampleConfig {
+        chains: plan.chains,
+        warmup: plan.tune,
+        draws: plan.draws,
+        seed: plan.seed,
+        step_size: trajectory.step_size,
+        steps: trajectory.steps,
+        adapt_mass: opts.take("adapt_mass")?.unwrap_or(true),
+        metric,
+        init,
+        save_warmup: plan.save_warmup,
+        max_energy_error: defaults.max_energy_error,
+        method,
+        target_ess: plan.target_ess,
+        ess_check_every: opts
+            .take("ess_check_every")?
+            .unwrap_or(defaults.ess_check_every),
+        lockstep: true,
+        memory_limit,
+    })
+}
+
+/// Half of this machine's memory (4 GiB if it cannot be read): the command line's default
+/// memory limit.
+pub fn default_memory_limit() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024 / 2)
+        })
+        .unwrap_or(4 << 30)
+}
+
+/// Runs `plan` with the method options `options` on `model`; returns the run as a dict of
+/// arrays and values ([`crate::result::to_python`]).
+#[pyfunction]
+#[pyo3(signature = (model, method, chains, tune, draws, seed, target_ess, save_warmup, output_dir, progress, options=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn sample<'py>(
+    py: Python<'py>,
+    model: &Handle,
+    method: String,
+    chains: usize,
+    tune: usize,
+    draws: usize,
+    seed: u64,
+    target_ess: Option<f64>,
+    save_warmup: bool,
+    output_dir: Option<PathBuf>,
+    progress: bool,
+    options: Option<Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let plan = Plan {
+        method,
+        chains,
+        tune,
+        draws,
+        seed,
+        target_ess,
+        save_warmup,
+        output_dir,
+        progress,
+    };
+    let mut opts = Options::new(options.as_ref(), format!("method {}", plan.method))?;
+    let config = config(&plan, &mut opts)?;
+    let overwrite = opts.flag("overwrite")?;
+    opts.finish("see help(shmc.sample) for each method's options")?;
+    // Refused settings are refused here, before a thread or a progress line.
+    config
+        .validate(model.model.as_ref())
+        .map_err(errors::to_python)?;
+    let stopped = AtomicBool::new(false);
+    let fit = run(py, model, config, &plan, overwrite, &stopped);
+    let fit = errors::run_result(fit, model)?;
+    crate::result::to_python(py, &fit, model, &plan, stopped.load(Ordering::Relaxed))
+}
+
+/// Runs the chains on a thread of their own while this one, the GIL released, waits: every
+/// [`POLL`] it takes the GIL to look for Ctrl-C (which sets `stopped` and stops the chains
+/// after their current iteration, their draws kept) and to redraw the progress line.
+fn run(
+    py: Python<'_>,
+    model: &Handle,
+    config: SampleConfig,
+    plan: &Plan,
+    overwrite: bool,
+    stopped: &AtomicBool,
+) -> shmc::Result<Fit> {
+    let done: Vec<AtomicUsize> = (0..config.chains).map(|_| AtomicUsize::new(0)).collect();
+    let total = config.chains * (config.warmup + config.draws);
+    let model: &dyn Model = model.model.as_ref();
+    py.detach(|| {
+        std::thread::scope(|scope| {
+            let chains = scope.spawn(|| {
+                let sampler = Sampler::new(model)
+                    .settings(config)
+                    .on_progress(|chain, n| {
+                        record_progress(chain, n);
+                        done[chain - 1].store(n, Ordering::Relaxed);
+                    })
+                    .interrupt(stopped);
+                match &plan.output_dir {
+                    Some(dir) => sampler.write_to(dir).overwrite(overwrite).run(),
+                    None => sampler.run(),
+                }
+            });
+            let mut line = ProgressLine::new(plan, total);
+            while !chains.is_finished() {
+                std::thread::sleep(POLL);
+                Python::attach(|py| {
+                    if py.check_signals().is_err() {
+                        stopped.store(true, Ordering::Relaxed);
+                    }
+                    line.show(py, done.iter().map(|d| d.load(Ordering::Relaxed)).sum());
+                });
+            }
+            Python::attach(|py| {
+                line.finish(py, done.iter().map(|d| d.load(Ordering::Relaxed)).sum())
+            });
+            chains
+                .join()
+                .unwrap_or_else(|_| Err(shmc::Error::invalid("the sampler's thread panicked")))
+        })
+    })
+}
+
+/// A progress line on Python's `sys.stderr` (so a notebook shows it), redrawn at most once a
+/// second.
+struct ProgressLine {
+    shown: bool,
+    last: Option<Instant>,
+    total: usize,
+    label: String,
+}
+
+impl ProgressLine {
+    fn new(plan: &Plan, total: usize) -> Self {
+        Self {
+            shown: plan.progress,
+            last: None,
+            total,
+            label: format!("shmc {}: {} chains", plan.method, plan.chains),
+        }
+    }
+
+    fn show(&mut self, py: Python<'_>, done: usize) {
+        if !self.shown
+            || self
+                .last
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let percent = 100 * done / self.total.max(1);
+        let text = format!(
+            "\r{}, {done}/{} iterations ({percent}%)",
+            self.label, self.total
+        );
+        write_stderr(py, &text);
+    }
+
+    /// The last count, then the end of the line.
+    fn finish(&mut self, py: Python<'_>, done: usize) {
+        if self.shown && self.last.is_some() {
+            self.last = None;
+            self.show(py, done);
+            write_stderr(py, "\n");
+        }
+    }
+}
+
+/// Writes `text` to Python's `sys.stderr`; a stream that cannot take it is left alone (the
+/// progress line is a courtesy, not the result).
+fn write_stderr(py: Python<'_>, text: &str) {
+    let _ = py.import("sys").and_then(|sys| {
+        let stderr = sys.getattr("stderr")?;
+        stderr.call_method1("write", (text,))?;
+        stderr.call_method0("flush")
+    });
+}

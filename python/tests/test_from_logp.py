@@ -1,0 +1,147 @@
+"""shmc.from_logp and shmc.sample on Python log densities."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import traceback
+
+import numpy as np
+import pytest
+
+import shmc
+from conftest import COV, MEAN, gaussian
+
+
+def _within_4_mcse(idata):
+    """Each coordinate's mean and sd within 4 MCSE of the truth."""
+    import arviz as az
+
+    summary = az.summary(idata, round_to="none")
+    for k in range(2):
+        row = summary.loc[f"x[{k}]"]
+        assert abs(row["mean"] - MEAN[k]) <= 4 * row["mcse_mean"], (k, row)
+        assert abs(row["sd"] - np.sqrt(COV[k, k])) <= 4 * row["mcse_sd"], (k, row)
+
+
+@pytest.mark.parametrize("method", ["nuts", "rns-hmc"])
+def test_correlated_gaussian_moments_within_4_mcse(method):
+    options = {"hidden": 300} if method == "rns-hmc" else {}
+    idata = shmc.sample(
+        shmc.from_logp(gaussian, 2), method=method, seed=11, progress=False, **options
+    )
+    assert idata.posterior["x"].shape == (4, 1000, 2)
+    assert idata.posterior.attrs["method"] == method
+    _within_4_mcse(idata)
+    if method == "rns-hmc":
+        stats = idata.sample_stats
+        assert (stats["surrogate_acceptance"] > 0.3).all()
+        # One exact U per surrogate trajectory when sampling, not a trajectory of gradients.
+        assert (stats["exact_evaluations"] < 2 * 1000).all(), stats["exact_evaluations"].values
+
+
+def test_same_seed_same_draws():
+    model = shmc.from_logp(gaussian, 2, names=["a", "b"])
+    runs = [
+        shmc.sample(model, seed=5, chains=2, tune=200, draws=100, progress=False)
+        for _ in range(2)
+    ]
+    assert np.array_equal(runs[0].posterior["a"].values, runs[1].posterior["a"].values)
+    other = shmc.sample(model, seed=6, chains=2, tune=200, draws=100, progress=False)
+    assert not np.array_equal(runs[0].posterior["a"].values, other.posterior["a"].values)
+
+
+def test_an_exception_surfaces_with_its_traceback_and_place():
+    calls = []
+
+    def failing(q):
+        calls.append(1)
+        # Well after every chain's start (counted over all chains: the place varies).
+        if len(calls) == 3000:
+            raise ZeroDivisionError("the model broke")
+        return gaussian(q)
+
+    with pytest.raises(ZeroDivisionError, match="the model broke") as raised:
+        shmc.sample(shmc.from_logp(failing, 2), method="hmc", progress=False)
+    frames = [f.name for f in traceback.extract_tb(raised.value.__traceback__)]
+    assert "failing" in frames, frames
+    notes = getattr(raised.value, "__notes__", [])
+    assert any("in chain" in n and "iteration" in n for n in notes), notes
+
+
+def test_nan_logp_counts_as_divergence():
+    def half_plane(q):
+        if q[0] > 1.5:
+            return float("nan"), np.zeros(2)
+        return gaussian(q)
+
+    idata = shmc.sample(
+        shmc.from_logp(half_plane, 2), method="hmc", seed=2, chains=2, progress=False
+    )
+    diverging = int(idata.sample_stats["diverging"].sum())
+    assert 0 < diverging < idata.sample_stats["diverging"].size / 2, diverging
+    assert float(idata.posterior["x"][..., 0].max()) <= 1.5
+    plain = shmc.sample(shmc.from_logp(gaussian, 2), method="hmc", seed=2, chains=2, progress=False)
+    assert int(plain.sample_stats["diverging"].sum()) == 0
+
+
+def test_a_gradient_of_the_wrong_shape_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"the gradient has shape \(3,\), expected \(2,\)"):
+        shmc.sample(
+            shmc.from_logp(lambda q: (0.0, np.zeros(3)), 2), chains=1, progress=False
+        )
+
+
+def test_options_that_do_not_apply_are_refused_by_name():
+    model = shmc.from_logp(gaussian, 2)
+    with pytest.raises(TypeError, match="unknown option max_depth for method rns-hmc"):
+        shmc.sample(model, method="rns-hmc", max_depth=3, progress=False)
+    with pytest.raises(ValueError, match="max_depth must be at least 1"):
+        shmc.sample(model, max_depth=0, progress=False)
+    with pytest.raises(ValueError, match='unknown method "nutz"'):
+        shmc.sample(model, method="nutz", progress=False)
+
+
+def test_warmup_groups_on_request():
+    idata = shmc.sample(
+        shmc.from_logp(gaussian, 2),
+        chains=2,
+        tune=150,
+        draws=50,
+        save_warmup=True,
+        progress=False,
+    )
+    assert idata.warmup_posterior["x"].shape == (2, 150, 2)
+    assert "diverging" in idata.warmup_sample_stats
+
+
+def test_ctrl_c_returns_the_draws_so_far_labelled_interrupted(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import signal, sys, time
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            import shmc
+            def slow(q):
+                time.sleep(0.0002)
+                return -0.5 * q @ q, -q
+            print("started", flush=True)
+            idata = shmc.sample(shmc.from_logp(slow, 2), method="hmc", tune=100,
+                                draws=10**7, progress=False)
+            print("interrupted", idata.posterior.attrs["interrupted"],
+                  idata.posterior.sizes["draw"], flush=True)
+            """
+        )
+    )
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "started"
+    import time
+
+    time.sleep(3)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    words = out.split()
+    assert child.returncode == 0 and words[:2] == ["interrupted", "1"], out
+    assert int(words[2]) > 0, out
