@@ -12,6 +12,7 @@ use crate::experiments::grid::{
     PARTS, format_lengths, format_problems, format_sweep, run_lengths, run_problems, run_sweep,
 };
 use crate::experiments::sbc::{SbcBenchSettings, format_sbc_table, run_sbc_bench};
+use crate::experiments::surrogates::{Figure1, format_figure1, plot_figure1, run_figure1};
 use crate::experiments::vhmc::{format_vhmc_table, plot_errors, run_vhmc};
 use crate::experiments::{Experiment, METHOD_KEYS, format_table, run_experiment};
 use shmc::models::elliptic_pde::PdeSettings;
@@ -39,8 +40,11 @@ pub struct BenchArgs {
     /// probit, a9a and simulated ICA), or simulation-based calibration's full table (every
     /// built-in model with a generative form, at a size where a replication takes well under a
     /// second, x every method that applies to it, 200 replications per cell, 30 with --quick;
-    /// approximate methods labelled; see --models, --methods and --jobs).
-    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge", "vhmc", "sbc"])]
+    /// approximate methods labelled; see --models, --methods and --jobs), or the journal's
+    /// Figure 1 with its Gaussian-process baselines (U = x^2/2 fitted from 10, 20, 40 points by
+    /// the full GP, FITC with 5 inducing points and networks of 5 softplus and 5 RBF units;
+    /// 100 fits averaged, 20 with --quick; --plots draws the curves).
+    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge", "vhmc", "sbc", "surrogates"])]
     experiment: String,
     /// A smaller run, several times faster: fewer observations, replicates, iterations and
     /// hidden units.
@@ -155,6 +159,9 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     if args.experiment == "vhmc" {
         return run_vhmc_bench(args);
     }
+    if args.experiment == "surrogates" {
+        return run_surrogates(args);
+    }
     let experiment = match args.experiment.as_str() {
         "lr-sim" => Experiment::LrSim,
         "bank" => Experiment::Bank,
@@ -236,6 +243,29 @@ fn run_vhmc_bench(args: &BenchArgs) -> Result<i32> {
         for path in plot_errors(dir, &bench.rows)? {
             eprintln!("wrote {}", path.display());
         }
+    }
+    Ok(0)
+}
+
+/// `shmc bench surrogates`: Figure 1's table, its JSON rows and its SVG.
+fn run_surrogates(args: &BenchArgs) -> Result<i32> {
+    if args.methods.is_some()
+        || args.step_size.is_some()
+        || args.steps.is_some()
+        || args.hidden.is_some()
+        || args.nutpie.is_some()
+    {
+        return Err(Error::invalid(
+            "bench surrogates runs the journal's settings: it takes --quick, --seed, --json \
+             and --plots",
+        ));
+    }
+    let figure1 = Figure1::new(args.quick, args.seed);
+    let rows = run_figure1(&figure1, &|m| eprintln!("{m}"))?;
+    print!("{}", format_figure1(&rows));
+    write_json(args, &rows)?;
+    if let Some(dir) = &args.plots {
+        eprintln!("wrote {}", plot_figure1(dir, &rows, &figure1)?.display());
     }
     Ok(0)
 }

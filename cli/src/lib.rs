@@ -4,6 +4,7 @@
 
 mod bench;
 pub mod experiments;
+mod gp_args;
 mod method_args;
 pub mod options;
 mod progress;

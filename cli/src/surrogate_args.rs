@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use shmc::core::{Activation, Nodes};
 
+use super::gp_args::GpArgs;
 use super::options;
 use shmc::sampler::{SurrogateSettings, TrainFrom, VhmcSettings};
 use shmc::surrogates::FitMethod;
@@ -164,6 +165,9 @@ pub struct SurrogateArgs {
     /// allocated.
     #[arg(long, value_name = "BYTES")]
     pub memory_limit: Option<u64>,
+    /// A Gaussian process instead of the network (`--gp`, `--inducing`).
+    #[command(flatten)]
+    pub gp: GpArgs,
 }
 
 /// The choices of `--force-interpolation`.
@@ -193,6 +197,7 @@ impl SurrogateArgs {
 
     /// The VHMC settings for seed `seed`.
     pub fn vhmc(&self, seed: u64) -> Result<VhmcSettings> {
+        self.gp.refuse("vhmc trains its own network")?;
         if self.surrogate.is_some() {
             return Err(Error::invalid(
                 "--surrogate is for rns-hmc and arns-hmc; vhmc trains its own network",
@@ -251,6 +256,7 @@ impl SurrogateArgs {
 
     /// The grid of kind `kind` (`force-grid` or `sparse-grid`) these options describe.
     pub fn grid(&self, kind: &str) -> Result<GridFitter> {
+        self.gp.refuse("the grid methods fit a grid")?;
         let kind = match kind {
             "force-grid" => GridKind::Force {
                 cell: self.cell,
@@ -284,14 +290,22 @@ impl SurrogateArgs {
                  approximation's quadratic and the network)",
             ));
         }
+        if self.surrogate.is_some() {
+            self.gp
+                .refuse("--surrogate loads a saved surrogate of its own kind")?;
+        }
         Ok(SurrogateSettings {
-            kind: SurrogateKind::Network(NetworkFitter {
-                options: self.network(seed)?,
-                method: match (self.fit.as_deref(), self.train_from) {
-                    (Some("score"), _) | (None, TrainFromArg::Laplace) => FitMethod::Score,
-                    _ => FitMethod::Potential,
-                },
-            }),
+            kind: self.gp.kind_or(
+                SurrogateKind::Network(NetworkFitter {
+                    options: self.network(seed)?,
+                    method: match (self.fit.as_deref(), self.train_from) {
+                        (Some("score"), _) | (None, TrainFromArg::Laplace) => FitMethod::Score,
+                        _ => FitMethod::Potential,
+                    },
+                }),
+                seed,
+                self.memory_limit(),
+            )?,
             train_from: match self.train_from {
                 TrainFromArg::Warmup => TrainFrom::Warmup,
                 TrainFromArg::Laplace => TrainFrom::Laplace {

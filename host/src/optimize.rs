@@ -346,6 +346,52 @@ pub fn find_map(
     })
 }
 
+/// The lowest point of `potential` that L-BFGS finds from `start`: [`find_map`]'s search
+/// (its stopping rule and its cautious restarts where the potential is not finite) without the
+/// Hessian at the end, for objectives whose Hessian nobody needs (a Gaussian process's
+/// negative log evidence, whose every gradient costs a Cholesky factorization).
+///
+/// Errors as [`find_map`] does, except that no Hessian is taken.
+pub fn minimize(
+    potential: &(dyn Potential + Sync),
+    start: &[f64],
+    options: &MapOptions,
+) -> Result<Minimum> {
+    options.validate()?;
+    check_start(start, potential.dim())?;
+    let objective = Objective::new(potential);
+    let (_, start_gradient) = objective.evaluate(start).map_err(|e| {
+        Error::invalid(format!(
+            "the search cannot start: at the starting point {e}"
+        ))
+    })?;
+    let tolerance = options.gradient_tolerance * norm(&start_gradient).max(1.0);
+    let search = lbfgs_search(&objective, options, tolerance)?;
+    let best = search.converged_at.unwrap_or_else(|| objective.best());
+    Ok(Minimum {
+        converged: norm(&best.gradient) <= tolerance,
+        position: best.point,
+        value: best.value,
+        iterations: search.iterations,
+        evaluations: objective.evaluations.get(),
+    })
+}
+
+/// The result of [`minimize`].
+#[derive(Clone, Debug)]
+pub struct Minimum {
+    /// The lowest point found.
+    pub position: Vec<f64>,
+    /// The potential there.
+    pub value: f64,
+    /// Whether the gradient met the tolerance there.
+    pub converged: bool,
+    /// L-BFGS iterations over all restarts.
+    pub iterations: u64,
+    /// Value-and-gradient evaluations, the start included.
+    pub evaluations: u64,
+}
+
 /// Errors unless the potential has a dimension and `start` is a finite point of it.
 fn check_start(start: &[f64], d: usize) -> Result<()> {
     if d == 0 {

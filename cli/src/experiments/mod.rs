@@ -49,6 +49,7 @@ pub mod figures;
 pub mod grid;
 pub mod nuts;
 pub mod sbc;
+pub mod surrogates;
 pub mod ttr;
 pub mod umbridge;
 pub mod vhmc;

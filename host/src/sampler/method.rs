@@ -544,7 +544,8 @@ impl Method {
         }
         if !s.fitter().learns_online() && matches!(self, Method::ArnsHmc(_)) {
             return Err(Error::invalid(
-                "a grid cannot learn online: use it with rns-hmc's single fit",
+                "only the network learns online (not a grid or a Gaussian process): use \
+                 this surrogate with rns-hmc's single fit",
             ));
         }
         if !(s.adapt_rate > 0.0 && s.adapt_rate <= 1.0) {

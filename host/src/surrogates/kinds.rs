@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::anchored::{self, Anchored};
 use super::file::SurrogateFile;
+use super::gp::{FITC_KIND, FULL_KIND, GpFitter, GpSurrogate};
 use super::grids::{FORCE_GRID_KIND, ForceGrid, GridFitter, SPARSE_GRID_KIND, SparseGrid};
 use super::network::{self, NetworkFitter, NetworkSurrogate};
 use super::{Fitter, Surrogate, SurrogateMeta};
@@ -19,6 +20,8 @@ pub enum SurrogateKind {
     Network(NetworkFitter),
     /// A force grid or a sparse grid over a box (grid HMC, sparse-grid HMC).
     Grid(GridFitter),
+    /// A Gaussian process, full or FITC (Rasmussen 2003's surrogate, the papers' baseline).
+    Gp(GpFitter),
 }
 
 impl Default for SurrogateKind {
@@ -34,6 +37,7 @@ impl SurrogateKind {
         match self {
             SurrogateKind::Network(network) => network,
             SurrogateKind::Grid(grid) => grid,
+            SurrogateKind::Gp(gp) => gp,
         }
     }
 
@@ -57,11 +61,13 @@ impl SurrogateKind {
 }
 
 /// The kinds this build reads.
-const KINDS: [&str; 4] = [
+const KINDS: [&str; 6] = [
     network::KIND,
     FORCE_GRID_KIND,
     SPARSE_GRID_KIND,
     anchored::KIND,
+    FULL_KIND,
+    FITC_KIND,
 ];
 
 /// Reads the surrogate file `path` (written by [`Surrogate::save`]) for a model of dimension
@@ -93,6 +99,10 @@ pub fn read(file: SurrogateFile, dim: usize) -> Result<(Box<dyn Surrogate>, Surr
             }
             anchored::KIND => {
                 let (surrogate, meta) = Anchored::read(&file)?;
+                (Box::new(surrogate), meta)
+            }
+            FULL_KIND | FITC_KIND => {
+                let (surrogate, meta) = GpSurrogate::read(&file)?;
                 (Box::new(surrogate), meta)
             }
             other => {

@@ -20,6 +20,7 @@ pub mod anchored;
 pub mod cubic;
 pub mod exact_floats;
 pub mod file;
+pub mod gp;
 pub mod grids;
 pub mod kinds;
 pub mod laplace;

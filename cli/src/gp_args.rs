@@ -1,0 +1,65 @@
+//! The Gaussian-process surrogate's options, `--gp full|fitc` and `--inducing M`: rns-hmc's
+//! surrogate a full GP or FITC instead of the network ([`shmc::surrogates::gp`]).
+
+use clap::Args;
+use shmc::surrogates::gp::{Approximation, GpFitter, GpOptions};
+use shmc::surrogates::kinds::SurrogateKind;
+use shmc::{Error, Result};
+
+/// FITC's inducing points when `--inducing` is not given.
+const DEFAULT_INDUCING: usize = 500;
+
+/// `--gp` and `--inducing`.
+#[derive(Debug, Args)]
+pub struct GpArgs {
+    /// A Gaussian process instead of the network as rns-hmc's surrogate: full (every training
+    /// state; O(n^3) to fit, 3 n^2 x 8 bytes, O(n d) per gradient) or fitc (--inducing points
+    /// drawn from the training states; O(n M^2) to fit, O(M d) per gradient). Hyperparameters
+    /// by maximising the marginal likelihood; the exact MH step keeps the chain exact.
+    #[arg(long, value_parser = ["full", "fitc"])]
+    pub gp: Option<String>,
+    /// FITC's number of inducing points M (with --gp fitc) [default: 500].
+    #[arg(long, value_name = "M")]
+    pub inducing: Option<usize>,
+}
+
+impl GpArgs {
+    /// Refuses `--gp` and `--inducing` where they would be ignored (`why`: what is used
+    /// instead).
+    pub fn refuse(&self, why: &str) -> Result<()> {
+        match (&self.gp, self.inducing) {
+            (None, None) => Ok(()),
+            (Some(_), _) => Err(Error::invalid(format!("--gp is for rns-hmc: {why}"))),
+            (None, Some(_)) => Err(Error::invalid(format!(
+                "--inducing is for rns-hmc --gp fitc: {why}"
+            ))),
+        }
+    }
+
+    /// The GP kind `--gp` asks for (seed `seed` for FITC's inducing points, the fit refused
+    /// above `memory_limit` bytes), or `network` without `--gp`.
+    pub fn kind_or(
+        &self,
+        network: SurrogateKind,
+        seed: u64,
+        memory_limit: u64,
+    ) -> Result<SurrogateKind> {
+        let approximation = match (self.gp.as_deref(), self.inducing) {
+            (None, None) => return Ok(network),
+            (Some("fitc"), Some(0)) => return Err(Error::invalid("--inducing must be at least 1")),
+            (Some("fitc"), inducing) => Approximation::Fitc {
+                inducing: inducing.unwrap_or(DEFAULT_INDUCING),
+            },
+            (Some(_), None) => Approximation::Full,
+            (_, Some(_)) => return Err(Error::invalid("--inducing is for --gp fitc")),
+        };
+        Ok(SurrogateKind::Gp(GpFitter {
+            options: GpOptions {
+                approximation,
+                seed,
+                memory_limit,
+                ..GpOptions::default()
+            },
+        }))
+    }
+}

@@ -1,0 +1,81 @@
+//! A Gaussian process's record in a surrogate file (kinds [`FULL_KIND`] and [`FITC_KIND`]):
+//! the predictive mean's centres, weights, length scales and offset, as exact decimal strings,
+//! and the reach of its training states. Loading builds the same [`Predictor`] from the same
+//! numbers, so a loaded surrogate proposes bit for bit as the fitted one did; the covariance
+//! and its factors are not kept (the mean is all a sampler asks).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::kernel::Predictor;
+use crate::Result;
+use crate::surrogates::SurrogateMeta;
+use crate::surrogates::file::{self, SurrogateFile};
+use crate::surrogates::network::Reach;
+
+/// The kind name of a full Gaussian process in a surrogate file.
+pub const FULL_KIND: &str = "gp";
+
+/// The kind name of a FITC sparse Gaussian process in a surrogate file.
+pub const FITC_KIND: &str = "fitc";
+
+#[derive(Serialize, Deserialize)]
+struct GpRecord {
+    dim: usize,
+    /// `m × d`, row-major.
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
+    centres: Vec<f64>,
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
+    weights: Vec<f64>,
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
+    lengths: Vec<f64>,
+    #[serde(with = "crate::surrogates::exact_floats")]
+    offset: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reach: Option<Reach>,
+}
+
+/// Writes `predictor` and `reach` under `kind` with `meta` to `path`.
+pub(super) fn write(
+    kind: &str,
+    predictor: &Predictor,
+    reach: Option<&Reach>,
+    path: &Path,
+    meta: &SurrogateMeta,
+) -> Result<()> {
+    let (centres, weights, lengths, offset) = predictor.parts();
+    let record = GpRecord {
+        dim: predictor.dim(),
+        centres: centres.to_vec(),
+        weights: weights.to_vec(),
+        lengths: lengths.to_vec(),
+        offset,
+        reach: reach.cloned(),
+    };
+    file::write(path, kind, meta, &record)
+}
+
+/// The predictive mean and reach a surrogate file of a Gaussian-process kind holds, and the
+/// meta of its fit; an error naming the file when the record is inconsistent.
+pub(super) fn read(file: &SurrogateFile) -> Result<(Predictor, Option<Reach>, SurrogateMeta)> {
+    let (record, meta): (GpRecord, SurrogateMeta) = file.read()?;
+    if record.lengths.len() != record.dim {
+        return Err(file.invalid(format!(
+            "{} length scales for dimension {}",
+            record.lengths.len(),
+            record.dim
+        )));
+    }
+    let predictor = Predictor::new(
+        record.centres,
+        record.weights,
+        record.lengths,
+        record.offset,
+    )
+    .map_err(|m| file.invalid(m))?;
+    if let Some(reach) = &record.reach {
+        reach.check(record.dim).map_err(|m| file.invalid(m))?;
+    }
+    Ok((predictor, record.reach, meta))
+}
