@@ -184,8 +184,7 @@ fn check_surrogate_file(args: &SampleArgs, config: &SampleConfig) -> Result<()> 
     else {
         return Ok(());
     };
-    let data = args.model.data.as_ref().map(|d| d.display().to_string());
-    if let Some(warning) = trained_on::check(path, &args.model.model, data.as_deref())? {
+    if let Some(warning) = trained_on::check(path, &args.model.model, args.model.data())? {
         eprintln!("warning: {warning}");
     }
     Ok(())
@@ -209,8 +208,8 @@ fn sampler<'m>(
         Some(_) => sampler.resume_in(&args.output),
         None => sampler.write_to(&args.output).overwrite(args.overwrite),
     };
-    match &args.model.data {
-        Some(data) => sampler.data_file(data.display().to_string()),
+    match args.model.data() {
+        Some(data) => sampler.data_file(data),
         None => sampler,
     }
 }

@@ -86,7 +86,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
     };
     let meta = SurrogateMeta {
         model: args.model.model.clone(),
-        data: Some(args.model.data.as_ref().map(|d| d.display().to_string())),
+        data: Some(args.model.data().map(str::to_string)),
         method: settings
             .kind
             .network()

@@ -362,6 +362,32 @@ fn bad_input_gives_one_clear_line() {
         &["sample", "--model", "banana", "--mesh", "10", "--output", o],
         "--mesh does not apply to model banana",
     );
+    // A model option's value is read by the model, which names the option.
+    assert_one_line_error(
+        &["sample", "--model", "banana", "--n", "ten", "--output", o],
+        "--n cannot be \"ten\": invalid digit found in string",
+    );
+    let logistic = [
+        "sample", "--model", "logistic", "--n", "50", "--d", "2", "--output", o,
+    ];
+    assert_one_line_error(
+        &[&logistic[..], &["--missing", "drop-rows"]].concat(),
+        "--missing applies to a data file, and model logistic simulates its data without one",
+    );
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "logistic",
+            "--data",
+            "bank",
+            "--missing",
+            "skip",
+            "--output",
+            o,
+        ],
+        "--missing is \"skip\": use error or drop-rows",
+    );
     // A network too large for memory is refused before anything is allocated or written
     // (it used to abort the process trying to allocate 720 GB).
     assert_one_line_error(

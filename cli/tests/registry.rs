@@ -33,8 +33,8 @@ fn every_model_in_the_table_builds_samples_and_is_listed_everywhere() {
             .take_while(|line| line.trim_end() == name || line.starts_with(' '))
             .collect::<String>();
         assert!(block.contains(entry.description), "{name}: {listed}");
-        for (setting, _) in entry.options {
-            let flag = format!("--{}", setting.replace('_', "-"));
+        for option in entry.options {
+            let flag = format!("--{}", option.setting.replace('_', "-"));
             assert!(block.contains(&flag), "{name}: {flag} not in {block}");
         }
         assert_eq!(
@@ -66,11 +66,11 @@ fn a_setting_outside_a_models_options_is_refused() {
         };
         let unlisted = ["mesh", "standardize"]
             .into_iter()
-            .find(|s| !entry.options.iter().any(|(o, _)| o == s))
+            .find(|s| !entry.options.iter().any(|o| o.setting == *s))
             .expect("no model takes both a mesh and standardized data");
         match unlisted {
-            "mesh" => spec.mesh = Some(4),
-            _ => spec.standardize = true,
+            "mesh" => spec.set("mesh", 4),
+            _ => spec.set("standardize", true),
         }
         let error = build(&spec)
             .err()
@@ -81,6 +81,39 @@ fn a_setting_outside_a_models_options_is_refused() {
             "{}: {error}",
             entry.name
         );
+    }
+}
+
+/// The model table is the one list of model options: each setting a model declares is a
+/// flag of `shmc sample`, `shmc train`, `shmc sbc` and `shmc serve`, its help naming the model
+/// (`shmc models` lists it under the model: the test above).
+#[test]
+fn every_model_option_is_a_flag_of_every_command_that_builds_a_model() {
+    let text = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_shmc"))
+            .args(args)
+            .output()
+            .expect("the shmc binary runs");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for command in ["sample", "train", "sbc", "serve"] {
+        let help = text(&[command, "--help"]);
+        for entry in &CATALOGUE {
+            for option in entry.options {
+                let flag = format!("--{}", option.setting.replace('_', "-"));
+                assert!(help.contains(&flag), "{command}: {flag} missing");
+                // The help is on the flag's line (short help) or the next (long help).
+                let lines: Vec<&str> = help.lines().collect();
+                let at = lines.iter().position(|l| {
+                    let l = l.trim_start();
+                    l == flag || l.starts_with(&format!("{flag} "))
+                });
+                let line = at.map_or(String::new(), |i| {
+                    lines[i..(i + 2).min(lines.len())].join(" ")
+                });
+                assert!(line.contains(entry.name), "{command}: {flag}: {line}");
+            }
+        }
     }
 }
 
@@ -115,7 +148,7 @@ fn every_method_in_the_registry_is_offered_documented_and_runs() {
         let (mut spec, _) = small(model).unwrap().unwrap();
         if name == "mlda" {
             // Finer than mlda's default levels (10x10 and 15x15), which it needs.
-            spec.mesh = Some(20);
+            spec.set("mesh", 20);
         }
         let model = build(&spec).unwrap();
         let fit = Sampler::new(model.as_ref())

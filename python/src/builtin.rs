@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use shmc::data::Missing;
 use shmc::models::{self, ModelSpec};
 
 use crate::errors;
@@ -25,7 +24,7 @@ pub fn builtin_models() -> Vec<Entry> {
             let options = m
                 .options
                 .iter()
-                .map(|(name, default)| (name.to_string(), default.to_string()))
+                .map(|o| (o.setting.to_string(), o.note.to_string()))
                 .collect();
             (
                 m.name.into(),
@@ -55,37 +54,19 @@ pub fn builtin(py: Python<'_>, name: &str, options: Option<Bound<'_, PyDict>>) -
     })
 }
 
-/// The spec of model `name` from the options (each read removed).
+/// The spec of model `name` from the options (each read removed): every setting a built-in
+/// model declares, by its name; the library refuses one this model does not take.
 fn spec(name: &str, opts: &mut Options) -> PyResult<ModelSpec> {
     let mut spec = ModelSpec::named(name);
-    spec.data = opts.take("data")?;
-    spec.format = opts.take("format")?;
-    if let Some(response) = opts.take("response")? {
-        spec.response = response;
+    for option in models::options() {
+        let value = match option.value {
+            None => opts.flag(option.setting)?.then(|| "true".to_string()),
+            Some(_) => opts.text(option.setting)?,
+        };
+        if let Some(value) = value {
+            spec.set(option.setting, value);
+        }
     }
-    if opts.choice("missing", &["error", "drop-rows"])? == "drop-rows" {
-        spec.missing = Missing::DropRows;
-    }
-    spec.standardize = opts.flag("standardize")?;
-    spec.intercept = opts.flag("intercept")?;
-    spec.project = opts.take("project")?;
-    spec.projection_seed = opts.take("projection_seed")?.unwrap_or(1);
-    spec.n = opts.take("n")?;
-    spec.d = opts.take("d")?;
-    spec.data_seed = opts.take("data_seed")?.unwrap_or(1);
-    spec.prior_variance = opts.take("prior_variance")?;
-    spec.mesh = opts.take("mesh")?;
-    spec.kl_modes = opts.take("kl_modes")?;
-    spec.prior_sd = opts.take("prior_sd")?;
-    let served = &mut spec.served;
-    served.url = opts.take("url")?;
-    served.model = opts.take("umbridge_model")?;
-    served.output = opts.take("umbridge_output")?;
-    served.noise = opts.take("noise")?;
-    served.prior_mean = opts.take("prior_mean")?;
-    served.timeout = opts.take("timeout")?;
-    served.retries = opts.take("retries")?;
-    served.config = opts.take("umbridge_config")?;
     spec.memory_limit = opts
         .take("memory_limit")?
         .unwrap_or_else(shmc::memory::machine_default_limit);

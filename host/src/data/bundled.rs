@@ -211,10 +211,7 @@ mod tests {
     /// CSV though its name ends in `.gz`), 53 columns once its text columns are one-hot.
     #[test]
     fn a_model_reads_a_bundled_data_set_by_name() {
-        let spec = crate::models::ModelSpec {
-            data: Some("bank".into()),
-            ..crate::models::ModelSpec::named("logistic")
-        };
+        let spec = crate::models::ModelSpec::named("logistic").with("data", "bank");
         let model = crate::models::build(&spec).unwrap();
         assert_eq!(model.parameter_names().len(), 53);
     }

@@ -24,7 +24,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use shmc_core::{Potential, random::fill_standard_normal};
 
-use super::{ModelEntry, no_data_options};
+use super::{ModelEntry, ModelOption};
 use crate::metric::{DenseFactor, MetricAt, RiemannianMetric};
 use crate::model::{Generative, Simulated, indexed_names};
 use crate::{Error, Model, Result};
@@ -34,17 +34,22 @@ pub const ENTRY: ModelEntry = ModelEntry {
     name: "banana",
     description: "banana-shaped posterior: y ~ N(b1 + b2^2, 2^2), b ~ N(0, I) (precomputing paper)",
     parameters: "beta.1, beta.2",
-    options: &[("n", "100 points"), ("data_seed", "1")],
+    options: &[
+        ModelOption::value("n", "N", "100 points"),
+        ModelOption::value("data_seed", "SEED", "1: the simulated data's seed"),
+    ],
     build: |spec| {
-        no_data_options(spec)?;
-        let n = spec.n.unwrap_or(Banana::PAPER_N);
+        let n = spec.get("n")?.unwrap_or(Banana::PAPER_N);
         crate::memory::check(
             &format!("the banana's {n} simulated points"),
             "n",
             crate::memory::f64s([n]),
             spec.memory_limit,
         )?;
-        Ok(Box::new(Banana::simulate(n, spec.data_seed)?))
+        Ok(Box::new(Banana::simulate(
+            n,
+            spec.get("data_seed")?.unwrap_or(1),
+        )?))
     },
     small: Some(|_| "N 100"),
 };

@@ -31,7 +31,7 @@ use rand_pcg::Pcg64;
 use shmc_core::Potential;
 use shmc_core::random::uniform_open;
 
-use super::{ModelEntry, no_data_options};
+use super::ModelEntry;
 use crate::model::{Generative, Simulated};
 use crate::{Error, Model, Result};
 
@@ -41,10 +41,7 @@ pub const ENTRY: ModelEntry = ModelEntry {
     description: "beta-binomial overdispersion, 20-city cancer mortality (VHMC paper; Albert ch. 5)",
     parameters: "logit_eta, log_K",
     options: &[],
-    build: |spec| {
-        no_data_options(spec)?;
-        Ok(Box::new(BetaBinomial::cancer_mortality()))
-    },
+    build: |_| Ok(Box::new(BetaBinomial::cancer_mortality())),
     small: Some(|_| "20 cities"),
 };
 

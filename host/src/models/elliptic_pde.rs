@@ -31,7 +31,7 @@ use rand_pcg::Pcg64;
 use shmc_core::random::fill_standard_normal;
 use shmc_core::{Potential, fastmath};
 
-use super::{ModelEntry, ModelSpec, no_data_options};
+use super::{ModelEntry, ModelOption, ModelSpec};
 use crate::metric::{ConstantMetric, RiemannianMetric};
 use crate::model::{Generative, Levels, Simulated, indexed_names};
 use crate::pde::{KarhunenLoeve, Mesh, Workspace};
@@ -43,33 +43,28 @@ pub const ENTRY: ModelEntry = ModelEntry {
     description: "elliptic PDE inverse problem: the diffusion coefficient of div(c grad u) = 0 on the unit square from u observed on an 11x11 grid with noise sd 0.1; Q1 finite elements, log c a Gaussian process (squared exponential, sd 1, length 0.2) by its Karhunen-Loeve modes (journal paper 5.2)",
     parameters: "theta.1 .. theta.d (the mode weights)",
     options: &[
-        ("mesh", "30 elements per side"),
-        ("kl_modes", "20; 5 in the sparse-grid paper"),
-        ("prior_sd", "0.5; 1 in the sparse-grid paper"),
-        ("data_seed", "1"),
+        ModelOption::value("mesh", "N", "30 elements per side"),
+        ModelOption::value("kl_modes", "D", "20; 5 in the sparse-grid paper"),
+        ModelOption::value("prior_sd", "SD", "0.5; 1 in the sparse-grid paper"),
+        ModelOption::value("data_seed", "SEED", "1: the simulated data's seed"),
     ],
     build: |spec| Ok(Box::new(from_spec(spec)?)),
     small: Some(|spec| {
-        (spec.mesh, spec.kl_modes) = (Some(8), Some(3));
+        spec.set("mesh", 8);
+        spec.set("kl_modes", 3);
         "8x8 mesh, 3 modes"
     }),
 };
 
 /// The elliptic PDE model `spec` describes (its mesh, modes, prior sd and data seed).
 pub fn from_spec(spec: &ModelSpec) -> Result<EllipticPde> {
-    no_data_options(&ModelSpec {
-        mesh: None,
-        kl_modes: None,
-        prior_sd: None,
-        ..spec.clone()
-    })?;
     let defaults = PdeSettings::default();
     EllipticPde::simulate_within(
         PdeSettings {
-            mesh: spec.mesh.unwrap_or(defaults.mesh),
-            modes: spec.kl_modes.unwrap_or(defaults.modes),
-            prior_sd: spec.prior_sd.unwrap_or(defaults.prior_sd),
-            data_seed: spec.data_seed,
+            mesh: spec.get("mesh")?.unwrap_or(defaults.mesh),
+            modes: spec.get("kl_modes")?.unwrap_or(defaults.modes),
+            prior_sd: spec.get("prior_sd")?.unwrap_or(defaults.prior_sd),
+            data_seed: spec.get("data_seed")?.unwrap_or(defaults.data_seed),
         },
         spec.memory_limit,
     )

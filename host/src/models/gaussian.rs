@@ -23,7 +23,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use shmc_core::{Potential, random::fill_standard_normal};
 
-use super::{ModelEntry, no_data_options};
+use super::{ModelEntry, ModelOption};
 use crate::model::{Generative, Simulated, indexed_names};
 use crate::{Error, Model, Result};
 
@@ -32,10 +32,12 @@ pub const CONJUGATE_ENTRY: ModelEntry = ModelEntry {
     name: "gaussian-conjugate",
     description: "2-D Gaussian mean with known covariance and a conjugate prior (precomputing paper)",
     parameters: "mu.1, mu.2",
-    options: &[("n", "100 points"), ("data_seed", "1")],
+    options: &[
+        ModelOption::value("n", "N", "100 points"),
+        ModelOption::value("data_seed", "SEED", "1: the simulated data's seed"),
+    ],
     build: |spec| {
-        no_data_options(spec)?;
-        let n = spec.n.unwrap_or(ConjugateGaussian::DEFAULT_N);
+        let n = spec.get("n")?.unwrap_or(ConjugateGaussian::DEFAULT_N);
         // The 2 × n normals, their image and its transpose.
         crate::memory::check(
             &format!("the {n} simulated 2-D points"),
@@ -43,7 +45,10 @@ pub const CONJUGATE_ENTRY: ModelEntry = ModelEntry {
             crate::memory::f64s([n, 2, 3]),
             spec.memory_limit,
         )?;
-        Ok(Box::new(ConjugateGaussian::simulate(n, spec.data_seed)?))
+        Ok(Box::new(ConjugateGaussian::simulate(
+            n,
+            spec.get("data_seed")?.unwrap_or(1),
+        )?))
     },
     small: Some(|_| "N 100"),
 };
@@ -53,10 +58,9 @@ pub const CORRELATED_ENTRY: ModelEntry = ModelEntry {
     name: "gaussian-32",
     description: "correlated Gaussian: eigenvalue 1 along (1,..,1), 0.01 across (journal paper)",
     parameters: "q.1 .. q.d",
-    options: &[("d", "32")],
+    options: &[ModelOption::value("d", "D", "32")],
     build: |spec| {
-        no_data_options(spec)?;
-        let d = spec.d.unwrap_or(CorrelatedGaussian::JOURNAL_DIM);
+        let d = spec.get("d")?.unwrap_or(CorrelatedGaussian::JOURNAL_DIM);
         crate::memory::check(
             &format!("a {d}-dimensional Gaussian's parameters and chain state"),
             "d",

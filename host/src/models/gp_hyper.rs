@@ -32,7 +32,7 @@ use rand_pcg::Pcg64;
 use shmc_core::Potential;
 use shmc_core::random::{fill_standard_normal, uniform};
 
-use super::{ModelEntry, no_data_options};
+use super::{ModelEntry, ModelOption};
 use crate::model::{Generative, Simulated};
 use crate::{Error, Model, Result};
 
@@ -42,10 +42,12 @@ pub const ENTRY: ModelEntry = ModelEntry {
     name: "gp-hyper",
     description: "Gaussian-process hyperparameters, priors N(-1, 1) on the logs (precomputing paper 4.3)",
     parameters: "log_eta, log_l, log_J",
-    options: &[("n", "100 points"), ("data_seed", "1")],
+    options: &[
+        ModelOption::value("n", "N", "100 points"),
+        ModelOption::value("data_seed", "SEED", "1: the simulated data's seed"),
+    ],
     build: |spec| {
-        no_data_options(spec)?;
-        let n = spec.n.unwrap_or(GpHyper::DEFAULT_N);
+        let n = spec.get("n")?.unwrap_or(GpHyper::DEFAULT_N);
         // The squared distances, the covariance and its Cholesky factor (and the copy the
         // factorization takes), each n × n.
         crate::memory::check(
@@ -54,10 +56,13 @@ pub const ENTRY: ModelEntry = ModelEntry {
             crate::memory::f64s([n, n, 4]),
             spec.memory_limit,
         )?;
-        Ok(Box::new(GpHyper::simulate(n, spec.data_seed)?))
+        Ok(Box::new(GpHyper::simulate(
+            n,
+            spec.get("data_seed")?.unwrap_or(1),
+        )?))
     },
     small: Some(|spec| {
-        spec.n = Some(30);
+        spec.set("n", 30);
         "N 30"
     }),
 };

@@ -1,8 +1,11 @@
 //! The built-in models. Each implements [`crate::Model`], the same path a user's own model
 //! takes, and names itself in [`CATALOGUE`] with a [`ModelEntry`] defined in its own file: what
-//! `shmc models` lists, the [`ModelSpec`] settings it reads, how it is built, and a small
+//! `shmc models` lists, the settings it reads ([`ModelOption`]), how it is built, and a small
 //! instance for tests and calibration. [`build`] turns a spec (what the command line says) into
-//! the model it names. A new model is its own file plus one line in [`CATALOGUE`].
+//! the model it names, refusing a setting the model does not declare. A new model is its own
+//! file plus one line in [`CATALOGUE`]; a new option of a model is one line in its entry and
+//! one read in its builder, and the front ends (the command line's flags, the Python package's
+//! keywords) follow from the entry.
 
 pub mod banana;
 pub mod beta_binomial;
@@ -14,6 +17,7 @@ pub mod gp_hyper;
 pub mod ica;
 pub mod logistic;
 pub mod probit;
+mod regression;
 mod spec;
 pub mod umbridge;
 
@@ -24,8 +28,8 @@ use shmc_core::random::{fill_standard_normal, uniform};
 
 use crate::data::Dataset;
 use crate::{Error, Model, Result};
-pub use spec::{ModelSpec, ServedSpec};
-pub(crate) use spec::{no_data_options, regression, regression_options};
+pub(crate) use regression::{regression, regression_options};
+pub use spec::{ModelOption, ModelSpec};
 
 /// Every built-in model, in the order `shmc models` lists them.
 pub const CATALOGUE: [ModelEntry; 9] = [
@@ -49,9 +53,8 @@ pub struct ModelEntry {
     pub description: &'static str,
     /// Its parameters.
     pub parameters: &'static str,
-    /// The [`ModelSpec`] settings it reads (snake-case names, as [`Error::Setting`] gives
-    /// them), each with its default or its values in words; any other setting is refused.
-    pub options: &'static [(&'static str, &'static str)],
+    /// The [`ModelSpec`] settings it reads; [`build`] refuses any other.
+    pub options: &'static [ModelOption],
     /// Builds it from a spec.
     pub build: fn(&ModelSpec) -> Result<Box<dyn Model>>,
     /// Makes a spec describe a small instance (few rows, a coarse mesh), for tests and
@@ -71,9 +74,53 @@ pub fn entry(name: &str) -> Result<&'static ModelEntry> {
     })
 }
 
-/// Builds the model `spec` names.
+/// Builds the model `spec` names, after refusing any setting it does not declare.
 pub fn build(spec: &ModelSpec) -> Result<Box<dyn Model>> {
-    (entry(&spec.name)?.build)(spec)
+    let entry = entry(&spec.name)?;
+    let declared = |given: &str| entry.options.iter().any(|o| o.setting == given);
+    if let Some(given) = spec.given().find(|given| !declared(given)) {
+        return Err(match setting_named(given) {
+            Some(setting) => {
+                Error::setting(setting, format!("does not apply to model {}", spec.name))
+            }
+            None => Error::invalid(format!(
+                "model {} has no setting {given:?}; its settings: {}",
+                spec.name,
+                entry
+                    .options
+                    .iter()
+                    .map(|o| o.setting)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        });
+    }
+    (entry.build)(spec)
+}
+
+/// The setting called `name` if some model declares it.
+fn setting_named(name: &str) -> Option<&'static str> {
+    settings().find(|s| *s == name)
+}
+
+/// Every setting some built-in model declares, each once, in catalogue order: what a front
+/// end offers (the command line's model flags, the Python package's keywords).
+pub fn settings() -> impl Iterator<Item = &'static str> {
+    options().map(|o| o.setting)
+}
+
+/// Every option some built-in model declares, each setting once (its first declaration), in
+/// catalogue order.
+pub fn options() -> impl Iterator<Item = &'static ModelOption> {
+    let all = CATALOGUE.iter().flat_map(|m| m.options.iter());
+    all.clone()
+        .enumerate()
+        .filter(move |(i, o)| {
+            all.clone()
+                .take(*i)
+                .all(|earlier| earlier.setting != o.setting)
+        })
+        .map(|(_, o)| o)
 }
 
 /// The small instance of the model called `name` ([`ModelEntry::small`]): its spec and how
@@ -191,41 +238,76 @@ mod tests {
             err.contains("unknown model \"nope\"") && err.contains("logistic"),
             "{err}"
         );
-        let spec = ModelSpec {
-            standardize: true,
-            ..ModelSpec::named("banana")
-        };
-        let err = build(&spec).err().unwrap().to_string();
-        assert_eq!(err, "setting `standardize` does not apply to model banana");
-        let mut spec = ModelSpec::named("gaussian-32");
-        spec.served.url = Some("http://127.0.0.1:1".into());
-        let err = build(&spec).err().unwrap().to_string();
-        assert_eq!(err, "setting `url` does not apply to model gaussian-32");
+        let err = |spec: ModelSpec| build(&spec).err().unwrap().to_string();
+        let banana = || ModelSpec::named("banana");
+        assert_eq!(
+            err(banana().with("standardize", true)),
+            "setting `standardize` does not apply to model banana"
+        );
+        assert_eq!(
+            err(ModelSpec::named("gaussian-32").with("url", "http://127.0.0.1:1")),
+            "setting `url` does not apply to model gaussian-32"
+        );
+        assert_eq!(
+            err(banana().with("meshh", 3)),
+            "model banana has no setting \"meshh\"; its settings: n, data_seed"
+        );
+        assert!(err(banana().with("n", "ten")).starts_with("setting `n` cannot be \"ten\""));
+        assert!(err(banana().with("n", -3)).starts_with("setting `n` cannot be \"-3\""));
+    }
+
+    #[test]
+    fn a_regression_refuses_file_options_without_a_file_and_simulation_options_with_one() {
+        let err = |spec: ModelSpec| build(&spec).err().unwrap().to_string();
+        let logistic = || ModelSpec::named("logistic").with("n", 50).with("d", 2);
+        assert!(
+            err(logistic().with("standardize", true))
+                .starts_with("setting `standardize` applies to a data file"),
+        );
+        assert!(
+            err(logistic().with("missing", "drop-rows")).starts_with("setting `missing` applies")
+        );
+        let bank = ModelSpec::named("logistic").with("data", "bank");
+        assert!(err(bank.clone().with("n", 5)).starts_with("setting `n` applies to simulated"));
+        assert!(err(bank.with("missing", "skip")).contains("use error or drop-rows"));
+    }
+
+    #[test]
+    fn every_setting_takes_the_same_kind_of_value_in_every_model() {
+        // The front ends make one flag or keyword per setting: a setting that is a switch in
+        // one model and takes a value in another could not be both.
+        for option in CATALOGUE.iter().flat_map(|m| m.options) {
+            let first = options().find(|o| o.setting == option.setting).unwrap();
+            assert_eq!(
+                first.value.is_none(),
+                option.value.is_none(),
+                "{}",
+                option.setting
+            );
+        }
+        assert_eq!(settings().filter(|s| *s == "data").count(), 1);
     }
 
     #[test]
     fn a_served_models_options_are_checked_before_connecting() {
         // Port 1 on loopback: nothing is contacted, every check comes first.
-        let served = |f: &dyn Fn(&mut ModelSpec)| {
-            let mut spec = ModelSpec::named("umbridge");
-            spec.served.url = Some("http://127.0.0.1:1".into());
-            f(&mut spec);
-            build(&spec).err().unwrap().to_string()
+        let served = |f: &dyn Fn(ModelSpec) -> ModelSpec| {
+            let spec = ModelSpec::named("umbridge").with("url", "http://127.0.0.1:1");
+            build(&f(spec)).err().unwrap().to_string()
         };
         assert!(
-            served(&|s| s.served.output = Some("posterior".into()))
-                .contains("log-density or forward")
+            served(&|s| s.with("umbridge_output", "posterior")).contains("log-density or forward")
         );
         assert!(
-            served(&|s| s.served.noise = Some(0.1))
+            served(&|s| s.with("noise", 0.1))
                 .starts_with("setting `noise` applies to a forward model")
         );
-        assert!(served(&|s| s.standardize = true).contains("`standardize` does not apply"));
+        assert!(served(&|s| s.with("standardize", true)).contains("`standardize` does not apply"));
         assert_eq!(
-            served(&|s| s.served.output = Some("forward".into())),
+            served(&|s| s.with("umbridge_output", "forward")),
             "setting `data` must name the observations of a forward model"
         );
-        assert!(served(&|s| s.served.timeout = Some(0.0)).contains("`timeout` must be"));
-        assert!(served(&|s| s.served.config = Some("{".into())).contains("not JSON"));
+        assert!(served(&|s| s.with("timeout", 0.0)).contains("`timeout` must be"));
+        assert!(served(&|s| s.with("umbridge_config", "{")).contains("not JSON"));
     }
 }

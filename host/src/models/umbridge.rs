@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use serde_json::Value;
 use shmc_core::Potential;
 
-use super::{ModelEntry, ModelSpec, ServedSpec, no_data_options};
+use super::{ModelEntry, ModelOption, ModelSpec};
 use crate::model::indexed_names;
 use crate::umbridge::client::{CallError, Client, Patience};
 use crate::umbridge::discovery::{self, Folder};
@@ -46,20 +46,49 @@ pub const ENTRY: ModelEntry = ModelEntry {
     description: "a model served over UM-Bridge (HTTP) by any UM-Bridge server or load balancer: its output read as the log-density, or as a forward map with a Gaussian likelihood on given data",
     parameters: "theta.1 .. theta.d (d from the server)",
     options: &[
-        (
+        ModelOption::value(
             "url",
-            "http://127.0.0.1:4242; URL,URL,... for instances of one model; dir:FOLDER for \
-             instances an engine started (FOLDER/url-N.txt)",
+            "URL",
+            "http://127.0.0.1:4242; URL,URL,... for instances of one model, each call to the \
+             one with the fewest calls in flight; dir:FOLDER for instances a cluster engine \
+             started (FOLDER/url-N.txt)",
         ),
-        ("umbridge_model", "NAME: the server's only one by default"),
-        ("umbridge_output", "log-density | forward"),
-        ("data", "FILE: a forward model's observations"),
-        ("noise", "SIGMA: a forward model's noise sd"),
-        ("prior_mean", "0: a forward model's prior mean"),
-        ("prior_sd", "1: a forward model's prior sd"),
-        ("timeout", "60 seconds per call"),
-        ("retries", "3"),
-        ("umbridge_config", "JSON sent with every call"),
+        ModelOption::value(
+            "umbridge_model",
+            "NAME",
+            "the server's only model by default",
+        ),
+        ModelOption::value(
+            "umbridge_output",
+            "OUTPUT",
+            "log-density (default) | forward: a forward map observed as the data with \
+             Gaussian noise",
+        ),
+        ModelOption::value(
+            "data",
+            "FILE",
+            "a forward model's observations: numbers separated by spaces, commas or lines, \
+             or a JSON array",
+        ),
+        ModelOption::value("noise", "SIGMA", "a forward model's noise sd"),
+        ModelOption::value("prior_mean", "MEAN", "0: a forward model's prior mean"),
+        ModelOption::value("prior_sd", "SD", "1: a forward model's prior sd"),
+        ModelOption::value(
+            "timeout",
+            "SECONDS",
+            "60 seconds to wait for one answer, its evaluation included",
+        ),
+        ModelOption::value(
+            "retries",
+            "N",
+            "3 retries, with doubling backoff from 0.1 s, when the server cannot be reached, \
+             times out or is busy",
+        ),
+        ModelOption::value(
+            "umbridge_config",
+            "JSON",
+            "{}: the JSON object sent as every call's config",
+        ),
     ],
     build: |spec| Ok(Box::new(connect(spec)?)),
     small: None,
@@ -67,77 +96,31 @@ pub const ENTRY: ModelEntry = ModelEntry {
 
 /// The served model `spec` describes: connects to its server.
 fn connect(spec: &ModelSpec) -> Result<ServedPosterior> {
-    let s = &spec.served;
-    let forward = match s.output.as_deref() {
-        None | Some("log-density") => false,
-        Some("forward") => true,
-        Some(other) => {
-            return Err(Error::setting(
-                "umbridge_output",
-                format!("is {other:?}: use log-density or forward"),
-            ));
-        }
-    };
-    // A forward model takes its data, noise and prior; a log-density is the whole posterior.
-    let own = ModelSpec {
-        data: None,
-        prior_sd: None,
-        served: ServedSpec::default(),
-        ..spec.clone()
-    };
-    no_data_options(&own)?;
-    let likelihood = if forward {
-        let data = spec.data.as_deref().ok_or_else(|| {
-            Error::setting("data", "must name the observations of a forward model")
-        })?;
-        Likelihood::Gaussian {
-            data: read_observations(data)?,
-            noise_sd: s
-                .noise
-                .ok_or_else(|| Error::setting("noise", "must be given for a forward model"))?,
-            prior_mean: s.prior_mean.unwrap_or(0.0),
-            prior_sd: spec.prior_sd.unwrap_or(1.0),
-        }
-    } else {
-        let extra = [
-            (spec.data.is_some(), "data"),
-            (s.noise.is_some(), "noise"),
-            (s.prior_mean.is_some(), "prior_mean"),
-            (spec.prior_sd.is_some(), "prior_sd"),
-        ];
-        if let Some((_, setting)) = extra.iter().find(|(set, _)| *set) {
-            return Err(Error::setting(
-                setting,
-                "applies to a forward model (umbridge output forward), not to a served \
-                 log-density",
-            ));
-        }
-        Likelihood::LogDensity
-    };
-    let timeout = s.timeout.unwrap_or(60.0);
+    let timeout = spec.get::<f64>("timeout")?.unwrap_or(60.0);
     if !(timeout.is_finite() && timeout > 0.0) {
         return Err(Error::setting(
             "timeout",
             "must be a positive number of seconds",
         ));
     }
-    let config = match &s.config {
-        Some(text) => serde_json::from_str(text)
+    let config = match spec.get::<String>("umbridge_config")? {
+        Some(text) => serde_json::from_str(&text)
             .map_err(|e| Error::setting("umbridge_config", format!("is not JSON: {e}")))?,
         None => serde_json::Value::Object(Default::default()),
     };
+    let default_url = || {
+        format!(
+            "http://127.0.0.1:{}",
+            crate::umbridge::protocol::DEFAULT_PORT
+        )
+    };
     let served = ServedPosterior::connect(ServedSettings {
-        url: s.url.clone().unwrap_or_else(|| {
-            format!(
-                "http://127.0.0.1:{}",
-                crate::umbridge::protocol::DEFAULT_PORT
-            )
-        }),
-        model: s.model.clone(),
-        likelihood,
+        url: spec.get("url")?.unwrap_or_else(default_url),
+        model: spec.get("umbridge_model")?,
+        likelihood: likelihood(spec)?,
         patience: crate::umbridge::client::Patience {
             timeout: std::time::Duration::from_secs_f64(timeout),
-            retries: s.retries.unwrap_or(3),
+            retries: spec.get("retries")?.unwrap_or(3),
         },
         config,
     })?;
@@ -155,6 +138,39 @@ fn connect(spec: &ModelSpec) -> Result<ServedPosterior> {
         spec.memory_limit,
     )?;
     Ok(served)
+}
+
+/// The likelihood `spec` asks for: a served log-density is the whole posterior, and a forward
+/// model takes its data, noise and prior; a setting of the one form is refused in the other.
+fn likelihood(spec: &ModelSpec) -> Result<Likelihood> {
+    let forward_only = ["data", "noise", "prior_mean", "prior_sd"];
+    match spec.get::<String>("umbridge_output")?.as_deref() {
+        None | Some("log-density") => {
+            spec.refuse_any(
+                &forward_only,
+                "applies to a forward model (umbridge output forward), not to a served \
+                 log-density",
+            )?;
+            Ok(Likelihood::LogDensity)
+        }
+        Some("forward") => {
+            let data = spec.get::<std::path::PathBuf>("data")?.ok_or_else(|| {
+                Error::setting("data", "must name the observations of a forward model")
+            })?;
+            Ok(Likelihood::Gaussian {
+                data: read_observations(&data)?,
+                noise_sd: spec
+                    .get("noise")?
+                    .ok_or_else(|| Error::setting("noise", "must be given for a forward model"))?,
+                prior_mean: spec.get("prior_mean")?.unwrap_or(0.0),
+                prior_sd: spec.get("prior_sd")?.unwrap_or(1.0),
+            })
+        }
+        Some(other) => Err(Error::setting(
+            "umbridge_output",
+            format!("is {other:?}: use log-density or forward"),
+        )),
+    }
 }
 
 /// How the served model's output makes the posterior.

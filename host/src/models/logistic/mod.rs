@@ -64,7 +64,8 @@ pub const ENTRY: ModelEntry = ModelEntry {
         )
     },
     small: Some(|spec| {
-        (spec.n, spec.d) = (Some(100), Some(3));
+        spec.set("n", 100);
+        spec.set("d", 3);
         "N 100, d 3"
     }),
 };
