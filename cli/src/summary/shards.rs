@@ -100,6 +100,12 @@ fn read_shard(dir: &Path) -> Result<Shard> {
 /// with its values (`--seed 3`; `--seed=3` as `--seed 3`), sorted: those of [`PER_SHARD`]
 /// left out.
 fn settings(args: &[String]) -> Vec<String> {
+    options_but(args, &PER_SHARD)
+}
+
+/// The options of a command line `args` (after the subcommand), each with its values
+/// (`--seed=3` as `--seed 3`), sorted, but those named in `leave_out`.
+pub(crate) fn options_but(args: &[String], leave_out: &[&str]) -> Vec<String> {
     let mut groups: Vec<Vec<String>> = Vec::new();
     for arg in args {
         match arg.strip_prefix("--") {
@@ -112,7 +118,7 @@ fn settings(args: &[String]) -> Vec<String> {
     }
     let mut kept: Vec<String> = groups
         .into_iter()
-        .filter(|g| !PER_SHARD.contains(&g[0].as_str()))
+        .filter(|g| !leave_out.contains(&g[0].as_str()))
         .map(|g| g.join(" "))
         .collect();
     kept.sort();
