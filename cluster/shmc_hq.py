@@ -22,7 +22,27 @@ runs, restarts it when its worker is lost, and scales workers through its automa
 allocation; the `pip install hyperqueue` package carries the server and worker in its
 extension, so the same code runs on a laptop and against a cluster's server.
 
-`worker` and `instance` are this script's own task modes, not for direct use.
+A run's chains as HyperQueue tasks:
+
+    python3 cluster/shmc_hq.py chains --chains 8 --per-task 2 --output RUN \\
+        -- shmc sample --model banana --seed 7
+
+submits one task per shard of --per-task chains: `shmc sample ... --chains 2 --chain-id 5
+--output RUN/chains-5` and so on, each chain with the seed stream, file and checkpoint it has in
+the one-process run; `shmc summary RUN` and `shmc report RUN` read the shards as one run. A task
+whose worker is lost is started again by HyperQueue (--crash-limit), and goes on from its
+chains' checkpoints with `shmc sample --resume` instead of starting over.
+
+A calibration's replications as HyperQueue tasks:
+
+    python3 cluster/shmc_hq.py sbc --parts 2 --output RUN \\
+        -- shmc sbc --model gaussian-conjugate --reps 200 --thin 5
+
+submits one task per part (`shmc sbc ... --first-replication N --count K --output
+RUN/part-N`, each replication with its seeds of the whole run), waits, then merges the parts
+(`shmc sbc ... --merge RUN/part-*  --output RUN`): the report and files of the one-process run.
+
+`worker`, `instance` and `shard` are this script's own task modes, not for direct use.
 """
 
 import argparse
@@ -169,11 +189,167 @@ def stop_local(cluster, workers):
     cluster.stop()
 
 
+def run_shard(folder, command):
+    """One shard's task: the run `command` into `folder`, or, if an earlier attempt of the task
+    (on a worker that was lost) saved its settings there, that run resumed from its chains'
+    checkpoints. An attempt lost before it saved them left no draw worth keeping: --overwrite."""
+    settings = Path(folder) / "shmc-run.json"
+    if settings.is_file():
+        print(f"shmc_hq: {folder}: an earlier attempt was stopped; resuming it", flush=True)
+        command = [command[0], "sample", "--resume", folder, "--quiet"]
+    else:
+        command = command + ["--overwrite"]
+    return subprocess.run(command).returncode
+
+
+def quiet(run):
+    """The command line `run` with --quiet (no progress bars in a task's log), once."""
+    return run if "--quiet" in run else run + ["--quiet"]
+
+
+def shard_tasks(args, run, output):
+    """Each shard's first chain, chain count and task command line."""
+    tasks = []
+    for first in range(1, args.chains + 1, args.per_task):
+        count = min(args.per_task, args.chains + 1 - first)
+        folder = str(output / f"chains-{first}")
+        command = quiet(run) + ["--chains", str(count), "--chain-id", str(first),
+                                "--output", folder]
+        tasks.append((first, count, [sys.executable, os.path.abspath(__file__), "shard",
+                                     folder, "--"] + command))
+    return tasks
+
+
+def run_chains(argv):
+    """`chains` mode: the run after `--` as shards of --per-task chains, one task each, waited
+    for; then `shmc summary` of the run folder."""
+    args, run = parse_chains(argv)
+    output = Path(args.output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    from hyperqueue import Client, Job
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    cluster, workers = (None, [])
+    if args.server_dir:
+        client = Client(args.server_dir)
+    else:
+        cluster, workers = local_cluster(args, output)
+        client = cluster.client()
+    try:
+        job = Job(max_fails=None, name="shmc-chains")
+        for first, count, command in shard_tasks(args, run, output):
+            job.program(command, stdout=str(output / f"chains-{first}.out"),
+                        stderr=str(output / f"chains-{first}.err"),
+                        crash_limit=args.crash_limit, name=f"chains-{first}")
+        submitted = client.submit(job)
+        print(f"shmc_hq: {args.chains} chains submitted as HyperQueue job {submitted.id}, "
+              f"{args.per_task} per task, into {output}", flush=True)
+        ok = client.wait_for_jobs([submitted], raise_on_error=False)
+    finally:
+        if cluster is not None:
+            stop_local(cluster, workers)
+    if not ok:
+        print(f"error: a shard's task failed (see {output}/chains-N.err)", file=sys.stderr)
+        return 1
+    return subprocess.run([run[0], "summary", str(output)]).returncode
+
+
+def replications_of(run):
+    """The --reps (or --replications) of a `shmc sbc` command line, 200 if not given."""
+    for i, arg in enumerate(run):
+        for flag in ("--reps", "--replications"):
+            if arg == flag and i + 1 < len(run):
+                return int(run[i + 1])
+            if arg.startswith(flag + "="):
+                return int(arg.split("=", 1)[1])
+    return 200
+
+
+def run_sbc(argv):
+    """`sbc` mode: the calibration after `--` as --parts tasks of its replications, waited
+    for, then merged into the whole run's result in --output."""
+    if "--" not in argv:
+        sys.exit("error: give the calibration after `--`, e.g. `-- shmc sbc --model banana`")
+    cut = argv.index("--")
+    p = argparse.ArgumentParser(prog="shmc_hq.py sbc")
+    p.add_argument("--parts", type=int, default=2, help="tasks the replications are split into")
+    p.add_argument("--output", required=True, help="the run's folder (one subfolder a part)")
+    engine_options(p)
+    args, run = p.parse_args(argv[:cut]), argv[cut + 1:]
+    reps = replications_of(run)
+    if not 1 <= args.parts <= reps or args.local_workers < 1:
+        sys.exit(f"error: --parts must lie in 1..{reps} (the replications), --local-workers >= 1")
+    output = Path(args.output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    from hyperqueue import Client, Job
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    cluster, workers = (None, [])
+    if args.server_dir:
+        client = Client(args.server_dir)
+    else:
+        cluster, workers = local_cluster(args, output)
+        client = cluster.client()
+    folders = []
+    try:
+        job = Job(max_fails=None, name="shmc-sbc")
+        for k in range(args.parts):
+            first = 1 + k * reps // args.parts
+            count = (k + 1) * reps // args.parts - k * reps // args.parts
+            folder = str(output / f"part-{first}")
+            folders.append(folder)
+            job.program(quiet(run) + ["--first-replication", str(first), "--count", str(count),
+                                      "--output", folder],
+                        stdout=folder + ".out", stderr=folder + ".err",
+                        crash_limit=args.crash_limit, name=f"part-{first}")
+        submitted = client.submit(job)
+        print(f"shmc_hq: {reps} replications submitted as HyperQueue job {submitted.id}, "
+              f"{args.parts} tasks, into {output}", flush=True)
+        ok = client.wait_for_jobs([submitted], raise_on_error=False)
+    finally:
+        if cluster is not None:
+            stop_local(cluster, workers)
+    if not ok:
+        print(f"error: a part's task failed (see {output}/part-N.err)", file=sys.stderr)
+        return 1
+    return subprocess.run(run + ["--merge"] + folders + ["--output", str(output)]).returncode
+
+
+def parse_chains(argv):
+    if "--" not in argv:
+        sys.exit("error: give the run after `--`, e.g. `-- shmc sample --model banana`")
+    cut = argv.index("--")
+    p = argparse.ArgumentParser(prog="shmc_hq.py chains")
+    p.add_argument("--chains", type=int, required=True, help="chains of the whole run")
+    p.add_argument("--per-task", type=int, default=2, help="chains per task (shard)")
+    p.add_argument("--output", required=True, help="the run's folder (one subfolder a shard)")
+    engine_options(p)
+    args = p.parse_args(argv[:cut])
+    if args.chains < 1 or args.per_task < 1 or args.local_workers < 1:
+        sys.exit("error: --chains, --per-task and --local-workers must be at least 1")
+    return args, argv[cut + 1:]
+
+
+def engine_options(p):
+    """The options of where the engine runs and how often a task survives a lost worker."""
+    p.add_argument("--crash-limit", type=int, default=3,
+                   help="worker losses a task survives (HyperQueue's crash limit)")
+    p.add_argument("--server-dir", help="a running HyperQueue server's directory")
+    p.add_argument("--local-workers", type=int, default=2, help="workers of the local cluster")
+    p.add_argument("--worker-cpus", type=int, default=1, help="CPUs of each local worker")
+
+
 def main(argv):
     if argv[:1] == ["worker"]:
         return run_worker(argv[1], argv[2])
     if argv[:1] == ["instance"]:
         return run_instance(argv[1], argv[3:])
+    if argv[:1] == ["shard"]:
+        return run_shard(argv[1], argv[3:])
+    if argv[:1] == ["chains"]:
+        return run_chains(argv[1:])
+    if argv[:1] == ["sbc"]:
+        return run_sbc(argv[1:])
     args, run = parse(argv)
     folder = Path(args.folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
@@ -220,11 +396,7 @@ def parse(argv):
                       help="any UM-Bridge server command; it listens on $PORT or {port}")
     p.add_argument("--ready-seconds", type=float, default=60.0,
                    help="longest wait for an instance's URL, at the start and after a death")
-    p.add_argument("--crash-limit", type=int, default=3,
-                   help="worker losses a task survives (HyperQueue's crash limit)")
-    p.add_argument("--server-dir", help="a running HyperQueue server's directory")
-    p.add_argument("--local-workers", type=int, default=2, help="workers of the local cluster")
-    p.add_argument("--worker-cpus", type=int, default=1, help="CPUs of each local worker")
+    engine_options(p)
     args = p.parse_args(argv[:cut])
     if args.instances < 1 or args.ready_seconds <= 0 or args.local_workers < 1:
         sys.exit("error: --instances and --local-workers must be at least 1, "

@@ -10,10 +10,12 @@ use shmc::{Error, Result};
 /// Arguments of `shmc report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The folder of the run's CSV files (one per chain, as `shmc sample --output` writes them).
-    #[arg(value_name = "RUN_DIR")]
-    run_dir: PathBuf,
-    /// Where to write the page [default: RUN_DIR/report.html].
+    /// The folder of the run's CSV files (one per chain, as `shmc sample --output` writes
+    /// them); or the shards' folders of one run (`shmc sample --chain-id`), or the folder
+    /// holding them, read as one run once they are one (as `shmc summary` reads them).
+    #[arg(required = true, value_name = "RUN_DIR")]
+    run_dir: Vec<PathBuf>,
+    /// Where to write the page [default: the first RUN_DIR/report.html].
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// The parameters to plot (traces, histograms, pairs), by name [default: the first 4].
@@ -26,11 +28,12 @@ const _: () = assert!(DEFAULT_PARAMETERS == 4);
 
 /// Runs `shmc report`: writes the page, says where, and repeats on stderr what it left out.
 pub fn run(args: &ReportArgs) -> Result<i32> {
-    let report = render(&args.run_dir, args.parameters.as_deref())?;
+    let folders = super::summary::shards::folders(&args.run_dir)?;
+    let report = render(&folders, args.parameters.as_deref())?;
     let path = args
         .output
         .clone()
-        .unwrap_or_else(|| args.run_dir.join("report.html"));
+        .unwrap_or_else(|| args.run_dir[0].join("report.html"));
     std::fs::write(&path, &report.html).map_err(|e| Error::io(&path, e))?;
     for note in &report.notes {
         eprintln!("note: {note}");

@@ -1,6 +1,7 @@
 //! `shmc sample`: build the model, run the library's [`Sampler`] with one CSV file per chain,
 //! print its report.
 
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -20,6 +21,13 @@ pub struct SampleArgs {
     /// Number of chains, run in parallel on all cores.
     #[arg(long, default_value_t = 4)]
     chains: usize,
+    /// The id of the first chain, as CmdStan's `id`: the run makes chains N..N+chains-1
+    /// exactly as one run of them all would (same random streams, files MODEL-N.csv...,
+    /// checkpoints), so that a run can be split into shards, each its own process and
+    /// --output folder (`--chains 2 --chain-id 5` is chains 5 and 6 of `--chains 8`);
+    /// `shmc summary` and `shmc report` read the shards' folders as one run.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    chain_id: usize,
     /// Kept draws per chain.
     #[arg(long, default_value_t = 1000)]
     draws: usize,
@@ -124,6 +132,11 @@ enum MetricArg {
 }
 
 impl SampleArgs {
+    /// The ids of the run's chains (`--chain-id` on); see `summary::shards`.
+    pub(crate) fn chain_ids(&self) -> RangeInclusive<usize> {
+        self.chain_id..=self.chain_id.saturating_add(self.chains.saturating_sub(1))
+    }
+
     fn config(&self) -> Result<SampleConfig> {
         let init = match &self.init {
             Some(path) => Init::Values(read_init(path)?),
@@ -133,6 +146,7 @@ impl SampleArgs {
         };
         Ok(SampleConfig {
             chains: self.chains,
+            chain_id: self.chain_id,
             warmup: self.warmup,
             draws: self.draws,
             seed: self.seed,
@@ -225,22 +239,20 @@ fn print_removed(removed: &[PathBuf], output: &Path) {
     }
 }
 
-/// One line per chain of a resumed run: where it goes on from.
-fn print_resumed(resumed: &[Option<Resumed>], draws: usize) {
-    for (k, r) in resumed.iter().enumerate() {
+/// One line per chain of a resumed run (`ids` its chains'): where it goes on from.
+fn print_resumed(resumed: &[Option<Resumed>], ids: RangeInclusive<usize>, draws: usize) {
+    for (id, r) in ids.zip(resumed) {
         match r {
             Some(r) if r.checkpoint.finished => {
-                println!("chain {}: finished before the stop", k + 1)
+                println!("chain {id}: finished before the stop")
             }
             Some(r) => println!(
-                "chain {}: resumed after draw {} of {draws}",
-                k + 1,
+                "chain {id}: resumed after draw {} of {draws}",
                 r.checkpoint.kept
             ),
             None => println!(
-                "chain {}: stopped in warmup (or its method saves no checkpoint): starts \
-                 again, with the same draws",
-                k + 1
+                "chain {id}: stopped in warmup (or its method saves no checkpoint): starts \
+                 again, with the same draws"
             ),
         }
     }
@@ -338,7 +350,7 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     let stop = super::stop::on_signals();
     let opened = sampler(args, config.clone(), model.as_ref(), (&progress, stop)).open()?;
     if args.resume.is_some() {
-        print_resumed(opened.resumed(), config.draws);
+        print_resumed(opened.resumed(), config.chain_ids(), config.draws);
     } else {
         print_removed(opened.removed(), &args.output);
         super::resume::save_invocation(&args.output)?;

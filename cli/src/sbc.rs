@@ -8,9 +8,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::ModelArgs;
 use super::method_args::MethodArgs;
+use super::summary::shards::options_but;
 use shmc::output::approximate_label;
 use shmc::sampler::SampleConfig;
-use shmc::sbc::{self, SbcSettings};
+use shmc::sbc::{self, PART_FILE, Part, PartRecord, SbcRun, SbcSettings};
 use shmc::{Error, Result, models};
 
 /// Arguments of `shmc sbc`.
@@ -54,7 +55,33 @@ pub struct SbcArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Run only replications N..N+K-1 of --replications (K: --count), each with the seeds it
+    /// has in the whole run: a part for another process or HyperQueue task. Needs --thin (the
+    /// thinning chosen from the ESS depends on every replication's draws) and --output, where
+    /// the part's sbc-part.json is written for --merge.
+    #[arg(long, value_name = "N", requires = "count")]
+    first_replication: Option<usize>,
+    /// With --first-replication: how many replications the part runs.
+    #[arg(long, value_name = "K", requires = "first_replication")]
+    count: Option<usize>,
+    /// Run nothing: merge the parts written to these folders (by --first-replication ...
+    /// --output DIR) into the result of the whole run, the same report and files as one
+    /// process running every replication. Give the whole run's other options as they were
+    /// given to the parts: a part started with other settings is refused.
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with = "first_replication")]
+    merge: Vec<PathBuf>,
 }
+
+/// The options that differ between the parts of one calibration run and the command that
+/// merges them.
+const PER_PART: [&str; 6] = [
+    "--first-replication",
+    "--count",
+    "--output",
+    "--quiet",
+    "--jobs",
+    "--merge",
+];
 
 impl SbcArgs {
     fn config(&self) -> Result<SampleConfig> {
@@ -101,11 +128,22 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
             args.draws
         )));
     }
+    let part = args
+        .first_replication
+        .zip(args.count)
+        .map(|(first, count)| Part { first, count });
+    if part.is_some() && args.output.is_none() {
+        return Err(Error::invalid(
+            "--first-replication needs --output: the part's replications are written there, \
+             for --merge",
+        ));
+    }
     let settings = SbcSettings {
         replications: args.reps,
         seed: args.seed,
         thin: args.thin,
         jobs: args.jobs,
+        part,
     };
     let approximate = config
         .method
@@ -114,19 +152,11 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
     if let Some(label) = &approximate {
         eprintln!("{label}");
     }
-    // Ctrl-C or SIGTERM: no replication starts after it.
-    let stop = super::stop::on_signals();
-    let bar = progress_bar(args.reps, args.quiet);
-    let result = sbc::run(
-        model.as_ref(),
-        &config,
-        &settings,
-        &|done| bar.set_position(done as u64),
-        Some(stop),
-    );
-    bar.finish_and_clear();
-    let result = result?;
-    let title = format!(
+    let result = match args.merge.is_empty() {
+        true => calibrate(args, model.as_ref(), &config, &settings)?,
+        false => merged(args)?,
+    };
+    let mut title = format!(
         "{} with {} ({} chain(s) x {} draws after {} warmup, seed {})",
         args.model.model,
         config.method.name(),
@@ -135,11 +165,83 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
         args.warmup,
         args.seed
     );
+    if let Some(part) = part {
+        let last = part.first + part.count - 1;
+        title.push_str(&format!(
+            ", replications {}..{last} of {}",
+            part.first, args.reps
+        ));
+    }
     let report = sbc::format_report(&result, &title, approximate.as_deref());
     print!("{report}");
     if let Some(dir) = &args.output {
         let files = sbc::write_files(&result, &report, dir)?;
         println!("{} files written to {}", files.len(), dir.display());
+        if part.is_some() {
+            PartRecord::of_run(&result, args.reps).write(dir)?;
+            super::resume::save_invocation(dir)?;
+            println!(
+                "the part for --merge written to {}",
+                dir.join(PART_FILE).display()
+            );
+        }
     }
     Ok(0)
+}
+
+/// Runs the replications of `settings` (all, or a part) with a progress bar.
+fn calibrate(
+    args: &SbcArgs,
+    model: &dyn shmc::Model,
+    config: &SampleConfig,
+    settings: &SbcSettings,
+) -> Result<SbcRun> {
+    // Ctrl-C or SIGTERM: no replication starts after it.
+    let stop = super::stop::on_signals();
+    let bar = progress_bar(args.count.unwrap_or(args.reps), args.quiet);
+    let result = sbc::run(
+        model,
+        config,
+        settings,
+        &|done| bar.set_position(done as u64),
+        Some(stop),
+    );
+    bar.finish_and_clear();
+    result
+}
+
+/// The whole run from the parts in the folders of --merge, each checked to have been started
+/// with this command's settings (but those of [`PER_PART`]).
+fn merged(args: &SbcArgs) -> Result<SbcRun> {
+    let own: Vec<String> = std::env::args().skip(2).collect();
+    let own = options_but(&own, &PER_PART);
+    let mut parts = Vec::new();
+    for dir in &args.merge {
+        let path = dir.join(shmc::output::RUN_SETTINGS_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let (_, saved) = super::resume::read_invocation(&text, &path)?;
+        let theirs = options_but(saved.get(1..).unwrap_or_default(), &PER_PART);
+        if theirs != own {
+            let only = |a: &[String], b: &[String]| {
+                let own: Vec<&str> = a
+                    .iter()
+                    .filter(|s| !b.contains(s))
+                    .map(String::as_str)
+                    .collect();
+                if own.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    own.join(" ")
+                }
+            };
+            return Err(Error::invalid(format!(
+                "{}: a part started with other settings than this command's ({} vs {})",
+                dir.display(),
+                only(&theirs, &own),
+                only(&own, &theirs)
+            )));
+        }
+        parts.push((dir.display().to_string(), PartRecord::read(dir)?));
+    }
+    sbc::merge(parts)
 }

@@ -8,20 +8,36 @@ use shmc::Result;
 use shmc::output::{format_summary, read_stan_csv};
 use shmc::report::{Chains, one_run};
 
+pub(crate) mod shards;
+
 /// Arguments of `shmc summary`.
 #[derive(Debug, Args)]
 pub struct SummaryArgs {
-    /// CmdStan CSV files, one per chain.
+    /// CmdStan CSV files, one per chain; or run folders: a run's, the shards' of one run
+    /// (`shmc sample --chain-id`), or the folder holding the shards' folders. Shards are read
+    /// as one run once they are one: the same settings, and chains 1, 2, ... without a gap.
     #[arg(required = true, value_name = "FILES")]
     files: Vec<PathBuf>,
+}
+
+/// The CSV files `paths` name: files as they are, and each run folder's files in chain order
+/// after the folders' shards are checked to be one run ([`shards::folders`]).
+fn csv_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let (dirs, mut files): (Vec<PathBuf>, Vec<PathBuf>) =
+        paths.iter().cloned().partition(|p| p.is_dir());
+    let mut found = Vec::new();
+    for dir in shards::folders(&dirs)? {
+        found.extend(shmc::report::csv_files(&dir)?);
+    }
+    found.append(&mut files);
+    Ok(found)
 }
 
 /// Runs `shmc summary`. Files that are not one run with the first (another model, data file
 /// or columns, or the same file again: see [`one_run`]) are refused, one `error:` line each,
 /// before anything is summarized.
 pub fn run(args: &SummaryArgs) -> Result<i32> {
-    let csvs = args
-        .files
+    let csvs = csv_files(&args.files)?
         .iter()
         .map(|p| read_stan_csv(p))
         .collect::<Result<Vec<_>>>()?;

@@ -332,3 +332,152 @@ fn hyperqueue_instances_url_file_is_written_once_listening_and_removed_at_the_st
         format!("error: {nowhere_text}.partial: No such file or directory (os error 2)\n")
     );
 }
+
+/// A chain's CSV file without its own path (the header's `file =`) and its times: what two runs
+/// making the same draws into other folders still differ in.
+fn masked(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !(l.contains("file = ") || l.contains("seconds") || l.contains("Elapsed")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `shmc_hq.py chains`: `--chains 4` as two HyperQueue tasks of two chains each, on two
+/// workers of a local cluster: every chain's file is the one-process run's (paths and times
+/// masked), and the summary the driver prints from the shards is that run's.
+#[test]
+fn hyperqueue_sharded_chains_give_the_one_process_files() {
+    if !python_hyperqueue() {
+        return;
+    }
+    let dir = temp_dir("sharded-chains");
+    let (run_dir, whole) = (dir.join("run"), dir.join("whole"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let settings = ["--seed", "8", "--warmup", "100", "--draws", "200"];
+    let mut command = Command::new("python3");
+    command
+        .arg(script)
+        .args([
+            "chains",
+            "--chains",
+            "4",
+            "--per-task",
+            "2",
+            "--local-workers",
+            "2",
+        ])
+        .args(["--output", run_dir.to_str().unwrap()])
+        .args(["--", SHMC, "sample", "--model", "banana"])
+        .args(settings);
+    let done = finish(spawn(command), Duration::from_secs(300));
+    let stdout = text(&done.stdout);
+    assert!(done.status.success(), "{stdout}{}", text(&done.stderr));
+    assert!(
+        stdout.contains("4 chains submitted as HyperQueue job"),
+        "{stdout}"
+    );
+    let mut args = vec!["sample", "--model", "banana", "--chains", "4", "--quiet"];
+    args.extend(["--output", whole.to_str().unwrap()]);
+    args.extend(settings);
+    let reference = binary::shmc(&args);
+    assert!(reference.status.success(), "{}", text(&reference.stderr));
+    for chain in 1..=4 {
+        let shard = run_dir.join(format!("chains-{}", if chain <= 2 { 1 } else { 3 }));
+        let csv = format!("banana-{chain}.csv");
+        assert_eq!(
+            masked(&shard.join(&csv)),
+            masked(&whole.join(&csv)),
+            "{csv}"
+        );
+    }
+    let summary = binary::shmc(&["summary", whole.to_str().unwrap()]);
+    assert!(stdout.ends_with(&text(&summary.stdout)), "{stdout}");
+}
+
+/// `shmc_hq.py sbc`: 40 replications as two HyperQueue tasks on two workers, merged: the ranks
+/// (seeds, ESS, divergences and ranks of every replication) of the one-process calibration.
+#[test]
+fn hyperqueue_sbc_parts_merge_to_the_one_process_ranks() {
+    if !python_hyperqueue() {
+        return;
+    }
+    let dir = temp_dir("sbc-parts");
+    let (run_dir, whole) = (dir.join("run"), dir.join("whole"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let sbc = [
+        "sbc",
+        "--model",
+        "gaussian-conjugate",
+        "--reps",
+        "40",
+        "--draws",
+        "200",
+        "--warmup",
+        "200",
+        "--thin",
+        "5",
+        "--seed",
+        "3",
+        "--quiet",
+    ];
+    let mut command = Command::new("python3");
+    command
+        .arg(script)
+        .args(["sbc", "--parts", "2", "--local-workers", "2"])
+        .args(["--output", run_dir.to_str().unwrap(), "--", SHMC])
+        .args(sbc);
+    let done = finish(spawn(command), Duration::from_secs(300));
+    let stdout = text(&done.stdout);
+    assert!(done.status.success(), "{stdout}{}", text(&done.stderr));
+    let mut args = sbc.to_vec();
+    args.extend(["--output", whole.to_str().unwrap()]);
+    let reference = binary::shmc(&args);
+    assert!(reference.status.success(), "{}", text(&reference.stderr));
+    let ranks = |dir: &Path| -> Vec<String> {
+        let text = std::fs::read_to_string(dir.join("ranks.csv")).unwrap();
+        text.lines()
+            .map(|l| {
+                let cells: Vec<&str> = l.split(',').collect();
+                [&cells[..5], &cells[6..]].concat().join(",")
+            })
+            .collect()
+    };
+    assert_eq!(ranks(&run_dir), ranks(&whole));
+    assert!(
+        stdout.contains("40 replications submitted as HyperQueue job"),
+        "{stdout}"
+    );
+}
+
+/// `--server-command`: a user's own UM-Bridge server command (here `shmc serve` itself, told
+/// its port through `{port}`) launched as the tasks; the script's instance mode waits for its
+/// /Info and writes its URL file, and the run gives the in-process draws.
+#[test]
+fn hyperqueue_a_users_server_command_runs_as_the_instances() {
+    if !python_hyperqueue() {
+        return;
+    }
+    let dir = temp_dir("server-command");
+    let (folder, out) = (dir.join("instances"), dir.join("out"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let server = format!("{SHMC} serve --model banana --workers 1 --port {{port}}");
+    let mut command = Command::new("python3");
+    command
+        .arg(script)
+        .args(["--instances", "2", "--local-workers", "2"])
+        .args([
+            "--folder",
+            folder.to_str().unwrap(),
+            "--server-command",
+            &server,
+        ])
+        .args(["--", SHMC, "sample", "--model", "umbridge", "--quiet"])
+        .args(["--output", out.to_str().unwrap()])
+        .args(RUN);
+    let done = finish(spawn(command), Duration::from_secs(300));
+    let stdout = text(&done.stdout);
+    assert!(done.status.success(), "{stdout}{}", text(&done.stderr));
+    assert!(rows(&out, "umbridge", 4) == in_process(&RUN, 4, "server-command-reference"));
+    assert_eq!(calls_per_instance(&stdout).len(), 2, "{stdout}");
+}

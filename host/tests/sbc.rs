@@ -34,6 +34,7 @@ fn settings(replications: usize, jobs: usize) -> SbcSettings {
         seed: 16,
         thin: None,
         jobs,
+        part: None,
     }
 }
 

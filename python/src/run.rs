@@ -40,6 +40,7 @@ fn config(plan: &Plan, opts: &mut Options) -> PyResult<SampleConfig> {
     let defaults = SampleConfig::default();
     Ok(SampleConfig {
         chains: plan.chains,
+        chain_id: 1,
         warmup: plan.tune,
         draws: plan.draws,
         seed: plan.seed,

@@ -329,6 +329,7 @@ pub fn run_sbc_bench(settings: &SbcBenchSettings, log: &dyn Fn(&str)) -> Result<
         seed: settings.seed,
         thin: None,
         jobs: settings.jobs,
+        part: None,
     };
     let mut rows = Vec::new();
     for name in models {

@@ -55,7 +55,7 @@ impl Files {
         };
         let warmup_rows = if config.save_warmup { config.warmup } else { 0 };
         let (mut sinks, mut resumed) = (Vec::new(), Vec::new());
-        for chain in 1..=config.chains {
+        for chain in config.chain_ids() {
             let path = chain_path(&self.dir, name, chain);
             let mut header = CsvHeader::for_run(name, chain, config, model.parameter_names());
             header.data_file = data_file.map(str::to_string);
@@ -88,7 +88,7 @@ impl Files {
     ) -> Result<()> {
         let exact_coordinates =
             config.mass_matrix() == MassMatrix::Diagonal && !config.method.approximate();
-        for chain in 1..=config.chains {
+        for chain in config.chain_ids() {
             let csv = chain_path(&self.dir, name, chain);
             let Some(checkpoint) = resume::read_checkpoint(&csv, model.dim())? else {
                 continue;
@@ -107,10 +107,11 @@ impl Files {
     /// After a failed run: removes the chains' files that hold no draw (only the header
     /// CmdStan writes first) with any checkpoint beside them and, if no chain kept a draw, the
     /// run settings file a front end saved, so that nothing left behind looks like a run (nor
-    /// makes the folder refuse the next one); whether any file with draws remains.
-    pub fn remove_empty(&self, name: &str, chains: usize) -> bool {
+    /// makes the folder refuse the next one); whether any file with draws remains. `ids` are
+    /// the run's chains'.
+    pub fn remove_empty(&self, name: &str, ids: std::ops::RangeInclusive<usize>) -> bool {
         let mut kept = false;
-        for chain in 1..=chains {
+        for chain in ids {
             let path = chain_path(&self.dir, name, chain);
             match std::fs::read_to_string(&path) {
                 Ok(text) if holds_no_draw(&text) => {

@@ -85,6 +85,14 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
         self
     }
 
+    /// The id of the first chain (default 1, CmdStan's `id`): a run of chains `id..id + chains`
+    /// makes exactly those chains of the one run of them all, each with its own file
+    /// (`MODEL-ID.csv`), random stream and checkpoint; see [`SampleConfig::chain_id`].
+    pub fn chain_id(mut self, id: usize) -> Self {
+        self.config.chain_id = id;
+        self
+    }
+
     /// Warmup iterations per chain (default 1000).
     pub fn warmup(mut self, warmup: usize) -> Self {
         self.config.warmup = warmup;
@@ -317,7 +325,7 @@ impl<'m, M: Model + ?Sized> Opened<'m, M> {
         let run =
             sampler::resume_validated(s.model, &s.config, &resumed, sinks, &progress, s.interrupt);
         let run = match (run, &s.files) {
-            (Err(e), Some(files)) => return Err(failed(e, files, &s.name, s.config.chains)),
+            (Err(e), Some(files)) => return Err(failed(e, files, &s.name, &s.config)),
             (run, _) => run?,
         };
         let written = match s.files {
@@ -340,8 +348,8 @@ impl<'m, M: Model + ?Sized> Opened<'m, M> {
 
 /// A run's error after its files were opened: the files without a draw removed, and a model's
 /// failure completed with where the draws made before it are.
-fn failed(error: Error, files: &Files, name: &str, chains: usize) -> Error {
-    let kept = files.remove_empty(name, chains);
+fn failed(error: Error, files: &Files, name: &str, config: &SampleConfig) -> Error {
+    let kept = files.remove_empty(name, config.chain_ids());
     match error {
         Error::ModelFailed(failure) if kept => Error::ModelFailed(format!(
             "{failure}; the CSV files in {} keep the draws made before",

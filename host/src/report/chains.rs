@@ -83,18 +83,26 @@ impl Chains {
     /// link to a file already read), are left out with a note; it is an error only if none is
     /// left.
     pub fn read_dir(dir: &Path) -> Result<Self> {
-        let mut paths: Vec<_> = std::fs::read_dir(dir)
-            .map_err(|e| Error::io(dir, e))?
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "csv"))
-            .collect();
+        Self::read_dirs(&[dir])
+    }
+
+    /// The chains of a run split into shards ([`crate::sampler::SampleConfig::chain_id`]), each
+    /// shard's folder in `dirs` in the order given, read as [`Chains::read_dir`] reads one.
+    /// Whether the shards are one run's is the caller's to check (a front end knows the
+    /// settings each was started with); here the files must be one run as their headers tell
+    /// ([`one_run`]).
+    pub fn read_dirs<P: AsRef<Path>>(dirs: &[P]) -> Result<Self> {
+        let mut paths = Vec::new();
+        for dir in dirs {
+            paths.extend(csv_files(dir.as_ref())?);
+        }
+        let dir = dirs.first().map_or(Path::new(""), AsRef::as_ref);
         if paths.is_empty() {
             return Err(Error::invalid(format!(
                 "{}: no .csv files (a run folder holds one CmdStan CSV per chain)",
                 dir.display()
             )));
         }
-        paths.sort_by_key(|p| chain_order(p));
         let mut notes = Vec::new();
         let mut csvs: Vec<StanCsv> = Vec::new();
         for path in &paths {
@@ -195,6 +203,17 @@ fn read_chain(path: &Path, notes: &mut Vec<String>) -> Result<StanCsv> {
         path.display()
     ));
     Ok(csv)
+}
+
+/// The `.csv` files in folder `dir`, in chain order.
+pub fn csv_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "csv"))
+        .collect();
+    paths.sort_by_key(|p| chain_order(p));
+    Ok(paths)
 }
 
 /// The sort key of a chain's file: its name without the number that ends it, then the number.

@@ -19,7 +19,7 @@ mod same_run;
 
 use std::path::Path;
 
-pub use chains::Chains;
+pub use chains::{Chains, csv_files};
 use page::{Page, escape, figure, number};
 pub use same_run::one_run;
 
@@ -46,10 +46,12 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
-/// The report of the run in folder `dir`, plotting `parameters` (by default the first
+/// The report of the run in folder `dirs`, plotting `parameters` (by default the first
 /// [`DEFAULT_PARAMETERS`]).
-pub fn render(dir: &Path, parameters: Option<&[String]>) -> Result<Report> {
-    let chains = Chains::read_dir(dir)?;
+/// A run split into shards ([`crate::sampler::SampleConfig::chain_id`]) gives every shard's
+/// folder in `dirs`, in chain order, and gets one page of all their chains.
+pub fn render<P: AsRef<Path>>(dirs: &[P], parameters: Option<&[String]>) -> Result<Report> {
+    let chains = Chains::read_dirs(dirs)?;
     let chosen = choose(&chains, parameters)?;
     let first = &chains.files[0];
     let model = first.setting("model").unwrap_or("model");
@@ -68,7 +70,7 @@ pub fn render(dir: &Path, parameters: Option<&[String]>) -> Result<Report> {
             ));
         }
     }
-    facts(&mut page, dir, &chains);
+    facts(&mut page, dirs, &chains);
     if let Some(label) = &first.approximate {
         page.paragraph("approximate", label);
     }
@@ -139,11 +141,18 @@ fn chain_label(chains: &Chains, index: usize) -> String {
         .map_or_else(|| (index + 1).to_string(), str::to_string)
 }
 
-fn facts(page: &mut Page, dir: &Path, chains: &Chains) {
+fn facts<P: AsRef<Path>>(page: &mut Page, dirs: &[P], chains: &Chains) {
     let first = &chains.files[0];
+    let names: Vec<String> = dirs
+        .iter()
+        .map(|d| d.as_ref().display().to_string())
+        .collect();
+    let folders = match names.len() {
+        1 => format!("Run folder {}", names[0]),
+        n => format!("Run of {n} shard folders {}", names.join(", ")),
+    };
     let mut text = format!(
-        "Run folder {}: {} chain(s) of {} draws each",
-        dir.display(),
+        "{folders}: {} chain(s) of {} draws each",
         chains.files.len(),
         chains.draws
     );

@@ -42,6 +42,11 @@ pub enum MassMatrix {
 pub struct SampleConfig {
     /// The number of chains (run in parallel).
     pub chains: usize,
+    /// The id of the first chain (CmdStan's `id`): the chains are `chain_id..chain_id + chains`,
+    /// and each id keeps its own random stream, initial values, file name and checkpoint, so
+    /// that a run split into shards of a few chains (one process each, on several machines)
+    /// makes exactly the chains of the one run of them all.
+    pub chain_id: usize,
     /// Warmup iterations per chain.
     pub warmup: usize,
     /// Kept draws per chain.
@@ -86,6 +91,7 @@ impl Default for SampleConfig {
     fn default() -> Self {
         Self {
             chains: 4,
+            chain_id: 1,
             warmup: 1000,
             draws: 1000,
             seed: 1,
@@ -121,6 +127,42 @@ impl SampleConfig {
         }
     }
 
+    /// The chains' ids, first to last (see [`Self::chain_id`]); meaningful once validated.
+    pub fn chain_ids(&self) -> std::ops::RangeInclusive<usize> {
+        self.chain_id..=self.chain_id.saturating_add(self.chains.saturating_sub(1))
+    }
+
+    /// Refuses chain ids that cannot be counted, and a shard (a first id above 1) stopping at a
+    /// target ESS: that check needs every chain's draws in one process, and a shard that
+    /// stopped on its own chains would not be a part of the one run of them all.
+    fn check_chain_ids(&self) -> Result<()> {
+        if self.chain_id == 0 {
+            return Err(Error::setting("chain_id", "must be at least 1"));
+        }
+        if self.chain_id.checked_add(self.chains - 1).is_none() {
+            return Err(Error::setting(
+                "chain_id",
+                format!(
+                    "({}) with {} chains numbers the last chain past {}",
+                    self.chain_id,
+                    self.chains,
+                    usize::MAX
+                ),
+            ));
+        }
+        if self.chain_id > 1 && self.target_ess.is_some() {
+            return Err(Error::setting(
+                "chain_id",
+                format!(
+                    "({}) makes this run a shard of a larger one, and a target ESS needs every \
+                     chain's draws in one process: give a shard fixed draws instead",
+                    self.chain_id
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks every setting against `model`, naming the first bad one.
     pub fn validate<M: Model + ?Sized>(&self, model: &M) -> Result<()> {
         let dim = model.dim();
@@ -130,6 +172,7 @@ impl SampleConfig {
         if self.draws == 0 {
             return Err(Error::setting("draws", "must be at least 1"));
         }
+        self.check_chain_ids()?;
         self.check_iterations()?;
         self.check_memory(model)?;
         match self.step_size {

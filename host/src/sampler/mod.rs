@@ -525,8 +525,9 @@ fn run_chains<M: Model + ?Sized>(
     // that the others end cleanly (their files say they were interrupted) instead of running on
     // to a result that is thrown away.
     let stop = AtomicBool::new(interrupt.load(Ordering::Relaxed));
-    let progress = |chain: usize, done: usize| {
-        progress(chain, done);
+    // The chains tell their ids; the caller hears each chain's place in this run, from 1.
+    let progress = |id: usize, done: usize| {
+        progress(id + 1 - config.chain_id, done);
         if interrupt.load(Ordering::Relaxed) || model.failure().is_some() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -687,7 +688,8 @@ impl Chains<'_> {
         }
     }
 
-    /// Runs chain `chain` (1-based) on `model` (a lockstep member, or the model itself) into
+    /// Runs the `chain`th chain of this run (1-based; its id counts on from
+    /// [`SampleConfig::chain_id`]) on `model` (a lockstep member, or the model itself) into
     /// `sink`, from its checkpoint if it has one; if it fails, the other chains stop.
     fn run_one<M: Model + ?Sized>(
         &self,
@@ -695,6 +697,7 @@ impl Chains<'_> {
         chain: usize,
         sink: &mut dyn DrawSink,
     ) -> Result<ChainResult> {
+        let id = self.config.chain_id + chain - 1;
         let outlets = chain::Outlets {
             sink: &mut *sink,
             progress: self.progress,
@@ -702,14 +705,7 @@ impl Chains<'_> {
             monitor: self.monitor,
         };
         let resumed = self.resumed.get(chain - 1).and_then(Option::as_ref);
-        let result = run_caught(
-            model,
-            self.config,
-            self.precomputed,
-            chain,
-            outlets,
-            resumed,
-        );
+        let result = run_caught(model, self.config, self.precomputed, id, outlets, resumed);
         stop_on_failure(result, sink, self.stop)
     }
 }

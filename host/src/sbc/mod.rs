@@ -14,6 +14,7 @@
 //! parallel (rayon), each with seeds derived from the master seed and its number, so a run is
 //! reproducible whatever the number of threads.
 
+mod part;
 mod plot;
 mod ranks;
 mod report;
@@ -25,6 +26,7 @@ use std::time::Instant;
 use rand::Rng;
 use rayon::prelude::*;
 
+pub use part::{PART_FILE, Part, PartRecord, merge};
 pub use plot::rank_histogram;
 pub use ranks::{ChainDraws, kept_per_chain, min_ess, ranks, thin_for};
 pub use report::{format_report, write_files};
@@ -103,6 +105,39 @@ pub struct SbcSettings {
     pub thin: Option<usize>,
     /// Replications run at once; 0 uses every core.
     pub jobs: usize,
+    /// Run only these of the replications, each with its seeds of the whole run (see
+    /// [`part`]); `None` runs them all.
+    pub part: Option<Part>,
+}
+
+impl SbcSettings {
+    /// The indices (from 0) of the replications to run: all, or the part's. A part needs a
+    /// given thinning and must lie within the replications.
+    fn indices(&self) -> Result<std::ops::Range<usize>> {
+        let Some(part) = self.part else {
+            return Ok(0..self.replications);
+        };
+        if self.thin.is_none() {
+            return Err(Error::setting(
+                "thin",
+                "must be given for a part of the replications: the thinning chosen from the \
+                 effective sample size depends on every replication's draws",
+            ));
+        }
+        let last = part.first.checked_add(part.count).map(|end| end - 1);
+        match last {
+            Some(last) if part.first >= 1 && part.count >= 1 && last <= self.replications => {
+                Ok(part.first - 1..last)
+            }
+            _ => Err(Error::setting(
+                "first_replication",
+                format!(
+                    "({}) with a count of {} is not a part of replications 1..{}",
+                    part.first, part.count, self.replications
+                ),
+            )),
+        }
+    }
 }
 
 /// Where the thinning came from.
@@ -123,8 +158,10 @@ pub enum Thinning {
 }
 
 /// One replication's result.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Replication {
+    /// Its number in the run, from 1 (its seeds follow from it).
+    pub number: usize,
     /// The seed of its data (the generative form's stream).
     pub data_seed: u64,
     /// The seed of its sampler.
@@ -175,6 +212,7 @@ impl SbcRun {
 
 /// A replication's draws before ranking.
 struct Sampled {
+    number: usize,
     data_seed: u64,
     sampler_seed: u64,
     truth: Vec<f64>,
@@ -186,6 +224,7 @@ struct Sampled {
 impl Sampled {
     fn ranked(self, thin: usize) -> Replication {
         Replication {
+            number: self.number,
             data_seed: self.data_seed,
             sampler_seed: self.sampler_seed,
             ranks: ranks(&self.draws.chains, &self.truth, thin),
@@ -236,6 +275,7 @@ fn replicate(
         .posterior
         .write_parameters(&simulated.truth, &mut truth);
     Ok(Sampled {
+        number: r + 1,
         data_seed,
         sampler_seed,
         truth,
@@ -264,8 +304,9 @@ pub fn run(
     if settings.thin == Some(0) {
         return Err(Error::setting("thin", "must be at least 1"));
     }
+    let indices = settings.indices()?;
     // Checked before any work; the bins' count follows once `L` is known.
-    Bins::new(settings.replications, 1)?;
+    Bins::new(indices.len(), 1)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(settings.jobs)
         .build()
@@ -273,14 +314,15 @@ pub fn run(
     let start = Instant::now();
     let done = AtomicUsize::new(0);
     let sampled = pool.install(|| {
-        (0..settings.replications)
+        indices
+            .clone()
             .into_par_iter()
             .map(|r| {
                 if interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
                     return Err(Error::invalid(format!(
                         "interrupted after {} of {} replications",
                         done.load(Ordering::Relaxed),
-                        settings.replications
+                        indices.len()
                     )));
                 }
                 let sampled = replicate(generative, sampler, settings, r)?;
@@ -329,9 +371,22 @@ pub fn run(
             other.kept(thin)
         )));
     }
-    let bins = Bins::new(settings.replications, max_rank)?;
     let replications: Vec<Replication> = sampled.into_iter().map(|s| s.ranked(thin)).collect();
+    let seconds = start.elapsed().as_secs_f64();
     let names = model.parameter_names();
+    calibrated(names, replications, (thin, thinning), max_rank, seconds)
+}
+
+/// The run of the ranked `replications` of parameters `names`, thinned by `thin` to `max_rank`
+/// kept draws each, with its tests of uniformity and their verdict.
+fn calibrated(
+    names: Vec<String>,
+    replications: Vec<Replication>,
+    (thin, thinning): (usize, Thinning),
+    max_rank: usize,
+    wall_seconds: f64,
+) -> Result<SbcRun> {
+    let bins = Bins::new(replications.len(), max_rank)?;
     let tests: Vec<Uniformity> = (0..names.len())
         .map(|p| {
             let ranks: Vec<usize> = replications.iter().map(|r| r.ranks[p]).collect();
@@ -347,6 +402,6 @@ pub fn run(
         bins,
         verdict: Verdict::new(&tests),
         tests,
-        wall_seconds: start.elapsed().as_secs_f64(),
+        wall_seconds,
     })
 }

@@ -178,9 +178,9 @@ pub fn write_files(run: &SbcRun, report: &str, dir: &Path) -> Result<Vec<PathBuf
     .to_vec();
     header.extend(run.names.iter().cloned());
     csv.write_record(&header).map_err(csv_error)?;
-    for (i, r) in run.replications.iter().enumerate() {
+    for r in &run.replications {
         let mut row = vec![
-            (i + 1).to_string(),
+            r.number.to_string(),
             r.data_seed.to_string(),
             r.sampler_seed.to_string(),
             format!("{:.1}", r.min_ess),
