@@ -19,11 +19,17 @@ use common::{assert_mean_within_4_mcse, banana_moments, run, series};
 /// RNS-HMC with the GP `approximation` fitted to the accepted warmup states after
 /// `train_after` iterations.
 fn gp_hmc(approximation: Approximation, train_after: usize) -> Method {
+    gp_hmc_within(approximation, train_after, u64::MAX)
+}
+
+/// [`gp_hmc`] with the GP's fit refused above `memory_limit` bytes.
+fn gp_hmc_within(approximation: Approximation, train_after: usize, memory_limit: u64) -> Method {
     Method::RnsHmc(SurrogateSettings {
         kind: SurrogateKind::Gp(GpFitter {
             options: GpOptions {
                 approximation,
                 seed: 3,
+                memory_limit,
                 ..GpOptions::default()
             },
         }),
@@ -78,21 +84,22 @@ fn gp_hmc_and_fitc_hmc_are_exact_on_the_32d_gaussian() {
     }
 }
 
-/// Full GP and FITC with 20 inducing points on the banana's warmup states: both coordinates'
-/// first two moments within 4 MCSE of quadrature.
+/// A full GP on at most 40 of the banana's warmup states and FITC with 5 inducing points on
+/// at most 100 (poor fits on purpose: accepted on their own `Ũ` the chains would be biased):
+/// both coordinates' first two moments within 4 MCSE of quadrature.
 #[test]
 fn gp_hmc_and_fitc_hmc_are_exact_on_the_banana() {
     let model = Banana::simulate(Banana::PAPER_N, 1).unwrap();
     let expected = banana_moments(&model);
-    for (approximation, name) in [
-        (Approximation::Full, "gp-hmc"),
-        (Approximation::Fitc { inducing: 20 }, "fitc-hmc"),
+    for (approximation, train_after, name) in [
+        (Approximation::Full, 560, "gp-hmc"),
+        (Approximation::Fitc { inducing: 5 }, 500, "fitc-hmc"),
     ] {
         let config = SampleConfig {
             warmup: 600,
             draws: 3000,
             seed: 4,
-            method: gp_hmc(approximation, 200),
+            method: gp_hmc(approximation, train_after),
             ..SampleConfig::default()
         };
         let run = run(&model, &config);
@@ -102,5 +109,41 @@ fn gp_hmc_and_fitc_hmc_are_exact_on_the_banana() {
         for ((what, f), want) in names.iter().zip(fs).zip(expected) {
             assert_mean_within_4_mcse(&format!("{name} {what}"), &series(&run, f), want);
         }
+    }
+}
+
+/// A GP whose fit on the warmup's states would pass the memory limit is refused when the run's
+/// settings are checked, before the warmup runs (not after it, at the fit), naming the setting
+/// that drives the size and the most states the warmup can collect: 800 of a 1000-iteration
+/// warmup collecting after 200. A limit that holds them passes.
+#[test]
+fn a_gp_above_the_memory_limit_is_refused_before_the_warmup() {
+    let model = CorrelatedGaussian::journal();
+    for (approximation, driver, what) in [
+        (
+            Approximation::Full,
+            "train_after",
+            "a full Gaussian process on up to 800",
+        ),
+        (
+            Approximation::Fitc { inducing: 500 },
+            "inducing",
+            "FITC with 500 inducing points on up to 800",
+        ),
+    ] {
+        // Full: 3·800²·8 ≈ 15 MB; FITC: 6·500·800·8 ≈ 19 MB.
+        let config = |limit| SampleConfig {
+            warmup: 1000,
+            method: gp_hmc_within(approximation, 200, limit),
+            ..SampleConfig::default()
+        };
+        match config(10_000_000).validate(&model) {
+            Err(shmc::Error::MemoryLimit { driver: d, message }) => {
+                assert_eq!(d, driver, "{message}");
+                assert!(message.starts_with(what), "{message}");
+            }
+            other => panic!("{approximation:?}: {other:?}"),
+        }
+        assert!(config(100_000_000).validate(&model).is_ok());
     }
 }
