@@ -83,7 +83,8 @@ pub struct BenchArgs {
     /// only. Speed-ups need the hmc row. sbc: run only these methods: hmc, nuts, rns-hmc,
     /// rns-hmc-auto (trajectory lengths from the network's curvature), rns-hmc-nuts (NUTS's trees
     /// on the network, delayed acceptance), rns-hmc-transitions (3 HMC transitions on the
-    /// network per exact judgement), arns-hmc, vhmc, vhmc-approximate, rmhmc, rns-rmhmc,
+    /// network per exact judgement), gp-hmc and fitc-hmc (a full GP or FITC with 60 inducing
+    /// points as the surrogate), arns-hmc, vhmc, vhmc-approximate, rmhmc, rns-rmhmc,
     /// grid-hmc, grid-hmc-multilinear (the force read from the cells' corners),
     /// grid-hmc-complete, sg-hmc, sg-hmc-complete.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]

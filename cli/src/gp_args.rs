@@ -1,8 +1,9 @@
-//! The Gaussian-process surrogate's options, `--gp full|fitc` and `--inducing M`: rns-hmc's
-//! surrogate a full GP or FITC instead of the network ([`shmc::surrogates::gp`]).
+//! The Gaussian-process surrogate's options, `--gp full|fitc`, `--inducing M` and `--gp-mean
+//! constant|quadratic`: rns-hmc's surrogate a full GP or FITC instead of the network
+//! ([`shmc::surrogates::gp`]).
 
 use clap::Args;
-use shmc::surrogates::gp::{Approximation, GpFitter, GpOptions};
+use shmc::surrogates::gp::{Approximation, GpFitter, GpOptions, MeanFunction};
 use shmc::surrogates::kinds::SurrogateKind;
 use shmc::{Error, Result};
 
@@ -21,12 +22,23 @@ pub struct GpArgs {
     /// FITC's number of inducing points M (with --gp fitc) [default: 500].
     #[arg(long, value_name = "M")]
     pub inducing: Option<usize>,
+    /// The GP's mean function (with --gp): constant (fitted with the hyperparameters; far
+    /// from the training states the mean reverts to it and its gradient to zero) or quadratic
+    /// (a full quadratic fitted by least squares first, the GP on its residuals; far out the
+    /// mean is the quadratic; (1 + d + d(d+1)/2)^2 x 16 bytes) [default: constant].
+    #[arg(long, value_parser = ["constant", "quadratic"], value_name = "MEAN")]
+    pub gp_mean: Option<String>,
 }
 
 impl GpArgs {
     /// Refuses `--gp` and `--inducing` where they would be ignored (`why`: what is used
     /// instead).
     pub fn refuse(&self, why: &str) -> Result<()> {
+        if self.gp.is_none() && self.gp_mean.is_some() {
+            return Err(Error::invalid(format!(
+                "--gp-mean is for rns-hmc --gp: {why}"
+            )));
+        }
         match (&self.gp, self.inducing) {
             (None, None) => Ok(()),
             (Some(_), _) => Err(Error::invalid(format!("--gp is for rns-hmc: {why}"))),
@@ -45,6 +57,9 @@ impl GpArgs {
         memory_limit: u64,
     ) -> Result<SurrogateKind> {
         let approximation = match (self.gp.as_deref(), self.inducing) {
+            (None, None) if self.gp_mean.is_some() => {
+                return Err(Error::invalid("--gp-mean is for --gp full or fitc"));
+            }
             (None, None) => return Ok(network),
             (Some("fitc"), Some(0)) => return Err(Error::invalid("--inducing must be at least 1")),
             (Some("fitc"), inducing) => Approximation::Fitc {
@@ -56,6 +71,10 @@ impl GpArgs {
         Ok(SurrogateKind::Gp(GpFitter {
             options: GpOptions {
                 approximation,
+                mean: match self.gp_mean.as_deref() {
+                    Some("quadratic") => MeanFunction::Quadratic,
+                    _ => MeanFunction::Constant,
+                },
                 seed,
                 memory_limit,
                 ..GpOptions::default()

@@ -102,3 +102,27 @@ fn an_unknown_model_or_method_is_refused_naming_the_choices() {
         "{e}"
     );
 }
+
+/// GP-HMC and FITC-HMC have cells of their own: on the conjugate Gaussian (quick, 30
+/// replications) each gives a finished row with a p-value per parameter and a verdict, and no
+/// error (a GP that failed to fit in some replication would be one).
+#[test]
+fn gp_hmc_and_fitc_hmc_cells_run() {
+    let rows = run_sbc_bench(
+        &settings(&["gaussian-conjugate"], &["fitc-hmc", "gp-hmc"]),
+        &|_| {},
+    )
+    .expect("the cells run");
+    let methods: Vec<&str> = rows.iter().map(|r| r.method.as_str()).collect();
+    assert_eq!(methods, ["gp-hmc", "fitc-hmc"]);
+    for row in &rows {
+        assert!(row.error.is_none(), "{row:?}");
+        assert!(row.approximate.is_none(), "{row:?}");
+        assert_eq!((row.replications, row.p_values.len()), (30, 2), "{row:?}");
+        assert!(
+            row.p_values.iter().all(|p| (0.0..=1.0).contains(p)),
+            "{row:?}"
+        );
+        assert!(["pass", "fail"].contains(&row.verdict.as_str()), "{row:?}");
+    }
+}

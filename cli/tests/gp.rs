@@ -62,7 +62,18 @@ fn gp_options_where_they_would_be_ignored_or_cannot_work_are_refused() {
                 "--memory-limit",
                 "2000000",
             ][..],
-            "a full Gaussian process on",
+            // Refused before the warmup: up to 1000 − 200 states.
+            "a full Gaussian process on up to 800 training states",
+        ),
+        (
+            "mean-alone",
+            &["--method", "rns-hmc", "--gp-mean", "quadratic"][..],
+            "--gp-mean is for --gp full or fitc",
+        ),
+        (
+            "mean-vhmc",
+            &["--method", "vhmc", "--gp-mean", "quadratic"][..],
+            "--gp-mean is for rns-hmc --gp: vhmc trains its own network",
         ),
     ] {
         let out = sample(name, args);
@@ -80,12 +91,14 @@ fn gp_options_where_they_would_be_ignored_or_cannot_work_are_refused() {
     }
 }
 
-/// Both kinds drive rns-hmc on the banana to a normal end.
+/// Both kinds, and the full GP with a quadratic mean, drive rns-hmc on the banana to a normal
+/// end.
 #[test]
 fn rns_hmc_runs_with_either_gp() {
     for (name, kind) in [
         ("full", &["--gp", "full"][..]),
         ("fitc", &["--gp", "fitc", "--inducing", "40"][..]),
+        ("quadratic", &["--gp", "full", "--gp-mean", "quadratic"][..]),
     ] {
         let mut args = vec![
             "--method", "rns-hmc", "--warmup", "400", "--draws", "200", "--chains", "1",

@@ -27,6 +27,7 @@ use shmc::sampler::{
 };
 use shmc::sbc::{self, SbcRun, SbcSettings};
 use shmc::surrogates::FitMethod;
+use shmc::surrogates::gp::{Approximation, GpFitter, GpOptions};
 use shmc::surrogates::grids::{DomainChoice, GridFitter, GridKind, Interpolation};
 use shmc::surrogates::kinds::SurrogateKind;
 use shmc::surrogates::network::{NetworkFitter, TrainOptions};
@@ -46,14 +47,17 @@ pub fn models() -> Vec<&'static str> {
 /// exact twins. `rns-hmc-auto` is RNS-HMC with the trajectory lengths its network's curvature
 /// picks, `rns-hmc-nuts` with NUTS's trees on its network judged by delayed acceptance;
 /// `grid-hmc-multilinear` reads the force grid from its cells' corners; `-complete` is a grid's
-/// variant that also accepts with the grid's `U`.
-pub const METHODS: [&str; 16] = [
+/// variant that also accepts with the grid's `U`; `gp-hmc` and `fitc-hmc` are RNS-HMC with a full
+/// GP or FITC as the surrogate (Rasmussen 2003, the paper's baselines).
+pub const METHODS: [&str; 18] = [
     "hmc",
     "nuts",
     "rns-hmc",
     "rns-hmc-auto",
     "rns-hmc-nuts",
     "rns-hmc-transitions",
+    "gp-hmc",
+    "fitc-hmc",
     "arns-hmc",
     "vhmc",
     "vhmc-approximate",
@@ -80,8 +84,16 @@ const FORCE_GRID_MAX_DIM: usize = 2;
 /// thousand).
 const SPARSE_GRID_MAX_DIM: usize = 3;
 
-/// What the grids may allocate.
+/// What the grids and Gaussian processes may allocate.
 const GRID_MEMORY: u64 = 1 << 30;
+
+/// The most warmup states a Gaussian process is fitted to here: its fit is `O(n³)` per
+/// evidence evaluation, so gaussian-32's 1200 would take a minute per replication, while 300
+/// fit in well under a second.
+const GP_STATES: usize = 300;
+
+/// FITC's inducing points here.
+const GP_INDUCING: usize = 60;
 
 /// What `shmc bench sbc` runs.
 #[derive(Clone, Debug)]
@@ -215,6 +227,29 @@ impl Sized {
         }
     }
 
+    /// RNS-HMC with a full GP (`inducing` `None`) or FITC fitted to the last [`GP_STATES`]
+    /// (at most) of the warmup's states.
+    fn gp(&self, inducing: Option<usize>, seed: u64) -> Method {
+        let surrogate = self.surrogate(FitMethod::Potential, seed);
+        let train_after = surrogate
+            .train_after
+            .map(|t| t.max(self.warmup.saturating_sub(GP_STATES)));
+        Method::RnsHmc(SurrogateSettings {
+            kind: SurrogateKind::Gp(GpFitter {
+                options: GpOptions {
+                    approximation: inducing.map_or(Approximation::Full, |inducing| {
+                        Approximation::Fitc { inducing }
+                    }),
+                    seed,
+                    memory_limit: GRID_MEMORY,
+                    ..GpOptions::default()
+                },
+            }),
+            train_after,
+            ..surrogate
+        })
+    }
+
     /// A grid fitted over the box of the exact phase's states: a replication's posterior can
     /// lie anywhere the prior reaches, so no box is known in advance, and a Laplace box needs a
     /// converged MAP search, which gp-hyper's flat directions deny some replications.
@@ -262,6 +297,8 @@ impl Sized {
                 transitions: Some(3),
                 ..self.surrogate(FitMethod::Score, seed)
             }),
+            "gp-hmc" => self.gp(None, seed),
+            "fitc-hmc" => self.gp(Some(GP_INDUCING), seed),
             "arns-hmc" => Method::ArnsHmc(self.surrogate(FitMethod::Potential, seed)),
             "vhmc" | "vhmc-approximate" => Method::Vhmc(VhmcSettings {
                 train: TrainOptions {

@@ -229,6 +229,7 @@ impl SampleConfig {
             return Err(SgldSettings::refusal_without_rows());
         }
         self.method.validate(self.warmup)?;
+        self.check_surrogate_memory(dim)?;
         if matches!(self.method, Method::Rmhmc(_))
             && model.riemannian_metric(&vec![0.0; dim]).is_none()
         {
@@ -259,6 +260,25 @@ impl SampleConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Refuses, before the warmup runs, a surrogate fit on the warmup's states that the memory
+    /// limit would refuse when it is made (a full GP's `n × n`): at most one state per warmup
+    /// iteration between
+    /// [`super::method::SurrogateSettings::collect_after`] and the end of the exact phase.
+    fn check_surrogate_memory(&self, dim: usize) -> Result<()> {
+        let Some(s) = self.method.surrogate() else {
+            return Ok(());
+        };
+        if s.surrogate_file.is_some() || s.before_sampling() {
+            return Ok(());
+        }
+        let exact_warmup = self.method.exact_warmup(self.warmup);
+        let collect_after = s.collect_after(self.warmup, exact_warmup);
+        let states = exact_warmup
+            .unwrap_or(self.warmup)
+            .saturating_sub(collect_after);
+        s.fitter().check_memory(states, dim)
     }
 
     /// Refuses a run whose iterations, over all its chains, a `u64` cannot count (the run's

@@ -246,6 +246,14 @@ pub trait Fitter {
     fn header(&self) -> Vec<(&'static str, String)> {
         Vec::new()
     }
+
+    /// Refuses, before any chain starts, a fit on up to `states` states in dimension `dim`
+    /// that the memory limit would refuse only when it is made, after the whole warmup. The
+    /// default: nothing to check here (the network's sizes are checked with the method's
+    /// settings, a grid's when it is built before sampling).
+    fn check_memory(&self, _states: usize, _dim: usize) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A batch fit's surrogate and the figures the output reports about it.

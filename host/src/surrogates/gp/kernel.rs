@@ -6,6 +6,8 @@
 //! So one [`Predictor`] serves both, and a surrogate file holds exactly its fields, from which it
 //! is rebuilt bit for bit.
 
+use super::quadratic::Quadratic;
+
 /// The kernel's correlation part `exp(−½ Σₖ (aₖ − bₖ)² iₖ)`, with `iₖ = 1/ℓₖ²`.
 pub(super) fn correlation(a: &[f64], b: &[f64], inverse_squares: &[f64]) -> f64 {
     let mut sum = 0.0;
@@ -36,6 +38,8 @@ pub struct Predictor {
     inverse_squares: Vec<f64>,
     /// The constant `c`: the mean function, in units of `U`.
     offset: f64,
+    /// The quadratic mean function added to it, if the GP was fitted on its residuals.
+    quadratic: Option<Quadratic>,
 }
 
 impl Predictor {
@@ -71,7 +75,18 @@ impl Predictor {
             weights,
             lengths,
             offset,
+            quadratic: None,
         })
+    }
+
+    /// This mean plus the quadratic `quadratic` (a GP fitted to the residuals of it).
+    pub(super) fn with_quadratic(self, quadratic: Option<Quadratic>) -> Self {
+        Self { quadratic, ..self }
+    }
+
+    /// The quadratic mean function, if there is one.
+    pub fn quadratic(&self) -> Option<&Quadratic> {
+        self.quadratic.as_ref()
     }
 
     /// The dimension `d`.
@@ -101,7 +116,10 @@ impl Predictor {
         for (z, v) in self.centres.chunks_exact(d).zip(&self.weights) {
             sum += v * correlation(x, z, &self.inverse_squares);
         }
-        sum
+        match &self.quadratic {
+            Some(q) => sum + q.add_value_and_gradient(x, None),
+            None => sum,
+        }
     }
 
     /// Writes `∇Ũ(x)` into `grad` and returns `Ũ(x)`.
@@ -116,6 +134,9 @@ impl Predictor {
                 *g -= term * (xk - zk) * i;
             }
         }
-        sum
+        match &self.quadratic {
+            Some(q) => sum + q.add_value_and_gradient(x, Some(grad)),
+            None => sum,
+        }
     }
 }

@@ -14,6 +14,7 @@ mod fitc;
 mod full;
 mod hyper;
 mod kernel;
+mod quadratic;
 mod record;
 mod surrogate;
 
@@ -23,6 +24,7 @@ use rand::seq::index;
 use shmc_core::Potential;
 
 pub use kernel::Predictor;
+pub use quadratic::Quadratic;
 pub use record::{FITC_KIND, FULL_KIND};
 pub use surrogate::GpSurrogate;
 
@@ -51,11 +53,25 @@ pub enum Approximation {
     },
 }
 
+/// The GP's mean function.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MeanFunction {
+    /// A constant, fitted with the hyperparameters (far from the states the mean reverts to
+    /// it, and its gradient to zero).
+    #[default]
+    Constant,
+    /// A full quadratic fitted by least squares first ([`Quadratic`]), the GP on its residuals
+    /// (far from the states the mean reverts to the quadratic).
+    Quadratic,
+}
+
 /// How a Gaussian process is fitted.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpOptions {
     /// Full or FITC.
     pub approximation: Approximation,
+    /// Constant or quadratic.
+    pub mean: MeanFunction,
     /// The seed of FITC's choice of inducing points (stream [`INDUCING_STREAM`]).
     pub seed: u64,
     /// The most L-BFGS iterations of the hyperparameter fit (default 100).
@@ -68,6 +84,7 @@ impl Default for GpOptions {
     fn default() -> Self {
         Self {
             approximation: Approximation::Full,
+            mean: MeanFunction::Constant,
             seed: 1,
             max_iterations: 100,
             memory_limit: u64::MAX,
@@ -94,15 +111,29 @@ impl GpOptions {
     /// the number of training states, which `train_after` sets), FITC's six `M × n` (driven
     /// by `inducing`).
     pub fn check_memory(&self, states: usize, d: usize) -> Result<()> {
+        self.check_states(&states.to_string(), states, d)
+    }
+
+    /// [`GpOptions::check_memory`] for a fit on `count` (in words: "617", "up to 800")
+    /// training states.
+    fn check_states(&self, count: &str, states: usize, d: usize) -> Result<()> {
+        if self.mean == MeanFunction::Quadratic {
+            crate::memory::check(
+                &format!("a quadratic mean in dimension {d} on {count} training states"),
+                "gp_mean",
+                quadratic::bytes(states, d),
+                self.memory_limit,
+            )?;
+        }
         match self.approximation {
             Approximation::Full => crate::memory::check(
-                &format!("a full Gaussian process on {states} training states"),
+                &format!("a full Gaussian process on {count} training states"),
                 "train_after",
                 full::bytes(states, d),
                 self.memory_limit,
             ),
             Approximation::Fitc { inducing } => crate::memory::check(
-                &format!("FITC with {inducing} inducing points on {states} training states"),
+                &format!("FITC with {inducing} inducing points on {count} training states"),
                 "inducing",
                 fitc::bytes(inducing.min(states), states, d),
                 self.memory_limit,
@@ -124,7 +155,8 @@ impl GpOptions {
     }
 }
 
-/// The Gaussian process of `options` fitted to `states`' potentials.
+/// The Gaussian process of `options` fitted to `states`' potentials (with a quadratic mean,
+/// to their residuals from the least-squares quadratic).
 ///
 /// Errors (before allocating) for no states, a setting it cannot use, a size above the memory
 /// limit, non-finite states; and when the covariance does not factorize at the fitted
@@ -139,53 +171,68 @@ pub fn fit(states: &TrainingSet, options: &GpOptions) -> Result<GpFit> {
         ));
     }
     options.check_memory(n, d)?;
+    // Refuses a non-finite state before the quadratic sees it.
     let y = Standardized::of(states)?;
+    let quadratic = match options.mean {
+        MeanFunction::Constant => None,
+        MeanFunction::Quadratic => Some(Quadratic::fit(states)?),
+    };
+    let residuals = quadratic.as_ref().map(|q| q.residuals(states));
+    let (fitted_states, y) = match &residuals {
+        Some(r) => (r, Standardized::of(r)?),
+        None => (states, y),
+    };
+    let ((predictor, sparse), best) = fit_standardized(fitted_states, &y, options)?;
+    let predictor = predictor.with_quadratic(quadratic);
+    Ok(GpFit {
+        surrogate: GpSurrogate::new(predictor, Reach::of(states), sparse),
+        log_evidence: -best.value * n as f64,
+        iterations: best.iterations,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// The hyperparameters of the GP of `options` on `states`' standardized potentials `y`, and
+/// its predictive mean (with whether it is FITC's).
+fn fit_standardized(
+    states: &TrainingSet,
+    y: &Standardized,
+    options: &GpOptions,
+) -> Result<((Predictor, bool), crate::optimize::Minimum)> {
     let inducing = match options.approximation {
         Approximation::Full => None,
         Approximation::Fitc { inducing } => Some(inducing_points(states, inducing, options.seed)),
     };
-    let evidence: Box<dyn Evidence + '_> = match &inducing {
-        None => Box::new(FullEvidence {
-            states,
-            values: &y.values,
-        }),
-        Some(points) => Box::new(FitcEvidence {
-            states,
-            values: &y.values,
-            inducing: points,
-        }),
+    let full = FullEvidence {
+        states,
+        values: &y.values,
+    };
+    let fitc = inducing.as_ref().map(|points| FitcEvidence {
+        states,
+        values: &y.values,
+        inducing: points,
+    });
+    let evidence: &dyn Evidence = match &fitc {
+        None => &full,
+        Some(f) => f,
     };
     let best = hyper::fit(
-        evidence.as_ref(),
-        n,
+        evidence,
+        states.len(),
         &Hyper::start(states),
         options.max_iterations,
     )?;
     let h = Hyper::at(&best.position);
-    let predictor = match &inducing {
-        None => FullEvidence {
-            states,
-            values: &y.values,
-        }
-        .posterior(&h, y.shift, y.scale),
-        Some(points) => FitcEvidence {
-            states,
-            values: &y.values,
-            inducing: points,
-        }
-        .posterior(&h, y.shift, y.scale),
+    let predictor = match &fitc {
+        None => full.posterior(&h, y.shift, y.scale),
+        Some(f) => f.posterior(&h, y.shift, y.scale),
     }
     .ok_or_else(|| {
         Error::invalid(
             "the Gaussian process's covariance does not factorize at its fitted hyperparameters",
         )
     })?;
-    Ok(GpFit {
-        surrogate: GpSurrogate::new(predictor, Reach::of(states), inducing.is_some()),
-        log_evidence: -best.value * n as f64,
-        iterations: best.iterations,
-        seconds: start.elapsed().as_secs_f64(),
-    })
+    Ok(((predictor, fitc.is_some()), best))
 }
 
 /// `m` distinct training states drawn at random (all of them, in order, when `m ≥ n`), as an
@@ -240,6 +287,13 @@ impl Fitter for GpFitter {
                 vec![("gp", "fitc".into()), ("inducing", inducing.to_string())]
             }
         }
+    }
+
+    /// The fit on as many states as the warmup can collect, checked before the warmup runs:
+    /// otherwise a run the limit refuses would be refused only after its whole warmup.
+    fn check_memory(&self, states: usize, dim: usize) -> Result<()> {
+        self.options
+            .check_states(&format!("up to {states}"), states, dim)
     }
 }
 

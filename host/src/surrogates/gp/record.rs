@@ -1,6 +1,6 @@
 //! A Gaussian process's record in a surrogate file (kinds [`FULL_KIND`] and [`FITC_KIND`]):
-//! the predictive mean's centres, weights, length scales and offset, as exact decimal strings,
-//! and the reach of its training states. Loading builds the same [`Predictor`] from the same
+//! the predictive mean's centres, weights, length scales and offset, its quadratic mean function
+//! if it has one, as exact decimal strings, and the reach of its training states. Loading builds the same [`Predictor`] from the same
 //! numbers, so a loaded surrogate proposes bit for bit as the fitted one did; the covariance
 //! and its factors are not kept (the mean is all a sampler asks).
 
@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::kernel::Predictor;
+use super::quadratic::Quadratic;
 use crate::Result;
 use crate::surrogates::SurrogateMeta;
 use crate::surrogates::file::{self, SurrogateFile};
@@ -34,6 +35,23 @@ struct GpRecord {
     offset: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reach: Option<Reach>,
+    /// The quadratic mean function, if the GP was fitted on its residuals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    quadratic: Option<QuadraticRecord>,
+}
+
+/// A [`Quadratic`]'s coefficients as exact decimal strings.
+#[derive(Serialize, Deserialize)]
+struct QuadraticRecord {
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
+    centre: Vec<f64>,
+    #[serde(with = "crate::surrogates::exact_floats")]
+    constant: f64,
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
+    linear: Vec<f64>,
+    /// `d × d`, row-major.
+    #[serde(with = "crate::surrogates::exact_floats::vec")]
+    hessian: Vec<f64>,
 }
 
 /// Writes `predictor` and `reach` under `kind` with `meta` to `path`.
@@ -52,6 +70,12 @@ pub(super) fn write(
         lengths: lengths.to_vec(),
         offset,
         reach: reach.cloned(),
+        quadratic: predictor.quadratic().map(|q| QuadraticRecord {
+            centre: q.centre.clone(),
+            constant: q.constant,
+            linear: q.linear.clone(),
+            hessian: q.hessian.clone(),
+        }),
     };
     file::write(path, kind, meta, &record)
 }
@@ -74,6 +98,16 @@ pub(super) fn read(file: &SurrogateFile) -> Result<(Predictor, Option<Reach>, Su
         record.offset,
     )
     .map_err(|m| file.invalid(m))?;
+    let quadratic = record.quadratic.map(|q| Quadratic {
+        centre: q.centre,
+        constant: q.constant,
+        linear: q.linear,
+        hessian: q.hessian,
+    });
+    if let Some(q) = &quadratic {
+        q.check(record.dim).map_err(|m| file.invalid(m))?;
+    }
+    let predictor = predictor.with_quadratic(quadratic);
     if let Some(reach) = &record.reach {
         reach.check(record.dim).map_err(|m| file.invalid(m))?;
     }

@@ -261,18 +261,30 @@ fn sizes_above_the_memory_limit_are_refused() {
     }
 }
 
-/// A saved and loaded GP of either kind proposes bit for bit as the fitted one.
+/// A saved and loaded GP of either kind, with either mean, proposes bit for bit as the fitted
+/// one (far outside its states too, where the quadratic mean dominates).
 #[test]
 fn save_and_load_give_bit_identical_proposals() {
     let set = states(60, 3, 8, |q| banana(q) + q[2] * q[2]);
     let dir = std::env::temp_dir().join(format!("shmc-gp-tests-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (approximation, kind) in [
-        (Approximation::Full, FULL_KIND),
-        (Approximation::Fitc { inducing: 15 }, FITC_KIND),
+    for (approximation, kind, mean) in [
+        (Approximation::Full, FULL_KIND, MeanFunction::Constant),
+        (
+            Approximation::Fitc { inducing: 15 },
+            FITC_KIND,
+            MeanFunction::Constant,
+        ),
+        (Approximation::Full, FULL_KIND, MeanFunction::Quadratic),
+        (
+            Approximation::Fitc { inducing: 15 },
+            FITC_KIND,
+            MeanFunction::Quadratic,
+        ),
     ] {
         let options = GpOptions {
             approximation,
+            mean,
             ..GpOptions::default()
         };
         let fitted = fit(&set, &options).unwrap().surrogate;
@@ -282,10 +294,19 @@ fn save_and_load_give_bit_identical_proposals() {
         assert_eq!(file.kind(), Some(kind));
         let (loaded, _) = GpSurrogate::read(&file).unwrap();
         assert_eq!(loaded.approximation(), fitted.approximation());
+        assert_eq!(
+            loaded.predictor().quadratic(),
+            fitted.predictor().quadratic()
+        );
+        assert_eq!(
+            fitted.predictor().quadratic().is_some(),
+            mean == MeanFunction::Quadratic
+        );
         let mut rng = chain_rng(8, 3);
         let (mut a, mut b) = ([0.0; 3], [0.0; 3]);
-        for _ in 0..50 {
-            let q = normals(&mut rng, 3);
+        for i in 0..50 {
+            let far = if i % 2 == 0 { 1.0 } else { 10.0 };
+            let q: Vec<f64> = normals(&mut rng, 3).iter().map(|x| far * x).collect();
             let (u, v) = (
                 fitted.value_and_gradient(&q, &mut a),
                 loaded.value_and_gradient(&q, &mut b),
@@ -296,4 +317,56 @@ fn save_and_load_give_bit_identical_proposals() {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An exactly quadratic `U` (correlated, off-centre, on a high level): with the quadratic mean
+/// the GP's residuals vanish and its mean and gradient extrapolate to 10 sd from the training
+/// states to 10⁻⁶ relative; the constant mean's revert to its constant there (checked too, so
+/// the test sees the difference). The least-squares coefficients are the quadratic's own.
+#[test]
+fn the_quadratic_mean_extrapolates_an_exactly_quadratic_potential() {
+    let quadratic = |q: &[f64]| {
+        500.0 + 1.5 * q[0] - 0.5 * q[1]
+            + 0.5 * (2.0 * q[0] * q[0] + 1.2 * q[0] * q[1] + 0.8 * q[1] * q[1])
+    };
+    let gradient = |q: &[f64]| {
+        [
+            1.5 + 2.0 * q[0] + 0.6 * q[1],
+            -0.5 + 0.6 * q[0] + 0.8 * q[1],
+        ]
+    };
+    let set = states(40, 2, 12, quadratic);
+    let fitted = |mean| {
+        let options = GpOptions {
+            mean,
+            ..GpOptions::default()
+        };
+        fit(&set, &options).unwrap().surrogate
+    };
+    let (with, without) = (
+        fitted(MeanFunction::Quadratic),
+        fitted(MeanFunction::Constant),
+    );
+    let q = with.predictor().quadratic().expect("a quadratic mean");
+    assert!((q.hessian[1] - 0.6).abs() < 1e-6, "{q:?}");
+    let mut grad = [0.0; 2];
+    for far in [[10.0, 0.0], [-7.0, 7.0], [0.0, -10.0]] {
+        let (u, g) = (quadratic(&far), gradient(&far));
+        let got = with.value_and_gradient(&far, &mut grad);
+        assert!(
+            (got - u).abs() < 1e-6 * u.abs(),
+            "{far:?}: {got} against {u}"
+        );
+        for k in 0..2 {
+            assert!(
+                (grad[k] - g[k]).abs() < 1e-6 * g[k].abs().max(1.0),
+                "{far:?}: {grad:?} against {g:?}"
+            );
+        }
+        let reverted = without.value(&far);
+        assert!(
+            (reverted - u).abs() > 0.1 * (u - 500.0).abs(),
+            "{far:?}: {reverted}"
+        );
+    }
 }
