@@ -19,11 +19,17 @@ use pyo3::prelude::*;
 use model::{Callable, Handle};
 
 /// The model of a Python callable `function(q) -> (logp, grad)` on parameters `names`,
-/// called `name` in a run's attributes.
+/// called `name` in a run's attributes; `value(q) -> logp`, if given, is called where no
+/// gradient is needed.
 #[pyfunction]
-#[pyo3(signature = (function, names, name = "python".to_string()))]
-fn from_callable(function: Py<PyAny>, names: Vec<String>, name: String) -> Handle {
-    let callable = Arc::new(Callable::new(function, names));
+#[pyo3(signature = (function, names, name = "python".to_string(), value = None))]
+fn from_callable(
+    function: Py<PyAny>,
+    names: Vec<String>,
+    name: String,
+    value: Option<Py<PyAny>>,
+) -> Handle {
+    let callable = Arc::new(Callable::new(function, names, value));
     Handle {
         model: callable.clone(),
         callable: Some(callable),

@@ -6,8 +6,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use shmc::core::{Activation, Nodes, Steps};
 use shmc::sampler::{
-    Method, NutsSettings, RmhmcSettings, StepSize, SurrogateSettings, SurrogateSteps, TrainFrom,
-    VhmcSettings,
+    Method, MldaSettings, NutsSettings, RmhmcSettings, SgldSettings, StepSize, SurrogateSettings,
+    SurrogateSteps, TrainFrom, VhmcSettings,
 };
 use shmc::surrogates::grids::{Domain, DomainChoice, GridFitter, GridKind, Interpolation};
 use shmc::surrogates::network::{Inputs, NetworkFitter, Scale, TrainOptions};
@@ -16,7 +16,7 @@ use shmc::surrogates::{FitMethod, SurrogateKind};
 use crate::options::Options;
 
 /// The method names `shmc.sample` takes, in the order `help(shmc.sample)` lists them.
-pub const NAMES: [&str; 9] = [
+pub const NAMES: [&str; 11] = [
     "nuts",
     "hmc",
     "rns-hmc",
@@ -26,6 +26,8 @@ pub const NAMES: [&str; 9] = [
     "rns-rmhmc",
     "grid-hmc",
     "sg-hmc",
+    "mlda",
+    "sgld",
 ];
 
 /// The most leapfrog steps of a trajectory when `steps` is not given (the command line's).
@@ -49,11 +51,15 @@ pub fn trajectory(name: &str, opts: &mut Options) -> PyResult<Trajectory> {
     };
     let fixed = opts.flag("fixed_steps")?;
     let max = opts.take::<u32>("steps")?;
-    if name == "nuts" && (max.is_some() || fixed) {
-        return Err(PyValueError::new_err(
-            "steps and fixed_steps do not apply to nuts, which ends each trajectory where it \
-             turns back (at most 2**max_depth - 1 steps)",
-        ));
+    let refused = match name {
+        "nuts" => Some("ends each trajectory where it turns back (at most 2**max_depth - 1 steps)"),
+        "sgld" => Some("takes one Langevin step per iteration"),
+        _ => None,
+    };
+    if let Some(why) = refused.filter(|_| max.is_some() || fixed) {
+        return Err(PyValueError::new_err(format!(
+            "steps and fixed_steps do not apply to {name}, which {why}"
+        )));
     }
     let max = max.unwrap_or(DEFAULT_STEPS);
     let steps = if fixed {
@@ -101,13 +107,28 @@ pub fn method(
         }),
         Method::Rmhmc(_) => Method::Rmhmc(rmhmc(opts, trajectory, true)?),
         Method::RnsRmhmc(..) => Method::RnsRmhmc(surrogate(opts)?, rmhmc(opts, trajectory, false)?),
-        Method::Mlda(_) | Method::Sgld(_) => {
-            return Err(PyValueError::new_err(format!(
-                "method {name:?} is not in the Python package yet; methods: {}",
-                NAMES.join(", ")
-            )));
-        }
+        Method::Mlda(defaults) => Method::Mlda(mlda(defaults, opts)?),
+        Method::Sgld(defaults) => Method::Sgld(SgldSettings {
+            batch: opts.take("sgld_batch")?.unwrap_or(defaults.batch),
+            a: opts.take("sgld_a")?.unwrap_or(defaults.a),
+            b: opts.take("sgld_b")?.unwrap_or(defaults.b),
+            gamma: opts.take("sgld_gamma")?.unwrap_or(defaults.gamma),
+        }),
     })
+}
+
+/// MLDA's `levels` (the coarser levels, coarsest first) and `subchains` (each level's steps
+/// per proposal to the level above); levels given alone take their default subchains. The
+/// library checks both against the model (a model without levels is refused there).
+fn mlda(defaults: MldaSettings, opts: &mut Options) -> PyResult<MldaSettings> {
+    let mut settings = match opts.take::<Vec<usize>>("levels")? {
+        Some(levels) => MldaSettings::new(levels),
+        None => defaults,
+    };
+    if let Some(subchains) = opts.take::<Vec<u32>>("subchains")? {
+        settings.subchains = subchains;
+    }
+    Ok(settings)
 }
 
 /// The surrogate settings shared by rns-hmc, arns-hmc, rns-rmhmc and the grids.

@@ -30,6 +30,9 @@ pub fn record_progress(chain: usize, done: usize) {
 pub struct Callable {
     names: Vec<String>,
     function: Py<PyAny>,
+    /// `q -> logp` alone, when the model offers one: the exact judgement of a surrogate
+    /// proposal needs no gradient, and skipping it halves a PyMC model's evaluation.
+    value_function: Option<Py<PyAny>>,
     raised: Mutex<Option<Raised>>,
     failed: AtomicBool,
     calls: AtomicU64,
@@ -45,10 +48,11 @@ pub struct Raised {
 
 impl Callable {
     /// The model of `function` on `names.len()` parameters.
-    pub fn new(function: Py<PyAny>, names: Vec<String>) -> Self {
+    pub fn new(function: Py<PyAny>, names: Vec<String>, value: Option<Py<PyAny>>) -> Self {
         Self {
             names,
             function,
+            value_function: value,
             raised: Mutex::new(None),
             failed: AtomicBool::new(false),
             calls: AtomicU64::new(0),
@@ -95,6 +99,18 @@ impl Callable {
         for (out, g) in gradient.iter_mut().zip(grad.as_array().iter()) {
             *out = -g;
         }
+        Ok(-logp)
+    }
+
+    /// Calls the value-only function at `q`; returns `U = −logp`.
+    fn call_value(&self, py: Python<'_>, value: &Py<PyAny>, q: &[f64]) -> PyResult<f64> {
+        let answer = value.bind(py).call1((PyArray1::from_slice(py, q),))?;
+        let logp: f64 = answer.extract().map_err(|_| {
+            PyValueError::new_err(format!(
+                "the log density's value function must return a float; it returned {}",
+                short_repr(&answer)
+            ))
+        })?;
         Ok(-logp)
     }
 
@@ -159,8 +175,18 @@ impl Potential for Callable {
     }
 
     fn value(&self, q: &[f64]) -> f64 {
-        let mut gradient = vec![0.0; q.len()];
-        self.value_and_gradient(q, &mut gradient)
+        let Some(value) = &self.value_function else {
+            let mut gradient = vec![0.0; q.len()];
+            return self.value_and_gradient(q, &mut gradient);
+        };
+        if self.failed.load(Ordering::Relaxed) {
+            return f64::NAN;
+        }
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Python::attach(|py| self.call_value(py, value, q)).unwrap_or_else(|error| {
+            self.record(error);
+            f64::NAN
+        })
     }
 
     fn value_and_gradient(&self, q: &[f64], gradient: &mut [f64]) -> f64 {

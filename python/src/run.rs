@@ -118,6 +118,7 @@ fn run(
 ) -> shmc::Result<Fit> {
     let done: Vec<AtomicUsize> = (0..config.chains).map(|_| AtomicUsize::new(0)).collect();
     let total = config.chains * (config.warmup + config.draws);
+    let approximate = config.method.approximate();
     let model: &dyn Model = model.model.as_ref();
     py.detach(|| {
         std::thread::scope(|scope| {
@@ -134,7 +135,7 @@ fn run(
                     None => sampler.run(),
                 }
             });
-            let mut line = ProgressLine::new(plan, total);
+            let mut line = ProgressLine::new(plan, total, approximate);
             while !chains.is_finished() {
                 std::thread::sleep(POLL);
                 Python::attach(|py| {
@@ -164,12 +165,19 @@ struct ProgressLine {
 }
 
 impl ProgressLine {
-    fn new(plan: &Plan, total: usize) -> Self {
+    /// `approximate`: the method's draws are (sgld; vhmc accepting with its surrogate), and
+    /// the line says so.
+    fn new(plan: &Plan, total: usize, approximate: bool) -> Self {
+        let method = if approximate {
+            format!("{} (APPROXIMATE)", plan.method)
+        } else {
+            plan.method.clone()
+        };
         Self {
             shown: plan.progress,
             last: None,
             total,
-            label: format!("shmc {}: {} chains", plan.method, plan.chains),
+            label: format!("shmc {method}: {} chains", plan.chains),
         }
     }
 

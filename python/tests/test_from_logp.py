@@ -145,3 +145,14 @@ def test_ctrl_c_returns_the_draws_so_far_labelled_interrupted(tmp_path):
     words = out.split()
     assert child.returncode == 0 and words[:2] == ["interrupted", "1"], out
     assert int(words[2]) > 0, out
+
+
+def test_a_nuts_rs_error_is_one_line_without_a_rust_backtrace():
+    # nuts-rs refuses a start with a zero gradient ("Invalid initial point") and formats the
+    # anyhow error it wraps with the backtrace captured with it; the user gets one line.
+    flat = shmc.from_logp(lambda q: (0.0, np.zeros(2)), 2)
+    with pytest.raises(ValueError) as raised:
+        shmc.sample(flat, method="nuts", chains=1, tune=10, draws=10, progress=False)
+    message = str(raised.value)
+    assert message.startswith("chain 1: NUTS: "), message
+    assert "\n" not in message and "backtrace" not in message.lower(), message

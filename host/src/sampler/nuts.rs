@@ -114,9 +114,15 @@ fn settings(config: &SampleConfig, nuts: &NutsSettings) -> DiagNutsSettings {
 /// The nuts-rs chain this module drives.
 type NutsRsChain<'a> = <DiagNutsSettings as Settings>::Chain<CpuMath<LogDensity<'a>>>;
 
-/// A nuts-rs error of chain `number`, as the driver reports a failed chain.
+/// A nuts-rs error of chain `number`, as the driver reports a failed chain, in one line: the
+/// message's first paragraph. nuts-rs formats an error it wraps with `{:?}`, and an anyhow
+/// error's `{:?}` appends the backtrace captured with it ("\n\nStack backtrace:\n   0: ..."):
+/// that is for a debugger, not for the line a user reads.
 fn failed(number: usize, error: anyhow::Error) -> Error {
-    Error::invalid(format!("chain {number}: NUTS: {error}"))
+    let text = error.to_string();
+    let first = text.split("\n\n").next().unwrap_or_default();
+    let message = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    Error::invalid(format!("chain {number}: NUTS: {message}"))
 }
 
 /// Runs chain `number` (1-based) of NUTS with `nuts` on `model` to completion, until the run's
@@ -266,5 +272,25 @@ impl NutsChain<'_> {
             seconds,
         });
         seconds
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failed;
+
+    /// nuts-rs's text of a refused start, with the backtrace its `{:?}` appends.
+    #[test]
+    fn a_nuts_rs_error_is_one_line_without_its_backtrace() {
+        let error = anyhow::anyhow!(
+            "Could not initialize state because of bad initial gradient: Invalid initial \
+             point\n\nStack backtrace:\n   0: <unknown>\n  10: start_thread\n             at \
+             ./nptl/pthread_create.c:442:8"
+        );
+        assert_eq!(
+            failed(2, error).to_string(),
+            "chain 2: NUTS: Could not initialize state because of bad initial gradient: Invalid \
+             initial point"
+        );
     }
 }

@@ -39,6 +39,16 @@ Methods (``method=``), all with the command line's defaults:
 - ``"grid-hmc"`` / ``"sg-hmc"``: a force grid (``cell`` 0.1, ``force_interpolation``) or a
   sparse grid (``level`` 5) over ``domain`` (``"laplace"``, ``"states"`` or
   ``"lo:hi,lo:hi,..."``), for low dimensions.
+- ``"mlda"``: multilevel delayed acceptance over the model's coarser levels, for models
+  that have them: the built-in ``elliptic-pde`` by name (``shmc.model("elliptic-pde",
+  mesh=20)``); a Python or PyMC model has none and is refused. ``levels`` (the coarser
+  levels, coarsest first: elements per side, default ``[10, 15]``), ``subchains`` (each
+  level's steps per proposal to the level above, default ``[4, 2]``).
+- ``"sgld"``: APPROXIMATE stochastic-gradient Langevin dynamics on minibatches, for the
+  built-in row-sum models (``logistic``); no Metropolis-Hastings step, so the draws are
+  biased by the step size (a warning says so, ``attrs["approximate"] = 1``).
+  ``sgld_batch`` (500 rows), ``sgld_a`` (1e-4), ``sgld_b`` (1), ``sgld_gamma`` (0.55): the
+  step size ``a (b + t)**-gamma``.
 
 Options for every method: ``metric`` (``"diagonal"`` or ``"laplace"``), ``adapt_mass``,
 ``init`` (unconstrained start values), ``init_radius`` (2), ``ess_check_every`` (100),
@@ -128,6 +138,12 @@ def sample(
         "report": result["report"],
         "output_dir": None if output_dir is None else os.fspath(output_dir),
     }
+    if result["approximate"]:
+        warnings.warn(
+            f"method {method}'s draws are APPROXIMATE: no exact Metropolis-Hastings step "
+            "corrects them (attrs['approximate'] = 1)",
+            stacklevel=2,
+        )
     if result["interrupted"]:
         warnings.warn(
             "interrupted: the InferenceData holds the draws made before the stop",

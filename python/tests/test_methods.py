@@ -1,0 +1,65 @@
+"""mlda and sgld in the package: mapped to the command line's methods with its options."""
+
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+
+import shmc
+from conftest import gaussian, need, shmc_binary
+
+
+def _cli_draws(tmp_path, model, args):
+    """The command line's draws of `model` (one chain) with `args`, as ArviZ reads them."""
+    az = need("arviz")
+    out = tmp_path / "cli"
+    run = subprocess.run(
+        [shmc_binary(), "sample", "--model", model, "--seed", "3", "--chains", "1",
+         "--warmup", "100", "--draws", "60", "--output", str(out), "--quiet", *args],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    return az.from_cmdstan([str(out / f"{model}-1.csv")])
+
+
+def test_mlda_on_the_builtin_pde_gives_the_command_lines_draws(tmp_path):
+    cli = _cli_draws(
+        tmp_path, "elliptic-pde", ["--mesh", "20", "--method", "mlda", "--levels", "10",
+                                   "--subchains", "3"])
+    idata = shmc.sample(
+        shmc.model("elliptic-pde", mesh=20), method="mlda", levels=[10], subchains=[3],
+        seed=3, chains=1, tune=100, draws=60, progress=False,
+    )
+    assert idata.posterior.attrs["method"] == "mlda"
+    assert idata.posterior.attrs["approximate"] == 0
+    name = list(idata.posterior.data_vars)[0]
+    assert np.array_equal(idata.posterior[name].values, cli.posterior[name].values)
+
+
+def test_mlda_on_a_python_model_is_one_value_error():
+    with pytest.raises(ValueError, match="levels") as raised:
+        shmc.sample(shmc.from_logp(gaussian, 2), method="mlda", chains=1, tune=10, draws=10,
+                    progress=False)
+    assert "\n" not in str(raised.value)
+
+
+def test_sgld_is_labelled_approximate_and_gives_the_command_lines_draws(tmp_path):
+    cli = _cli_draws(tmp_path, "logistic", ["--method", "sgld", "--sgld-batch", "40"])
+    with pytest.warns(UserWarning, match="method sgld's draws are APPROXIMATE"):
+        idata = shmc.sample(
+            shmc.model("logistic"), method="sgld", sgld_batch=40, seed=3, chains=1,
+            tune=100, draws=60, progress=False,
+        )
+    assert idata.posterior.attrs["approximate"] == 1
+    assert np.array_equal(idata.posterior["beta"].values, cli.posterior["beta"].values)
+    with pytest.raises(ValueError, match="do not apply to sgld, which takes one Langevin step"):
+        shmc.sample(shmc.model("logistic"), method="sgld", steps=5, progress=False)
+
+
+def test_an_exact_method_gives_no_approximate_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shmc.sample(shmc.from_logp(gaussian, 2), method="hmc", chains=1, tune=50, draws=20,
+                    progress=False)
