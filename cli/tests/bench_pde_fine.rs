@@ -57,3 +57,18 @@ fn quick_pde_fine_rows_carry_solves_per_ess_by_level() {
     }
     assert!(text(&out.stdout).contains("fine solves per tail ESS"));
 }
+
+/// The journal's figures are not drawn for pde-fine: `--plots` is refused in one line before
+/// any model is built.
+#[test]
+fn pde_fine_refuses_plots_in_one_line() {
+    let dir = std::env::temp_dir().join(format!("shmc-pde-fine-plots-{}", std::process::id()));
+    let out = shmc(&["bench", "pde-fine", "--plots", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "error: --plots draws the journal's figures for lr-sim, bank and a9a"
+    );
+    assert!(!dir.exists());
+}
