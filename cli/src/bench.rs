@@ -23,6 +23,9 @@ use shmc::{Error, Result};
 pub struct BenchArgs {
     /// The experiment: the logistic-regression simulation, Bank Marketing, a9a, or the elliptic
     /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve), or
+    /// pde-fine, the same problem on a 120x120 mesh with data simulated on a 200x200 one (one
+    /// solve costs tens of milliseconds; rows hmc, mlda over 30x30 and 60x60, all-in,
+    /// transitions and nuts, each 500 burn-in or warmup and 1000 draws per chain), or
     /// the precomputing paper's grid experiments (grid HMC and sgHMC against HMC and RNS-HMC on
     /// its four problems, grid HMC's force read on the paper's cells as published, constant per
     /// cell, and multilinearly from their corners; the banana in two forms: its U summed over
@@ -31,8 +34,8 @@ pub struct BenchArgs {
     /// paper's HMC did; then the summed banana's grid speed-ups at fixed lengths of 5 to 40
     /// steps, and the dimension sweep), time to result
     /// (seconds until every parameter's bulk and tail ESS reach 400, for NUTS, exact HMC and
-    /// RNS-HMC with surrogate-driven warmup, on lr-sim, bank, a9a and pde), or UM-Bridge (the
-    /// protocol's overhead per evaluation on loopback, 4 chains against a served PDE model with
+    /// RNS-HMC with surrogate-driven warmup, on lr-sim, bank, a9a, pde and pde-fine), or
+    /// UM-Bridge (the protocol's overhead per evaluation on loopback, 4 chains against a served PDE model with
     /// 1 and 2 workers, and served calls per effective sample of HMC and RNS-HMC), or the VHMC
     /// paper's comparison (exact HMC, VHMC with the exact and the published, APPROXIMATE,
     /// acceptance, and SGLD, APPROXIMATE: relative error of the posterior mean and variance
@@ -44,7 +47,7 @@ pub struct BenchArgs {
     /// Figure 1 with its Gaussian-process baselines (U = x^2/2 fitted from 10, 20, 40 points by
     /// the full GP, FITC with 5 inducing points and networks of 5 softplus and 5 RBF units;
     /// 100 fits averaged, 20 with --quick; --plots draws the curves).
-    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge", "vhmc", "sbc", "surrogates"])]
+    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "pde-fine", "grid", "ttr", "umbridge", "vhmc", "sbc", "surrogates"])]
     experiment: String,
     /// A smaller run, several times faster: fewer observations, replicates, iterations and
     /// hidden units.
@@ -74,11 +77,13 @@ pub struct BenchArgs {
     hidden: Option<usize>,
     /// Run only these rows, comma-separated: hmc, rns, rns-score, arns, rns-long (RNS-HMC
     /// with 4x longer surrogate trajectories), rns-auto (with the lengths its curvature picks),
-    /// mlda (pde only: multilevel delayed acceptance over 10x10 and 15x15 meshes, subchains 4,2),
+    /// mlda (pde: multilevel delayed acceptance over 10x10 and 15x15 meshes, pde-fine: over 30x30
+    /// and 60x60, subchains 4,2),
     /// all-in (4 chains in lockstep on a network trained on the Laplace approximation, with
     /// NUTS's trees on it, each draw judged by delayed acceptance against the exact U, or on the
     /// PDE the trajectory lengths its curvature picks; adapted step size; timed from the MAP
-    /// search to the last draw, as nutpie's figure is) and nuts (nutpie's NUTS on the same
+    /// search to the last draw, as nutpie's figure is), transitions (the same run with 3
+    /// surrogate transitions between exact judgements) and nuts (nutpie's NUTS on the same
     /// kernel, 4 chains, timed likewise). Default: all of them, all-in and nuts on lr-sim and pde
     /// only. Speed-ups need the hmc row. sbc: run only these methods: hmc, nuts, rns-hmc,
     /// rns-hmc-auto (trajectory lengths from the network's curvature), rns-hmc-nuts (NUTS's trees
@@ -167,6 +172,7 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         "lr-sim" => Experiment::LrSim,
         "bank" => Experiment::Bank,
         "pde" => Experiment::Pde,
+        "pde-fine" => Experiment::PdeFine,
         _ => Experiment::A9a,
     };
     let mut settings = experiment.settings(args.quick, args.data_dir());
@@ -200,7 +206,7 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         }
         settings.steps = steps;
     }
-    if args.plots.is_some() && experiment == Experiment::Pde {
+    if args.plots.is_some() && matches!(experiment, Experiment::Pde | Experiment::PdeFine) {
         return Err(Error::invalid(
             "--plots draws the journal's figures for lr-sim, bank and a9a",
         ));
@@ -327,6 +333,7 @@ fn run_ttr(args: &BenchArgs) -> Result<i32> {
         Experiment::Bank,
         Experiment::A9a,
         Experiment::Pde,
+        Experiment::PdeFine,
     ];
     let rows = crate::experiments::ttr::run_ttr(
         &experiments,

@@ -54,7 +54,7 @@ const CHAINS: usize = 2;
 /// One problem and method's time to the target.
 #[derive(Clone, Debug, Serialize)]
 pub struct TtrRow {
-    /// The problem (`lr-sim`, `bank`, `a9a`, `pde`).
+    /// The problem (`lr-sim`, `bank`, `a9a`, `pde`, `pde-fine`).
     pub problem: String,
     /// The method's label.
     pub method: String,

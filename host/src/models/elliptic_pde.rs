@@ -108,6 +108,8 @@ pub struct EllipticPde {
     observation: Vec<[(usize, f64); 4]>,
     y: Vec<f64>,
     truth: Vec<f64>,
+    /// Elements per side of the mesh the data were simulated on.
+    data_mesh: usize,
     /// The coarser levels built so far ([`Levels::coarser`]), coarsest first.
     coarse: Mutex<Vec<Arc<EllipticPde>>>,
     /// One set of buffers per concurrent evaluation (chains run on several threads).
@@ -146,6 +148,10 @@ impl EllipticPde {
     pub const SPARSE_GRID_PRIOR_SD: f64 = 1.0;
     /// The mesh the data are simulated on (finer than the model's: no inverse crime).
     pub const DATA_MESH: usize = 51;
+    /// The `pde-fine` problem's mesh ([`EllipticPde::fine`]).
+    pub const FINE_MESH: usize = 120;
+    /// The mesh `pde-fine`'s data are simulated on.
+    pub const FINE_DATA_MESH: usize = 200;
     /// Observed points per side of the uniform observation grid.
     pub const OBSERVATION_GRID: usize = 11;
     /// The observation noise sd.
@@ -167,6 +173,25 @@ impl EllipticPde {
     /// are allocated, then the sparse factor once the symbolic analysis knows its fill. (Each
     /// chain running at the same time holds solve buffers of its own.)
     pub fn simulate_within(settings: PdeSettings, memory_limit: u64) -> Result<Self> {
+        Self::simulate_on(settings, Self::DATA_MESH, memory_limit)
+    }
+
+    /// The issue's `pde-fine` problem: the paper's inverse problem (20 modes, prior sd 0.5) on
+    /// a [`EllipticPde::FINE_MESH`] mesh, one solve of which costs tens of milliseconds, with
+    /// its data simulated on the finer [`EllipticPde::FINE_DATA_MESH`] (the paper's ratio of
+    /// data mesh to model mesh, 51/30, kept roughly: 200/120).
+    pub fn fine(data_seed: u64, memory_limit: u64) -> Result<Self> {
+        let settings = PdeSettings {
+            mesh: Self::FINE_MESH,
+            data_seed,
+            ..PdeSettings::default()
+        };
+        Self::simulate_on(settings, Self::FINE_DATA_MESH, memory_limit)
+    }
+
+    /// [`EllipticPde::simulate_within`] with the data simulated on a `data_mesh` mesh (finer
+    /// than the model's, or the fit commits the inverse crime), memory-checked as the model's.
+    pub fn simulate_on(settings: PdeSettings, data_mesh: usize, memory_limit: u64) -> Result<Self> {
         if !(settings.prior_sd.is_finite() && settings.prior_sd > 0.0) {
             return Err(Error::invalid(format!(
                 "the prior sd of the mode weights must be positive and finite, got {}",
@@ -181,8 +206,11 @@ impl EllipticPde {
         let mut truth = vec![0.0; settings.modes];
         fill_standard_normal(&mut rng, &mut truth);
         truth.iter_mut().for_each(|t| *t *= settings.prior_sd);
-        let fine = Mesh::new(Self::DATA_MESH)?;
-        let fine_modes = kl.tabulate(&fine.quadrature_points());
+        let data_settings = PdeSettings {
+            mesh: data_mesh,
+            ..settings
+        };
+        let (fine, fine_modes, _) = discretize(&kl, data_settings, memory_limit)?;
         let u = solve_log_coefficient(&fine, &fine_modes, &truth)?;
         let mut noise = vec![0.0; points.len()];
         fill_standard_normal(&mut rng, &mut noise);
@@ -192,13 +220,10 @@ impl EllipticPde {
             .map(|(&x, e)| Ok(fine.interpolate(&u, x)? + Self::NOISE_SD * e))
             .collect::<Result<Vec<_>>>()?;
 
-        Ok(Self::from_parts(
-            settings,
-            kl,
-            (mesh, modes, observation),
-            y,
-            truth,
-        ))
+        Ok(
+            Self::from_parts(settings, kl, (mesh, modes, observation), y, truth)
+                .with_data_mesh(data_mesh),
+        )
     }
 
     /// The model on `mesh` with its tabulated modes and observation operator (from
@@ -218,12 +243,20 @@ impl EllipticPde {
             observation,
             y,
             truth,
+            data_mesh: Self::DATA_MESH,
             coarse: Mutex::new(Vec::new()),
             scratch: Mutex::new(Vec::new()),
             forward_solves: AtomicU64::new(0),
             adjoint_solves: AtomicU64::new(0),
             sensitivity_solves: AtomicU64::new(0),
         }
+    }
+
+    /// `self`, saying its data came from a `data_mesh` mesh (a coarse level's are the fine
+    /// model's).
+    fn with_data_mesh(mut self, data_mesh: usize) -> Self {
+        self.data_mesh = data_mesh;
+        self
     }
 
     /// The settings it was built with.
@@ -234,6 +267,11 @@ impl EllipticPde {
     /// The `θ` the data were simulated from.
     pub fn truth(&self) -> &[f64] {
         &self.truth
+    }
+
+    /// Elements per side of the mesh the data were simulated on.
+    pub fn data_mesh(&self) -> usize {
+        self.data_mesh
     }
 
     /// The observations, row by row of the 11×11 grid (`x₁` fastest).
@@ -689,8 +727,8 @@ impl Model for EllipticPde {
             s.prior_sd,
             self.y.len(),
             Self::NOISE_SD,
-            Self::DATA_MESH,
-            Self::DATA_MESH,
+            self.data_mesh,
+            self.data_mesh,
             s.data_seed
         )]
     }
@@ -766,13 +804,16 @@ impl EllipticPde {
             mesh: resolution,
             ..self.settings
         };
-        let level = Arc::new(Self::from_parts(
-            settings,
-            self.kl.clone(),
-            discretize(&self.kl, settings, memory_limit)?,
-            self.y.clone(),
-            self.truth.clone(),
-        ));
+        let level = Arc::new(
+            Self::from_parts(
+                settings,
+                self.kl.clone(),
+                discretize(&self.kl, settings, memory_limit)?,
+                self.y.clone(),
+                self.truth.clone(),
+            )
+            .with_data_mesh(self.data_mesh),
+        );
         built.push(level.clone());
         built.sort_by_key(|l| l.settings.mesh);
         Ok(level)
@@ -985,6 +1026,38 @@ mod tests {
         })
         .unwrap();
         assert_ne!(a.observations(), other.observations());
+    }
+
+    /// pde-fine builds on its 120×120 mesh, and its data are the 200×200 solution at the truth
+    /// plus the seeded noise (the stream's `d` normals behind the truth, then the noise's), not
+    /// the model's own solution: the data-generating model is not the fitted one.
+    #[test]
+    fn the_fine_problem_takes_its_data_from_the_finer_mesh() {
+        let model = EllipticPde::fine(1, u64::MAX).unwrap();
+        assert_eq!((model.settings().mesh, model.data_mesh()), (120, 200));
+        let mut rng = Pcg64::seed_from_u64(1);
+        let mut noise = vec![0.0; model.settings().modes];
+        fill_standard_normal(&mut rng, &mut noise);
+        noise = vec![0.0; model.observation_count()];
+        fill_standard_normal(&mut rng, &mut noise);
+        let gap = |u: &[f64]| {
+            u.iter()
+                .zip(&noise)
+                .zip(model.observations())
+                .map(|((u, e), y)| (y - EllipticPde::NOISE_SD * e - u).abs())
+                .fold(0.0, f64::max)
+        };
+        let data_mesh = EllipticPde::simulate(PdeSettings {
+            mesh: 200,
+            ..model.settings()
+        })
+        .unwrap();
+        let from_data_mesh = gap(&data_mesh.forward(model.truth()).unwrap());
+        let from_own_mesh = gap(&model.forward(model.truth()).unwrap());
+        assert!(
+            from_data_mesh < 1e-9 && from_own_mesh > 1e-6,
+            "{from_data_mesh:e} {from_own_mesh:e}"
+        );
     }
 
     #[test]
