@@ -75,6 +75,7 @@ pub struct BenchArgs {
     /// Run only these rows, comma-separated: hmc, rns, rns-score, arns, rns-long (RNS-HMC
     /// with 4x longer surrogate trajectories), rns-auto (with the lengths its curvature picks),
     /// mlda (pde only: multilevel delayed acceptance over 10x10 and 15x15 meshes, subchains 4,2),
+    /// mlda-net (pde only: the same with RNS-HMC's network below the meshes, subchains 4,4,2),
     /// all-in (4 chains in lockstep on a network trained on the Laplace approximation, with
     /// NUTS's trees on it, each draw judged by delayed acceptance against the exact U, or on the
     /// PDE the trajectory lengths its curvature picks; adapted step size; timed from the MAP
@@ -83,7 +84,8 @@ pub struct BenchArgs {
     /// only. Speed-ups need the hmc row. sbc: run only these methods: hmc, nuts, rns-hmc,
     /// rns-hmc-auto (trajectory lengths from the network's curvature), rns-hmc-nuts (NUTS's trees
     /// on the network, delayed acceptance), rns-hmc-transitions (3 HMC transitions on the
-    /// network per exact judgement), arns-hmc, vhmc, vhmc-approximate, rmhmc, rns-rmhmc,
+    /// network per exact judgement), mlda and mlda-network (on the PDE: 4x4 and 6x6 meshes under
+    /// its 8x8, and a network below them), arns-hmc, vhmc, vhmc-approximate, rmhmc, rns-rmhmc,
     /// grid-hmc, grid-hmc-multilinear (the force read from the cells' corners),
     /// grid-hmc-complete, sg-hmc, sg-hmc-complete.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]

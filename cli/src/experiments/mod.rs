@@ -108,7 +108,7 @@ pub struct BenchSettings {
 /// score fits), ARNS-HMC, RNS-HMC with 4× longer surrogate trajectories and with the lengths its
 /// curvature picks, RMHMC and RNS-RMHMC (Table 1's last two rows), the all-in run (2 chains,
 /// adapted, accounted as nutpie's figure) and NUTS (the last two by default on lr-sim only).
-pub const METHOD_KEYS: [&str; 11] = [
+pub const METHOD_KEYS: [&str; 12] = [
     "hmc",
     "rns",
     "rns-score",
@@ -118,6 +118,7 @@ pub const METHOD_KEYS: [&str; 11] = [
     "rmhmc",
     "rns-rmhmc",
     "mlda",
+    "mlda-net",
     "all-in",
     "nuts",
 ];
@@ -757,10 +758,13 @@ fn methods(
         ("rmhmc", "RMHMC", Method::Rmhmc(rmhmc.clone())),
         ("rns-rmhmc", "RNS-RMHMC", Method::RnsRmhmc(rns_rmhmc, rmhmc)),
     ];
-    // MLDA needs the model's coarser levels: the PDE's 10x10 and 15x15 meshes.
+    // MLDA needs the model's coarser levels: the PDE's 10x10 and 15x15 meshes; its network
+    // level is RNS-HMC's network, fitted on the burn-in's potentials.
     if experiment == Experiment::Pde {
         let mlda = MldaSettings::new(vec![10, 15]);
         rows.push(("mlda", "MLDA (10x10, 15x15)", Method::Mlda(mlda)));
+        let net = MldaSettings::with_network(vec![10, 15], surrogate.clone());
+        rows.push(("mlda-net", "MLDA + network", Method::Mlda(net)));
     }
     rows
 }
