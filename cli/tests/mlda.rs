@@ -121,7 +121,7 @@ fn the_network_level_is_refused_in_one_line_where_it_cannot_run() {
         ),
         (
             &["--levels", "net,4", "--train-from", "laplace"],
-            "--train-from laplace is for rns-hmc's network",
+            "--train-from laplace is not for mlda's network",
         ),
         (
             &["--levels", "net,4", "--fit", "score"],

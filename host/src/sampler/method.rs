@@ -649,7 +649,13 @@ fn check_network_level(network: Option<&SurrogateSettings>) -> Result<()> {
     let Some(s) = network else {
         return Ok(());
     };
-    let (setting, why) = if s.transitions.is_some() {
+    let (setting, why) = if s.laplace_states().is_some() {
+        (
+            "train_from",
+            "laplace is not for mlda's network: the chains would run in the Laplace \
+             approximation's coordinates, which the meshes do not share",
+        )
+    } else if s.transitions.is_some() {
         (
             "surrogate_transitions",
             "is not for mlda: the network level's subchain is its surrogate transitions (set \
