@@ -79,6 +79,7 @@ pub struct BenchArgs {
     /// with 4x longer surrogate trajectories), rns-auto (with the lengths its curvature picks),
     /// mlda (pde: multilevel delayed acceptance over 10x10 and 15x15 meshes, pde-fine: over 30x30
     /// and 60x60, subchains 4,2),
+    /// mlda-net (pde only: the same with RNS-HMC's network below the meshes, subchains 4,4,2),
     /// all-in (4 chains in lockstep on a network trained on the Laplace approximation, with
     /// NUTS's trees on it, each draw judged by delayed acceptance against the exact U, or on the
     /// PDE the trajectory lengths its curvature picks; adapted step size; timed from the MAP
@@ -89,7 +90,8 @@ pub struct BenchArgs {
     /// rns-hmc-auto (trajectory lengths from the network's curvature), rns-hmc-nuts (NUTS's trees
     /// on the network, delayed acceptance), rns-hmc-transitions (3 HMC transitions on the
     /// network per exact judgement), gp-hmc and fitc-hmc (a full GP or FITC with 60 inducing
-    /// points as the surrogate), arns-hmc, vhmc, vhmc-approximate, rmhmc, rns-rmhmc,
+    /// points as the surrogate), mlda and mlda-network (on the PDE: 4x4 and 6x6 meshes under
+    /// its 8x8, and a network below them), arns-hmc, vhmc, vhmc-approximate, rmhmc, rns-rmhmc,
     /// grid-hmc, grid-hmc-multilinear (the force read from the cells' corners),
     /// grid-hmc-complete, sg-hmc, sg-hmc-complete.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]

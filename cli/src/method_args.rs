@@ -48,16 +48,21 @@ pub struct MethodArgs {
     #[command(flatten)]
     pub rmhmc: RmhmcArgs,
     /// mlda: the coarser levels, coarsest first (elliptic-pde: elements per side of each coarser
-    /// mesh; the model's own --mesh is the finest, which judges) [default: 10,15].
+    /// mesh; the model's own --mesh is the finest, which judges) [default: 10,15]. `net` first
+    /// (`net,10,15`) puts a network surrogate below the meshes, trained as rns-hmc trains it
+    /// (the Surrogate options: on the warmup's states, --exact-warmup, or --surrogate FILE):
+    /// once fitted, its HMC subchains propose to the coarsest mesh, which then pays one forward
+    /// solve per proposal instead of a forward and an adjoint solve per leapfrog step.
     #[arg(
         long,
         value_delimiter = ',',
-        value_name = "SIZES",
+        value_name = "[net,]SIZES",
         help_heading = "MLDA (mlda)"
     )]
-    pub levels: Option<Vec<usize>>,
+    pub levels: Option<Vec<String>>,
     /// mlda: each level's steps per proposal to the level above, one per coarser level,
-    /// coarsest first [default: 4 for the coarsest, 2 above it].
+    /// coarsest first, the network's first with `net` [default: 4 for the network and for the
+    /// coarsest mesh, 2 above it].
     #[arg(
         long,
         value_delimiter = ',',
@@ -72,7 +77,15 @@ impl MethodArgs {
     /// ([`Method::named`]) with these options in place of its defaults.
     pub fn method(&self, seed: u64) -> Result<Method> {
         let defaults = Method::named(&self.method)?;
-        if self.surrogate.train_from != TrainFromArg::Warmup && defaults.surrogate().is_none() {
+        let network_level = self
+            .levels
+            .as_ref()
+            .and_then(|l| l.first())
+            .is_some_and(|l| l == "net");
+        if self.surrogate.train_from != TrainFromArg::Warmup
+            && defaults.surrogate().is_none()
+            && !network_level
+        {
             return Err(Error::invalid(format!(
                 "--train-from laplace is for rns-hmc's network; {} trains none",
                 self.method
@@ -120,7 +133,7 @@ impl MethodArgs {
             }
             Method::Mlda(mut settings) => {
                 if let Some(levels) = &self.levels {
-                    settings = MldaSettings::new(levels.clone());
+                    settings = self.mlda_levels(levels, seed)?;
                 }
                 if let Some(subchains) = &self.subchains {
                     settings.subchains.clone_from(subchains);
@@ -128,6 +141,29 @@ impl MethodArgs {
                 Method::Mlda(settings)
             }
         })
+    }
+
+    /// MLDA's settings from `--levels`: mesh sizes, after `net` for the network level.
+    fn mlda_levels(&self, levels: &[String], seed: u64) -> Result<MldaSettings> {
+        let network = levels.first().is_some_and(|l| l == "net");
+        let sizes = levels[usize::from(network)..]
+            .iter()
+            .map(|level| {
+                level.parse::<usize>().map_err(|_| {
+                    Error::invalid(format!(
+                        "--levels: {level:?} is neither a mesh size nor `net` (which only the \
+                         first level may be)"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        if !network {
+            return Ok(MldaSettings::new(sizes));
+        }
+        Ok(MldaSettings::with_network(
+            sizes,
+            self.surrogate.settings(seed)?,
+        ))
     }
 
     /// RNS-HMC's settings from the surrogate options, of the kind the registry's `defaults`

@@ -126,3 +126,40 @@ fn gp_hmc_and_fitc_hmc_cells_run() {
         assert!(["pass", "fail"].contains(&row.verdict.as_str()), "{row:?}");
     }
 }
+
+/// MLDA's cells: on the PDE (8×8 judging 4×4 and 6×6 meshes, and with a network below them)
+/// they have p-values and a verdict; a model without levels skips them with a line.
+#[test]
+fn mlda_cells_run_on_the_pde_and_are_skipped_without_levels() {
+    let log = Mutex::new(Vec::new());
+    let rows = run_sbc_bench(
+        &settings(
+            &["gaussian-conjugate", "elliptic-pde"],
+            &["mlda", "mlda-network"],
+        ),
+        &|line| log.lock().unwrap().push(line.to_string()),
+    )
+    .expect("the cells run");
+    let log = log.into_inner().unwrap().join("\n");
+    assert!(
+        log.contains("mlda: skipped: the model offers no coarser levels"),
+        "{log}"
+    );
+    let cells: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.model.as_str(), r.method.as_str()))
+        .collect();
+    assert_eq!(
+        cells,
+        [("elliptic-pde", "mlda"), ("elliptic-pde", "mlda-network")]
+    );
+    for row in &rows {
+        assert!(row.error.is_none(), "{row:?}");
+        assert!(
+            row.p_values.iter().all(|p| (0.0..=1.0).contains(p)),
+            "{row:?}"
+        );
+        assert!(["pass", "fail"].contains(&row.verdict.as_str()), "{row:?}");
+        assert!(row.approximate.is_none(), "{row:?}");
+    }
+}

@@ -90,3 +90,58 @@ fn mlda_is_refused_in_one_line_where_it_cannot_run() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// `--levels net,4,6`: the network, trained on the warmup's states, proposes below the meshes
+/// once fitted; the header names it and its subchain, and the network's gradients are counted
+/// as surrogate gradients in the sampling phase.
+#[test]
+fn mlda_with_a_network_level_runs_and_names_it() {
+    let pde = ["elliptic-pde", "--mesh", "12", "--kl-modes", "4"];
+    let extra = ["--method", "mlda", "--levels", "net,4,6", "--hidden", "100"];
+    let (out, dir) = run("net", &pde, &extra);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let csv = std::fs::read_to_string(dir.join("elliptic-pde-1.csv")).unwrap();
+    assert!(csv.contains("mlda_levels = net,4,6"), "{csv}");
+    assert!(csv.contains("mlda_subchains = 4,4,2"), "{csv}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_network_level_is_refused_in_one_line_where_it_cannot_run() {
+    let pde: &[&str] = &["elliptic-pde", "--mesh", "12", "--kl-modes", "4"];
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--levels", "4,net"],
+            "--levels: \"net\" is neither a mesh size nor `net` (which only the first level may be)",
+        ),
+        (
+            &["--levels", "net,4", "--subchains", "3"],
+            "--subchains needs one length of at least 1 per coarser level (2, the network's \
+             first), got [3]",
+        ),
+        (
+            &["--levels", "net,4", "--train-from", "laplace"],
+            "--train-from laplace is not for mlda's network",
+        ),
+        (
+            &["--levels", "net,4", "--fit", "score"],
+            "--fit must be potential for mlda's network",
+        ),
+        (
+            &["--levels", "net,4", "--surrogate-transitions", "3"],
+            "--surrogate-transitions is not for mlda",
+        ),
+    ];
+    for (i, (extra, expected)) in cases.into_iter().enumerate() {
+        let mut args = vec!["--method", "mlda"];
+        args.extend(extra);
+        let (out, dir) = run(&format!("net-refused-{i}"), pde, &args);
+        let err = text(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expected),
+            "{extra:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

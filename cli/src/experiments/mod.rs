@@ -114,7 +114,7 @@ pub struct BenchSettings {
 /// score fits), ARNS-HMC, RNS-HMC with 4× longer surrogate trajectories and with the lengths its
 /// curvature picks, RMHMC and RNS-RMHMC (Table 1's last two rows), the all-in run (2 chains,
 /// adapted, accounted as nutpie's figure) and NUTS (the last two by default on lr-sim only).
-pub const METHOD_KEYS: [&str; 12] = [
+pub const METHOD_KEYS: [&str; 13] = [
     "hmc",
     "rns",
     "rns-score",
@@ -124,6 +124,7 @@ pub const METHOD_KEYS: [&str; 12] = [
     "rmhmc",
     "rns-rmhmc",
     "mlda",
+    "mlda-net",
     "all-in",
     "transitions",
     "nuts",
@@ -830,11 +831,13 @@ fn methods(
     ];
     // MLDA needs the model's coarser levels: the PDE's 10x10 and 15x15 meshes, pde-fine's
     // 30x30 and 60x60 (a 60x60 solve costs about a tenth of a 120x120 one, a 30x30 a tenth of
-    // that).
+    // that). Its network level is RNS-HMC's network, fitted on the burn-in's potentials.
     match experiment {
         Experiment::Pde => {
             let mlda = MldaSettings::new(vec![10, 15]);
             rows.push(("mlda", "MLDA (10x10, 15x15)", Method::Mlda(mlda)));
+            let net = MldaSettings::with_network(vec![10, 15], surrogate.clone());
+            rows.push(("mlda-net", "MLDA + network", Method::Mlda(net)));
         }
         Experiment::PdeFine => {
             let mlda = MldaSettings::new(vec![30, 60]);

@@ -22,8 +22,8 @@ use serde::Serialize;
 use shmc::models::{self, CATALOGUE, ModelSpec, build};
 use shmc::output::approximate_label;
 use shmc::sampler::{
-    Method, NutsSettings, RmhmcSettings, SampleConfig, SurrogateSettings, SurrogateSteps,
-    VhmcSettings,
+    Method, MldaSettings, NutsSettings, RmhmcSettings, SampleConfig, SurrogateSettings,
+    SurrogateSteps, VhmcSettings,
 };
 use shmc::sbc::{self, SbcRun, SbcSettings};
 use shmc::surrogates::FitMethod;
@@ -46,10 +46,12 @@ pub fn models() -> Vec<&'static str> {
 /// The methods, in the table's order: the exact ones, then the approximate ones beside their
 /// exact twins. `rns-hmc-auto` is RNS-HMC with the trajectory lengths its network's curvature
 /// picks, `rns-hmc-nuts` with NUTS's trees on its network judged by delayed acceptance;
+/// `mlda` runs multilevel delayed acceptance over [`MLDA_LEVELS`] on a model with levels (the
+/// PDE), `mlda-network` with a network below them;
 /// `grid-hmc-multilinear` reads the force grid from its cells' corners; `-complete` is a grid's
 /// variant that also accepts with the grid's `U`; `gp-hmc` and `fitc-hmc` are RNS-HMC with a full
 /// GP or FITC as the surrogate (Rasmussen 2003, the paper's baselines).
-pub const METHODS: [&str; 18] = [
+pub const METHODS: [&str; 20] = [
     "hmc",
     "nuts",
     "rns-hmc",
@@ -58,6 +60,8 @@ pub const METHODS: [&str; 18] = [
     "rns-hmc-transitions",
     "gp-hmc",
     "fitc-hmc",
+    "mlda",
+    "mlda-network",
     "arns-hmc",
     "vhmc",
     "vhmc-approximate",
@@ -69,6 +73,10 @@ pub const METHODS: [&str; 18] = [
     "sg-hmc",
     "sg-hmc-complete",
 ];
+
+/// MLDA's coarser levels at the SBC size of a model with levels: the PDE's 8×8 mesh judges
+/// proposals from 4×4 and 6×6 meshes.
+const MLDA_LEVELS: [usize; 2] = [4, 6];
 
 /// Replications per cell: the 200, or 30 in a quick run (the fewest for three bins).
 pub fn replications(quick: bool) -> usize {
@@ -265,11 +273,18 @@ impl Sized {
         })
     }
 
-    /// The method `key` for a model of dimension `d`, or why it does not apply.
+    /// The method `key` for a model of dimension `d`, with or without a Riemannian metric and
+    /// coarser levels (`offers`), or why it does not apply.
     ///
     /// RNS-HMC fits scores (`d` equations per state: a good fit from the few hundred states
     /// of a short warmup); ARNS-HMC must fit potentials, which it updates online.
-    fn method(&self, key: &str, d: usize, has_metric: bool, seed: u64) -> Result<Method, String> {
+    fn method(
+        &self,
+        key: &str,
+        d: usize,
+        (has_metric, has_levels): (bool, bool),
+        seed: u64,
+    ) -> Result<Method, String> {
         let grid_too_big = |most: usize, kind: &str| {
             Err(format!(
                 "{kind} is for low-dimensional models (d <= {most} here), this one has d = {d}"
@@ -299,6 +314,14 @@ impl Sized {
             }),
             "gp-hmc" => self.gp(None, seed),
             "fitc-hmc" => self.gp(Some(GP_INDUCING), seed),
+            "mlda" | "mlda-network" if !has_levels => {
+                return Err("the model offers no coarser levels".into());
+            }
+            "mlda" => Method::Mlda(MldaSettings::new(MLDA_LEVELS.to_vec())),
+            "mlda-network" => Method::Mlda(MldaSettings::with_network(
+                MLDA_LEVELS.to_vec(),
+                self.surrogate(FitMethod::Potential, seed),
+            )),
             "arns-hmc" => Method::ArnsHmc(self.surrogate(FitMethod::Potential, seed)),
             "vhmc" | "vhmc-approximate" => Method::Vhmc(VhmcSettings {
                 train: TrainOptions {
@@ -373,14 +396,17 @@ pub fn run_sbc_bench(settings: &SbcBenchSettings, log: &dyn Fn(&str)) -> Result<
         let sized = sized(name, settings.quick)?;
         let model = build(&sized.spec)?;
         let d = model.dim();
-        let has_metric = model.riemannian_metric(&vec![0.0; d]).is_some();
+        let offers = (
+            model.riemannian_metric(&vec![0.0; d]).is_some(),
+            model.levels().is_some(),
+        );
         log(&format!(
             "{name} ({}): {} warmup, {} draws, 1 chain per replication",
             sized.size, sized.warmup, sized.draws
         ));
         for &key in &methods {
             let config = sized
-                .method(key, d, has_metric, settings.seed)
+                .method(key, d, offers, settings.seed)
                 .map(|method| SampleConfig {
                     chains: 1,
                     warmup: sized.warmup,

@@ -163,6 +163,8 @@ impl CsvHeader {
             let list = |v: &[String]| v.join(",");
             let levels: Vec<String> = settings.levels.iter().map(usize::to_string).collect();
             let subchains: Vec<String> = settings.subchains.iter().map(u32::to_string).collect();
+            let network = settings.network.iter().map(|_| "net".to_string());
+            let levels: Vec<String> = network.chain(levels).collect();
             extra.push(("mlda_levels".into(), list(&levels)));
             extra.push(("mlda_subchains".into(), list(&subchains)));
         }

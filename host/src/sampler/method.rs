@@ -438,6 +438,7 @@ impl Method {
                 Some(warmup / 2)
             }
             Method::RnsHmc(s) | Method::ArnsHmc(s) | Method::RnsRmhmc(s, _) => s.exact_warmup,
+            Method::Mlda(m) => m.network.as_ref().and_then(|s| s.exact_warmup),
             _ => None,
         }
     }
@@ -477,15 +478,15 @@ impl Method {
         }
     }
 
-    /// The surrogate settings, for RNS-HMC, ARNS-HMC and RNS-RMHMC.
+    /// The surrogate settings, for RNS-HMC, ARNS-HMC, RNS-RMHMC and MLDA's network level.
     pub fn surrogate(&self) -> Option<&SurrogateSettings> {
         match self {
             Method::Hmc
             | Method::Nuts(_)
             | Method::Vhmc(_)
             | Method::Rmhmc(_)
-            | Method::Sgld(_)
-            | Method::Mlda(_) => None,
+            | Method::Sgld(_) => None,
+            Method::Mlda(m) => m.network.as_ref(),
             Method::RnsHmc(s) | Method::ArnsHmc(s) | Method::RnsRmhmc(s, _) => Some(s),
         }
     }
@@ -511,7 +512,10 @@ impl Method {
             Method::Vhmc(v) => return v.validate(warmup),
             Method::Sgld(s) => return s.validate(),
             Method::Rmhmc(r) => return r.validate(warmup),
-            Method::Mlda(m) => return m.validate(),
+            Method::Mlda(m) => {
+                m.validate()?;
+                check_network_level(m.network.as_ref())?;
+            }
             Method::RnsRmhmc(s, r) => {
                 // The warmup RMHMC runs in: all of it for a network trained before sampling.
                 let adapt_warmup = match (s.laplace_states(), self.exact_warmup(warmup)) {
@@ -603,7 +607,11 @@ impl Method {
         let needs_states = s.surrogate_file.is_none() && !s.before_sampling();
         let train_after = s.collect_after(warmup, self.exact_warmup(warmup));
         if let Some(exact) = s.exact_warmup {
-            if !matches!(self, Method::RnsHmc(_) | Method::RnsRmhmc(..)) || !needs_states {
+            if !matches!(
+                self,
+                Method::RnsHmc(_) | Method::RnsRmhmc(..) | Method::Mlda(_)
+            ) || !needs_states
+            {
                 return Err(Error::setting(
                     "exact_warmup",
                     "is for rns-hmc fitting its surrogate on warmup states (arns-hmc starts \
@@ -631,6 +639,52 @@ impl Method {
         }
         Ok(())
     }
+}
+
+/// MLDA's network level runs HMC subchains on the surrogate, judged by the coarsest mesh: not
+/// NUTS trees, not surrogate transitions (its subchain is that already), not an approximate
+/// rule; and a network fitted on MLDA's warmup fits potentials (the states' gradients there
+/// are the coarsest level's).
+fn check_network_level(network: Option<&SurrogateSettings>) -> Result<()> {
+    let Some(s) = network else {
+        return Ok(());
+    };
+    let (setting, why) = if s.laplace_states().is_some() {
+        (
+            "train_from",
+            "laplace is not for mlda's network: the chains would run in the Laplace \
+             approximation's coordinates, which the meshes do not share",
+        )
+    } else if s.transitions.is_some() {
+        (
+            "surrogate_transitions",
+            "is not for mlda: the network level's subchain is its surrogate transitions (set \
+             its length with the subchains)",
+        )
+    } else if s.trajectory != SurrogateSteps::Factor(1) {
+        (
+            "surrogate_steps_factor",
+            "is not for mlda: the network level runs the chain's own HMC trajectories",
+        )
+    } else if s.approximate_acceptance {
+        (
+            "approximate_acceptance",
+            "is not for mlda, whose finest level judges exactly",
+        )
+    } else if s.surrogate_file.is_none()
+        && s.kind
+            .network()
+            .is_some_and(|n| n.method == FitMethod::Score)
+    {
+        (
+            "fit",
+            "must be potential for mlda's network: its warmup states carry the coarsest \
+             level's gradient, not the model's",
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::setting(setting, why))
 }
 
 /// Surrogate transitions run HMC on the surrogate with the exact `U` judging: at least one per

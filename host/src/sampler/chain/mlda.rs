@@ -21,6 +21,10 @@
 //!
 //! Why: a level's proposal has already been filtered by every cheaper level, so the expensive
 //! `U_L` is evaluated once per draw and judges moves that travelled `n₀ · n₁ ⋯` HMC transitions.
+//!
+//! The network level: while a trained surrogate proposes, its `Ũ` is level 0, under the coarse
+//! meshes; the argument above holds for any bottom potential, however poor (only the
+//! acceptances suffer). Until it is fitted, and after a collapse, the meshes run alone.
 
 use nalgebra::DVector;
 use rand_pcg::Pcg64;
@@ -73,18 +77,22 @@ pub struct Mlda {
     scratch: Vec<Point>,
     /// The chain's state as the hierarchy sees it.
     current: Option<Point>,
+    /// Whether the proposing surrogate's `Ũ` is the bottom level, below `coarse`.
+    network: bool,
 }
 
 impl Mlda {
     /// The kernel proposing from `coarse` (coarsest first), with `subchains[ℓ]` level-`ℓ` steps
     /// per proposal to the level above (one length per coarse level, each at least 1).
-    pub fn new(coarse: Vec<Arc<dyn Model>>, subchains: Vec<u32>) -> Result<Self> {
-        if coarse.is_empty() || subchains.len() != coarse.len() || subchains.contains(&0) {
+    /// With `network`, the proposing surrogate is a level below `coarse`, and `subchains`
+    /// starts with its length.
+    pub fn new(coarse: Vec<Arc<dyn Model>>, subchains: Vec<u32>, network: bool) -> Result<Self> {
+        let below = coarse.len() + usize::from(network);
+        if coarse.is_empty() || subchains.len() != below || subchains.contains(&0) {
             return Err(Error::setting(
                 "subchains",
                 format!(
-                    "needs one length of at least 1 per coarser level ({}), got {subchains:?}",
-                    coarse.len()
+                    "needs one length of at least 1 per coarser level ({below}), got {subchains:?}"
                 ),
             ));
         }
@@ -93,20 +101,23 @@ impl Mlda {
             subchains,
             scratch: Vec::new(),
             current: None,
+            network,
         })
     }
 
     /// One transition from `state` (where `U_L` is `state.potential`) through `levels` (bottom
     /// first, the exact one last): `state` moves to where the top level accepted, its gradient
     /// the bottom level's there.
+    /// `subchains`: one length per level below the top.
     pub fn step(
         &mut self,
         state: &mut State<Dyn>,
         levels: &[&dyn Potential],
+        subchains: &[u32],
         hmc: &mut Hmc<Dyn>,
         metric: &DiagonalMetric<Dyn>,
         rng: &mut Pcg64,
-    ) -> Result<(Transition, Tally)> {
+    ) -> Result<(Transition, Tally, f64)> {
         let top = levels.len() - 1;
         let mut current = self.synced(state, levels)?;
         if self.scratch.len() != top {
@@ -114,7 +125,7 @@ impl Mlda {
         }
         let mut walk = Walk {
             levels,
-            subchains: &self.subchains,
+            subchains,
             hmc,
             metric,
             rng,
@@ -129,6 +140,7 @@ impl Mlda {
         state.position.copy_from(&current.state.position);
         state.gradient.copy_from(&current.state.gradient);
         state.potential = current.values[top];
+        let bottom = current.values[0];
         self.current = Some(current);
         let transition = Transition {
             accepted,
@@ -138,7 +150,7 @@ impl Mlda {
             divergent: tally.divergent,
             steps: tally.steps,
         };
-        Ok((transition, tally))
+        Ok((transition, tally, bottom))
     }
 
     /// The hierarchy's point at `state`: the one it left, or (at a chain's start, after a
@@ -222,15 +234,35 @@ impl Kernel for Mlda {
     /// Runs on the chain's Euclidean step size, trajectory lengths and metric at the bottom
     /// level, whose acceptance the step size adapts to; the exact `U` judges at the top. The
     /// bottom level's gradients count as surrogate gradients, each judgement of the exact `U`
-    /// as an exact value; the coarse levels' own work is the model's ([`Model::work`]).
+    /// as an exact value; the coarse levels' own work is the model's ([`Model::work`]). With
+    /// the network level, the proposing surrogate's `Ũ` is the bottom, and `Ũ` at the state is
+    /// kept current for the chain.
     fn transition(&mut self, ctx: Ctx<'_>) -> Result<Outcome> {
+        let network = ctx
+            .proposer
+            .and_then(|p| p.proposal())
+            .filter(|_| self.network);
         let coarse = std::mem::take(&mut self.coarse);
-        let mut levels: Vec<&dyn Potential> = coarse.iter().map(|m| m.as_ref() as _).collect();
+        let mut levels: Vec<&dyn Potential> = network.into_iter().collect();
+        levels.extend(coarse.iter().map(|m| m.as_ref() as &dyn Potential));
         levels.push(ctx.exact);
-        let out = self.step(ctx.state, &levels, ctx.hmc, ctx.metric, ctx.rng);
+        // Without the network's subchain while it does not propose: the meshes keep theirs.
+        let subchains = std::mem::take(&mut self.subchains);
+        let skip = usize::from(self.network && network.is_none());
+        let out = self.step(
+            ctx.state,
+            &levels,
+            &subchains[skip..],
+            ctx.hmc,
+            ctx.metric,
+            ctx.rng,
+        );
         drop(levels);
-        self.coarse = coarse;
-        let (transition, tally) = out?;
+        (self.coarse, self.subchains) = (coarse, subchains);
+        let (transition, tally, bottom) = out?;
+        if network.is_some() {
+            *ctx.proposal_value = bottom;
+        }
         let judged_exactly = tally.top.is_some();
         ctx.counts.record(&transition, true, judged_exactly);
         let stat = tally.bottom.1 / f64::from(tally.bottom.0.max(1));

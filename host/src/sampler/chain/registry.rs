@@ -44,6 +44,7 @@ impl<'b> Kernels<'b> {
             Method::Mlda(settings) => Box::new(Mlda::new(
                 settings.coarse_levels(model, config.memory_limit)?,
                 settings.subchains.clone(),
+                settings.network.is_some(),
             )?),
             _ => Box::new(Leapfrog),
         };

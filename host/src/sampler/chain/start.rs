@@ -84,10 +84,12 @@ pub fn proposer<'m>(
     Ok(match method {
         // NUTS and SGLD run their own chains (the sampler's `nuts` and `sgld` modules) and
         // only share the start.
-        Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) | Method::Sgld(_) | Method::Mlda(_) => {
-            None
-        }
-        Method::RnsHmc(settings) | Method::RnsRmhmc(settings, _) => {
+        Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) | Method::Sgld(_) => None,
+        // MLDA's network level, if it has one, is fitted as RNS-HMC's surrogate is.
+        Method::RnsHmc(_) | Method::RnsRmhmc(..) | Method::Mlda(_) => {
+            let Some(settings) = method.surrogate() else {
+                return Ok(None);
+            };
             Some(Box::new(FittedPhase::new(
                 false,
                 settings,

@@ -34,11 +34,12 @@ fn run(
         subchains: subchains.to_vec(),
         scratch: Vec::new(),
         current: None,
+        network: false,
     };
     (0..n)
         .map(|_| {
             kernel
-                .step(&mut state, levels, &mut hmc, &metric, &mut rng)
+                .step(&mut state, levels, subchains, &mut hmc, &metric, &mut rng)
                 .unwrap();
             state.position.as_slice().to_vec()
         })
@@ -128,9 +129,125 @@ fn mlda_is_exact_on_the_banana_with_biased_coarse_levels() {
 #[test]
 fn subchain_lengths_are_checked() {
     let coarse: Vec<Arc<dyn Model>> = vec![Arc::new(CorrelatedGaussian::journal())];
-    assert!(Mlda::new(coarse.clone(), vec![3]).is_ok());
-    for bad in [vec![], vec![0], vec![3, 2]] {
-        let message = Mlda::new(coarse.clone(), bad).err().unwrap().to_string();
+    assert!(Mlda::new(coarse.clone(), vec![3], false).is_ok());
+    assert!(Mlda::new(coarse.clone(), vec![3, 2], true).is_ok());
+    for (bad, network) in [
+        (vec![], false),
+        (vec![0], false),
+        (vec![3, 2], false),
+        (vec![3], true),
+    ] {
+        let message = Mlda::new(coarse.clone(), bad, network)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(message.contains("one length of at least 1"), "{message}");
+    }
+}
+
+/// `inner` stretched by `by` about the origin: `U(q) = inner(q / by)`, every variance `by²`
+/// times the inner one's; a deliberately poor stand-in for a trained network.
+struct Stretched<'p> {
+    inner: &'p dyn Potential,
+    by: f64,
+}
+
+impl Potential for Stretched<'_> {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        let scaled: Vec<f64> = q.iter().map(|x| x / self.by).collect();
+        self.inner.value(&scaled)
+    }
+    fn value_and_gradient(&self, q: &[f64], g: &mut [f64]) -> f64 {
+        let scaled: Vec<f64> = q.iter().map(|x| x / self.by).collect();
+        let u = self.inner.value_and_gradient(&scaled, g);
+        g.iter_mut().for_each(|x| *x /= self.by);
+        u
+    }
+}
+
+/// The network level under the meshes, on the 32-D Gaussian: a poor network (the target
+/// stretched by 1.3 and moved along `(1, …, 1)` by 0.8 sd) below a coarse level moved by 0.5 sd,
+/// and below a middle one moved by 0.25 sd: every coordinate's mean and second moment within
+/// 4 MCSE at 40 000 draws; judged by the coarse level instead, more than 20 MCSE off.
+#[test]
+fn mlda_with_a_network_level_is_exact_on_the_32_d_gaussian() {
+    let exact = CorrelatedGaussian::journal();
+    let d = CorrelatedGaussian::JOURNAL_DIM;
+    let along = |by: f64| vec![by / (d as f64).sqrt(); d];
+    let stretched = Stretched {
+        inner: &exact,
+        by: 1.3,
+    };
+    let network = Shifted {
+        inner: &stretched,
+        shift: along(0.8),
+    };
+    let coarsest = Shifted {
+        inner: &exact,
+        shift: along(0.5),
+    };
+    let middle = Shifted {
+        inner: &exact,
+        shift: along(0.25),
+    };
+    let variance = exact.covariance()[(0, 0)];
+    let (means, squares) = (vec![0.0; d], vec![variance; d]);
+    let cases: [(&[&dyn Potential], &[u32]); 2] = [
+        (&[&network, &coarsest, &exact], &[4, 2]),
+        (&[&network, &coarsest, &middle, &exact], &[4, 2, 2]),
+    ];
+    for (levels, subchains) in cases {
+        let draws = run(levels, subchains, 40_000, (0.05, 20));
+        let errors = coordinate_errors(&draws, &means, &squares);
+        assert!(worst(&errors) < 4.0, "{} levels: {errors:?}", levels.len());
+        let mut judged_coarse = levels.to_vec();
+        *judged_coarse.last_mut().unwrap() = &coarsest;
+        let draws = run(&judged_coarse, subchains, 40_000, (0.05, 20));
+        let errors = coordinate_errors(&draws, &means, &squares);
+        assert!(
+            errors[..d].iter().all(|&e| e > 20.0),
+            "{} levels judged coarse: {errors:?}",
+            levels.len()
+        );
+    }
+}
+
+/// The network level under the meshes, on the banana: a poor network that misses the bend
+/// altogether (a Gaussian moved by (−0.3, 0.2)) below the biased coarse levels of
+/// [`mlda_is_exact_on_the_banana_with_biased_coarse_levels`]: the four moments within 4 MCSE at
+/// 40 000 draws; judged by the coarsest level, `x₁`'s mean more than 20 MCSE off.
+#[test]
+fn mlda_with_a_network_level_is_exact_on_the_banana() {
+    let exact = Bent(0.5);
+    let (flat, bent_coarsest, bent_middle) = (Bent(0.0), Bent(0.3), Bent(0.4));
+    let network = Shifted {
+        inner: &flat,
+        shift: vec![-0.3, 0.2],
+    };
+    let coarsest = Shifted {
+        inner: &bent_coarsest,
+        shift: vec![0.3, 0.0],
+    };
+    let middle = Shifted {
+        inner: &bent_middle,
+        shift: vec![0.15, 0.0],
+    };
+    let [m1, m2, s1, s2] = exact.moments();
+    let cases: [(&[&dyn Potential], &[u32]); 2] = [
+        (&[&network, &coarsest, &exact], &[4, 2]),
+        (&[&network, &coarsest, &middle, &exact], &[4, 2, 2]),
+    ];
+    for (levels, subchains) in cases {
+        let draws = run(levels, subchains, 40_000, (0.25, 8));
+        let errors = coordinate_errors(&draws, &[m1, m2], &[s1, s2]);
+        assert!(worst(&errors) < 4.0, "{} levels: {errors:?}", levels.len());
+        let mut judged_coarse = levels.to_vec();
+        *judged_coarse.last_mut().unwrap() = &coarsest;
+        let draws = run(&judged_coarse, subchains, 40_000, (0.25, 8));
+        let errors = coordinate_errors(&draws, &[m1, m2], &[s1, s2]);
+        assert!(errors[0] > 20.0, "judged coarse: {errors:?}");
     }
 }
