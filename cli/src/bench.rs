@@ -46,7 +46,8 @@ pub struct BenchArgs {
     /// approximate methods labelled; see --models, --methods and --jobs), or the journal's
     /// Figure 1 with its Gaussian-process baselines (U = x^2/2 fitted from 10, 20, 40 points by
     /// the full GP, FITC with 5 inducing points and networks of 5 softplus and 5 RBF units;
-    /// 100 fits averaged, 20 with --quick; --plots draws the curves).
+    /// 100 fits averaged, 20 with --quick; --plots draws the curves) and Figure 3 (see
+    /// --figure).
     #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "grid", "ttr", "umbridge", "vhmc", "sbc", "surrogates"])]
     experiment: String,
     /// A smaller run, several times faster: fewer observations, replicates, iterations and
@@ -113,12 +114,15 @@ pub struct BenchArgs {
     /// surrogates: which of the journal's figures, 1, 3 or all (default). Figure 3 (the 32-D
     /// Gaussian, one shared step size; the full GP, FITC with 1000 inducing points and
     /// networks of 1000 softplus and RBF units; training seconds, acceptance and mean ESS per
-    /// second; medians and 80% bands over 10 runs at 100 to 1600 training states, 3 runs at
-    /// 50 to 200 with --quick) takes about N minutes; --quick about one.
+    /// second; medians and 80% bands over 10 runs at 100, 200, 400 and 800 training states, 3
+    /// runs at 50, 100, 200 with --quick). Measured on a loaded 2-core machine: sizes 100-400
+    /// take about 10 minutes, and 800 adds about an hour (ten FITC fits of 4-5 minutes each);
+    /// --quick takes about 40 seconds.
     #[arg(long, value_name = "FIGURE")]
     figure: Option<String>,
     /// surrogates, Figure 3: the training sizes, comma-separated, increasing (default
-    /// 100,200,400,800,1600; 50,100,200 with --quick).
+    /// 100,200,400,800; 50,100,200 with --quick). --methods picks its surrogates: gp,
+    /// fitc-1000, rns-softplus-1000, rns-rbf-1000.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     training_sizes: Option<Vec<usize>>,
     /// lr-sim, bank, a9a, pde: also run RNS-HMC with a full Gaussian process (gp row) and
