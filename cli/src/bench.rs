@@ -111,20 +111,10 @@ pub struct BenchArgs {
     /// Default: the 43.8, measured on a 2-core AMD EPYC.
     #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
     nutpie: Option<f64>,
-    /// surrogates: which of the journal's figures, 1, 3 or all (default). Figure 3 (the 32-D
-    /// Gaussian, one shared step size; the full GP, FITC with 1000 inducing points and
-    /// networks of 1000 softplus and RBF units; training seconds, acceptance and mean ESS per
-    /// second; medians and 80% bands over 10 runs at 100, 200, 400 and 800 training states, 3
-    /// runs at 50, 100, 200 with --quick). Measured on a loaded 2-core machine: sizes 100-400
-    /// take about 10 minutes, and 800 adds about an hour (ten FITC fits of 4-5 minutes each);
-    /// --quick takes about 40 seconds.
-    #[arg(long, value_name = "FIGURE")]
-    figure: Option<String>,
-    /// surrogates, Figure 3: the training sizes, comma-separated, increasing (default
-    /// 100,200,400,800; 50,100,200 with --quick). --methods picks its surrogates: gp,
-    /// fitc-1000, rns-softplus-1000, rns-rbf-1000.
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    training_sizes: Option<Vec<usize>>,
+    /// surrogates: --figure and --training-sizes (boxed: they keep `shmc`'s command enum
+    /// small).
+    #[command(flatten)]
+    figures: Box<FigureArgs>,
     /// lr-sim, bank, a9a, pde: also run RNS-HMC with a full Gaussian process (gp row) and
     /// with FITC of 500 inducing points (fitc row) as its surrogate, beside the network (the
     /// rows --methods gp,fitc picks; off by default: the full GP's fit is O(n^3) in the
@@ -144,6 +134,25 @@ pub struct BenchArgs {
     plots: Option<PathBuf>,
 }
 
+/// `bench surrogates`' choice of figures and Figure 3's training sizes.
+#[derive(Debug, Args)]
+pub struct FigureArgs {
+    /// surrogates: which of the journal's figures, 1, 3 or all (default). Figure 3 (the 32-D
+    /// Gaussian, one shared step size; the full GP, FITC with 1000 inducing points and
+    /// networks of 1000 softplus and RBF units; training seconds, acceptance and mean ESS per
+    /// second; medians and 80% bands over 10 runs at 100, 200, 400 and 800 training states, 3
+    /// runs at 50, 100, 200 with --quick). Measured on a loaded 2-core machine: sizes 100-400
+    /// take about 10 minutes, and 800 adds about an hour (ten FITC fits of 4-5 minutes each);
+    /// --quick takes about 40 seconds.
+    #[arg(long, value_name = "FIGURE")]
+    pub figure: Option<String>,
+    /// surrogates, Figure 3: the training sizes, comma-separated, increasing (default
+    /// 100,200,400,800; 50,100,200 with --quick). --methods picks its surrogates: gp,
+    /// fitc-1000, rns-softplus-1000, rns-rbf-1000.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub training_sizes: Option<Vec<usize>>,
+}
+
 impl BenchArgs {
     /// The folder the real data sets are read from.
     fn data_dir(&self) -> PathBuf {
@@ -156,7 +165,9 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     if args.problems.is_some() && args.experiment != "grid" {
         return Err(Error::invalid("--problems is for bench grid"));
     }
-    if (args.figure.is_some() || args.training_sizes.is_some()) && args.experiment != "surrogates" {
+    if (args.figures.figure.is_some() || args.figures.training_sizes.is_some())
+        && args.experiment != "surrogates"
+    {
         return Err(Error::invalid(
             "--figure and --training-sizes are for bench surrogates",
         ));
@@ -331,7 +342,7 @@ fn run_surrogates(args: &BenchArgs) -> Result<i32> {
 
 /// Which figures `--figure` asks for: (Figure 1, Figure 3).
 fn figures_asked(args: &BenchArgs) -> Result<(bool, bool)> {
-    match args.figure.as_deref() {
+    match args.figures.figure.as_deref() {
         None | Some("all") => Ok((true, true)),
         Some("1") => Ok((true, false)),
         Some("3") => Ok((false, true)),
@@ -344,7 +355,7 @@ fn figures_asked(args: &BenchArgs) -> Result<(bool, bool)> {
 /// Figure 3's settings when it runs, with `--training-sizes` checked: each at least 1, in
 /// increasing order, and the largest within the memory limit (half this machine's memory).
 fn figure3_settings(args: &BenchArgs, runs: bool) -> Result<Option<Figure3>> {
-    let sizes = args.training_sizes.as_ref();
+    let sizes = args.figures.training_sizes.as_ref();
     if !runs {
         return match (sizes, &args.methods) {
             (None, None) => Ok(None),
