@@ -8,13 +8,16 @@ use std::process::{Child, Command, Stdio};
 
 use clap::Args;
 
+use crate::experiments::figure3::{
+    FIGURE3_METHODS, Figure3, format_figure3, plot_figure3, run_figure3,
+};
 use crate::experiments::grid::{
     PARTS, format_lengths, format_problems, format_sweep, run_lengths, run_problems, run_sweep,
 };
 use crate::experiments::sbc::{SbcBenchSettings, format_sbc_table, run_sbc_bench};
 use crate::experiments::surrogates::{Figure1, format_figure1, plot_figure1, run_figure1};
 use crate::experiments::vhmc::{format_vhmc_table, plot_errors, run_vhmc};
-use crate::experiments::{Experiment, METHOD_KEYS, format_table, run_experiment};
+use crate::experiments::{Experiment, GP_KEYS, METHOD_KEYS, format_table, run_experiment};
 use shmc::models::elliptic_pde::PdeSettings;
 use shmc::{Error, Result};
 
@@ -46,7 +49,8 @@ pub struct BenchArgs {
     /// approximate methods labelled; see --models, --methods and --jobs), or the journal's
     /// Figure 1 with its Gaussian-process baselines (U = x^2/2 fitted from 10, 20, 40 points by
     /// the full GP, FITC with 5 inducing points and networks of 5 softplus and 5 RBF units;
-    /// 100 fits averaged, 20 with --quick; --plots draws the curves).
+    /// 100 fits averaged, 20 with --quick; --plots draws the curves) and Figure 3 (see
+    /// --figure).
     #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "pde-fine", "grid", "ttr", "umbridge", "vhmc", "sbc", "surrogates"])]
     experiment: String,
     /// A smaller run, several times faster: fewer observations, replicates, iterations and
@@ -77,6 +81,8 @@ pub struct BenchArgs {
     hidden: Option<usize>,
     /// Run only these rows, comma-separated: hmc, rns, rns-score, arns, rns-long (RNS-HMC
     /// with 4x longer surrogate trajectories), rns-auto (with the lengths its curvature picks),
+    /// gp and fitc (RNS-HMC with a full Gaussian process or FITC of 500 inducing points as its
+    /// surrogate, on the same burn-in; only when named here or with --with-gp),
     /// mlda (pde: multilevel delayed acceptance over 10x10 and 15x15 meshes, pde-fine: over 30x30
     /// and 60x60, subchains 4,2),
     /// mlda-net (pde only: the same with RNS-HMC's network below the meshes, subchains 4,4,2),
@@ -113,6 +119,16 @@ pub struct BenchArgs {
     /// Default: the issue's 43.8, measured on a 2-core AMD EPYC.
     #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
     nutpie: Option<f64>,
+    /// surrogates: --figure and --training-sizes (boxed: they keep `shmc`'s command enum
+    /// small).
+    #[command(flatten)]
+    figures: Box<FigureArgs>,
+    /// lr-sim, bank, a9a, pde: also run RNS-HMC with a full Gaussian process (gp row) and
+    /// with FITC of 500 inducing points (fitc row) as its surrogate, beside the network (the
+    /// rows --methods gp,fitc picks; off by default: the full GP's fit is O(n^3) in the
+    /// burn-in's states).
+    #[arg(long)]
+    with_gp: bool,
     /// Also draw figures as SVG files in DIR (created if needed). vhmc: one per problem of
     /// error against seconds. lr-sim, bank, a9a: the random-bases journal's figures from this
     /// run: Fig. 6 (HMC vs RNS-HMC marginals, needs the hmc and rns
@@ -124,6 +140,25 @@ pub struct BenchArgs {
     /// fit, timed in the log).
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
+}
+
+/// `bench surrogates`' choice of figures and Figure 3's training sizes.
+#[derive(Debug, Args)]
+pub struct FigureArgs {
+    /// surrogates: which of the journal's figures, 1, 3 or all (default). Figure 3 (the 32-D
+    /// Gaussian, one shared step size; the full GP, FITC with 1000 inducing points and
+    /// networks of 1000 softplus and RBF units; training seconds, acceptance and mean ESS per
+    /// second; medians and 80% bands over 10 runs at 100, 200, 400 and 800 training states, 3
+    /// runs at 50, 100, 200 with --quick). Measured on a loaded 2-core machine: sizes 100-400
+    /// take about 10 minutes, and 800 adds about an hour (ten FITC fits of 4-5 minutes each);
+    /// --quick takes about 40 seconds.
+    #[arg(long, value_name = "FIGURE")]
+    pub figure: Option<String>,
+    /// surrogates, Figure 3: the training sizes, comma-separated, increasing (default
+    /// 100,200,400,800; 50,100,200 with --quick). --methods picks its surrogates: gp,
+    /// fitc-1000, rns-softplus-1000, rns-rbf-1000.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub training_sizes: Option<Vec<usize>>,
 }
 
 impl BenchArgs {
@@ -138,8 +173,23 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     if args.problems.is_some() && args.experiment != "grid" {
         return Err(Error::invalid("--problems is for bench grid"));
     }
+    if (args.figures.figure.is_some() || args.figures.training_sizes.is_some())
+        && args.experiment != "surrogates"
+    {
+        return Err(Error::invalid(
+            "--figure and --training-sizes are for bench surrogates",
+        ));
+    }
+    if args.with_gp && !matches!(args.experiment.as_str(), "lr-sim" | "bank" | "a9a" | "pde") {
+        return Err(Error::invalid(
+            "--with-gp is for bench lr-sim, bank, a9a and pde",
+        ));
+    }
     if args.experiment == "sbc" {
         return run_sbc(args);
+    }
+    if args.experiment == "surrogates" {
+        return run_surrogates(args);
     }
     if args.models.is_some() || args.jobs.is_some() {
         return Err(Error::invalid("--models and --jobs are for bench sbc"));
@@ -167,9 +217,6 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     if args.experiment == "vhmc" {
         return run_vhmc_bench(args);
     }
-    if args.experiment == "surrogates" {
-        return run_surrogates(args);
-    }
     let experiment = match args.experiment.as_str() {
         "lr-sim" => Experiment::LrSim,
         "bank" => Experiment::Bank,
@@ -187,6 +234,13 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     }
     if let Some(methods) = &args.methods {
         settings.methods = methods.clone();
+    }
+    if args.with_gp {
+        for key in GP_KEYS {
+            if !settings.methods.iter().any(|m| m == key) {
+                settings.methods.push(key.to_string());
+            }
+        }
     }
     if let Some(eps) = args.step_size {
         if !(eps.is_finite() && eps > 0.0) {
@@ -256,27 +310,125 @@ fn run_vhmc_bench(args: &BenchArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// `shmc bench surrogates`: Figure 1's table, its JSON rows and its SVG.
+/// `shmc bench surrogates`: Figures 1 and 3 (or the one `--figure` names): tables, JSON rows
+/// (one array; `problem` tells the figures apart) and SVGs.
 fn run_surrogates(args: &BenchArgs) -> Result<i32> {
-    if args.methods.is_some()
-        || args.step_size.is_some()
+    if args.step_size.is_some()
         || args.steps.is_some()
         || args.hidden.is_some()
         || args.nutpie.is_some()
+        || args.models.is_some()
+        || args.jobs.is_some()
     {
         return Err(Error::invalid(
-            "bench surrogates runs the journal's settings: it takes --quick, --seed, --json \
-             and --plots",
+            "bench surrogates runs the journal's settings: it takes --quick, --seed, --json, \
+             --plots, --figure, and for Figure 3 --training-sizes and --methods",
         ));
     }
-    let figure1 = Figure1::new(args.quick, args.seed);
-    let rows = run_figure1(&figure1, &|m| eprintln!("{m}"))?;
-    print!("{}", format_figure1(&rows));
-    write_json(args, &rows)?;
-    if let Some(dir) = &args.plots {
-        eprintln!("wrote {}", plot_figure1(dir, &rows, &figure1)?.display());
+    let (one, three) = figures_asked(args)?;
+    let figure3 = figure3_settings(args, three)?;
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    if one {
+        let figure1 = Figure1::new(args.quick, args.seed);
+        let fits = run_figure1(&figure1, &|m| eprintln!("{m}"))?;
+        print!("{}", format_figure1(&fits));
+        rows.extend(fits.iter().map(to_json).collect::<Result<Vec<_>>>()?);
+        if let Some(dir) = &args.plots {
+            eprintln!("wrote {}", plot_figure1(dir, &fits, &figure1)?.display());
+        }
     }
+    if let Some(figure3) = figure3 {
+        let runs = run_figure3(&figure3, &|m| eprintln!("{m}")).map_err(figure3_memory)?;
+        print!("{}", format_figure3(&runs));
+        rows.extend(runs.iter().map(to_json).collect::<Result<Vec<_>>>()?);
+        if let Some(dir) = &args.plots {
+            eprintln!("wrote {}", plot_figure3(dir, &runs)?.display());
+        }
+    }
+    write_json(args, &rows)?;
     Ok(0)
+}
+
+/// Which figures `--figure` asks for: (Figure 1, Figure 3).
+fn figures_asked(args: &BenchArgs) -> Result<(bool, bool)> {
+    match args.figures.figure.as_deref() {
+        None | Some("all") => Ok((true, true)),
+        Some("1") => Ok((true, false)),
+        Some("3") => Ok((false, true)),
+        Some(other) => Err(Error::invalid(format!(
+            "--figure: no figure {other:?}; bench surrogates draws 1, 3 or all"
+        ))),
+    }
+}
+
+/// Figure 3's settings when it runs, with `--training-sizes` checked: each at least 1, in
+/// increasing order, and the largest within the memory limit (half this machine's memory).
+fn figure3_settings(args: &BenchArgs, runs: bool) -> Result<Option<Figure3>> {
+    let sizes = args.figures.training_sizes.as_ref();
+    if !runs {
+        return match (sizes, &args.methods) {
+            (None, None) => Ok(None),
+            _ => Err(Error::invalid(
+                "--training-sizes and --methods are for Figure 3 (--figure 3 or all)",
+            )),
+        };
+    }
+    let limit = shmc::memory::machine_default_limit();
+    let mut settings = Figure3::new(args.quick, args.seed, limit);
+    if let Some(methods) = &args.methods {
+        settings.methods = figure3_methods(methods)?;
+    }
+    if let Some(sizes) = sizes {
+        if let Some(zero) = sizes.iter().position(|&n| n == 0) {
+            return Err(Error::invalid(format!(
+                "--training-sizes: entry {} is 0; a surrogate needs at least 1 training state",
+                zero + 1
+            )));
+        }
+        if let Some(w) = sizes.windows(2).find(|w| w[1] <= w[0]) {
+            return Err(Error::invalid(format!(
+                "--training-sizes must increase: {} after {}",
+                w[1], w[0]
+            )));
+        }
+        settings.sizes = sizes.clone();
+    }
+    settings.check_memory().map_err(figure3_memory)?;
+    Ok(Some(settings))
+}
+
+/// Figure 3's surrogates `--methods` names, each one of [`FIGURE3_METHODS`].
+fn figure3_methods(names: &[String]) -> Result<Vec<&'static str>> {
+    names
+        .iter()
+        .map(|name| {
+            FIGURE3_METHODS
+                .iter()
+                .find(|m| *m == name)
+                .copied()
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "--methods: Figure 3 has no surrogate {name:?}; it has {}",
+                        FIGURE3_METHODS.join(", ")
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// A memory refusal of Figure 3 in the bench's terms: its training sizes drive the sizes.
+fn figure3_memory(error: Error) -> Error {
+    match error {
+        Error::MemoryLimit { message, .. } => Error::invalid(format!(
+            "{message} (half this machine's memory): lower --training-sizes"
+        )),
+        other => other,
+    }
+}
+
+/// One row as JSON.
+fn to_json<T: serde::Serialize>(row: &T) -> Result<serde_json::Value> {
+    serde_json::to_value(row).map_err(|e| Error::invalid(format!("cannot encode the results: {e}")))
 }
 
 /// Writes `rows` to `--json FILE`, if given.

@@ -121,6 +121,8 @@ fn bench_surrogates_reproduces_figure_1s_ordering() {
         "bench",
         "surrogates",
         "--quick",
+        "--figure",
+        "1",
         "--json",
         json.to_str().unwrap(),
     ]);
