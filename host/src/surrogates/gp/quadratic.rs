@@ -141,9 +141,8 @@ impl Quadratic {
             ));
         }
         let finite = |v: &[f64]| v.iter().all(|x| x.is_finite());
-        if !(finite(&self.centre) && finite(&self.linear) && finite(&self.hessian))
-            || !self.constant.is_finite()
-        {
+        let all = [&self.centre, &self.linear, &self.hessian];
+        if !(all.into_iter().all(|v| finite(v)) && self.constant.is_finite()) {
             return Err("the quadratic mean's coefficients are not all finite".into());
         }
         Ok(())
