@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::ModelArgs;
 use super::method_args::MethodArgs;
-use super::summary::shards::options_but;
+use super::summary::shards::{only_in, options_but};
 use shmc::output::approximate_label;
 use shmc::sampler::SampleConfig;
 use shmc::sbc::{self, PART_FILE, Part, PartRecord, SbcRun, SbcSettings};
@@ -222,23 +222,11 @@ fn merged(args: &SbcArgs) -> Result<SbcRun> {
         let (_, saved) = super::resume::read_invocation(&text, &path)?;
         let theirs = options_but(saved.get(1..).unwrap_or_default(), &PER_PART);
         if theirs != own {
-            let only = |a: &[String], b: &[String]| {
-                let own: Vec<&str> = a
-                    .iter()
-                    .filter(|s| !b.contains(s))
-                    .map(String::as_str)
-                    .collect();
-                if own.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    own.join(" ")
-                }
-            };
             return Err(Error::invalid(format!(
                 "{}: a part started with other settings than this command's ({} vs {})",
                 dir.display(),
-                only(&theirs, &own),
-                only(&own, &theirs)
+                only_in(&theirs, &own),
+                only_in(&own, &theirs)
             )));
         }
         parts.push((dir.display().to_string(), PartRecord::read(dir)?));

@@ -125,31 +125,33 @@ pub(crate) fn options_but(args: &[String], leave_out: &[&str]) -> Vec<String> {
     kept
 }
 
+/// The settings of `a` that `b` lacks, as one line ("(none)" when there are none): what two
+/// runs that should have one command line differ by.
+pub(crate) fn only_in(a: &[String], b: &[String]) -> String {
+    let own: Vec<&str> = a
+        .iter()
+        .filter(|s| !b.contains(s))
+        .map(String::as_str)
+        .collect();
+    if own.is_empty() {
+        "(none)".to_string()
+    } else {
+        own.join(" ")
+    }
+}
+
 /// Refuses `shards` (sorted by first chain) that are not one run: settings that differ from
 /// the first's, or chains that do not follow on from 1 (a gap, or a chain in two shards).
 fn check_one_run(shards: &[Shard]) -> Result<()> {
     let first = &shards[0];
     for shard in &shards[1..] {
         if shard.settings != first.settings {
-            let only = |a: &Shard, b: &Shard| {
-                let own: Vec<&str> = a
-                    .settings
-                    .iter()
-                    .filter(|s| !b.settings.contains(s))
-                    .map(String::as_str)
-                    .collect();
-                if own.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    own.join(" ")
-                }
-            };
             return Err(Error::invalid(format!(
                 "{} and {} are not shards of one run: their settings differ ({} vs {})",
                 shard.dir.display(),
                 first.dir.display(),
-                only(shard, first),
-                only(first, shard)
+                only_in(&shard.settings, &first.settings),
+                only_in(&first.settings, &shard.settings)
             )));
         }
     }

@@ -1,7 +1,9 @@
 //! Gaussian-process surrogates (Rasmussen 2003, the baseline the random-network paper argues
 //! against): a GP regression of the training states' potentials with a squared-exponential ARD
-//! kernel ([`kernel`]) and a constant mean, its hyperparameters by maximising the log marginal
-//! likelihood ([`hyper`]), and its predictive mean's value and gradient as `Ũ`, `∇Ũ`.
+//! kernel ([`kernel`]) and a constant mean, or a quadratic one fitted by least squares first
+//! ([`quadratic`], which extrapolates a near-Gaussian posterior's bowl), its hyperparameters by
+//! maximising the log marginal likelihood ([`hyper`]), and its predictive mean's value and
+//! gradient as `Ũ`, `∇Ũ`.
 //!
 //! Two approximations: the full GP ([`full`]; `O(n³)` to fit, `O(n²)` memory, `O(n·d)` per
 //! gradient) and FITC ([`fitc`]; `M` inducing points drawn at random from the training states,
