@@ -17,7 +17,9 @@ use crate::experiments::grid::{
 use crate::experiments::sbc::{SbcBenchSettings, format_sbc_table, run_sbc_bench};
 use crate::experiments::surrogates::{Figure1, format_figure1, plot_figure1, run_figure1};
 use crate::experiments::vhmc::{format_vhmc_table, plot_errors, run_vhmc};
-use crate::experiments::{Experiment, GP_KEYS, METHOD_KEYS, format_table, run_experiment};
+use crate::experiments::{
+    BenchSettings, Experiment, GP_KEYS, METHOD_KEYS, format_table, run_experiment,
+};
 use shmc::models::elliptic_pde::PdeSettings;
 use shmc::{Error, Result};
 
@@ -170,21 +172,7 @@ impl BenchArgs {
 
 /// Runs `shmc bench`.
 pub fn run(args: &BenchArgs) -> Result<i32> {
-    if args.problems.is_some() && args.experiment != "grid" {
-        return Err(Error::invalid("--problems is for bench grid"));
-    }
-    if (args.figures.figure.is_some() || args.figures.training_sizes.is_some())
-        && args.experiment != "surrogates"
-    {
-        return Err(Error::invalid(
-            "--figure and --training-sizes are for bench surrogates",
-        ));
-    }
-    if args.with_gp && !matches!(args.experiment.as_str(), "lr-sim" | "bank" | "a9a" | "pde") {
-        return Err(Error::invalid(
-            "--with-gp is for bench lr-sim, bank, a9a and pde",
-        ));
-    }
+    check_experiment_flags(args)?;
     if args.experiment == "sbc" {
         return run_sbc(args);
     }
@@ -224,6 +212,50 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         "pde-fine" => Experiment::PdeFine,
         _ => Experiment::A9a,
     };
+    let settings = table_settings(args, experiment)?;
+    eprintln!(
+        "{}: step size {}, steps 1..={}, burn-in {} (training after {}), {} draws, {} hidden units, \
+         {} cores; RMHMC rows: step size {}, {} steps",
+        args.experiment,
+        settings.step_size,
+        settings.steps,
+        settings.burn_in,
+        settings.train_after,
+        settings.draws,
+        settings.hidden,
+        std::thread::available_parallelism().map_or(1, usize::from),
+        settings.rmhmc_step_size,
+        settings.rmhmc_steps
+    );
+    let rows = run_experiment(experiment, &settings, args.quick, &|m| eprintln!("{m}"))?;
+    print!("{}", format_table(&rows));
+    write_json(args, &rows)?;
+    Ok(0)
+}
+
+/// Refuses the flags that belong to another experiment than the one asked for.
+fn check_experiment_flags(args: &BenchArgs) -> Result<()> {
+    if args.problems.is_some() && args.experiment != "grid" {
+        return Err(Error::invalid("--problems is for bench grid"));
+    }
+    if (args.figures.figure.is_some() || args.figures.training_sizes.is_some())
+        && args.experiment != "surrogates"
+    {
+        return Err(Error::invalid(
+            "--figure and --training-sizes are for bench surrogates",
+        ));
+    }
+    if args.with_gp && !matches!(args.experiment.as_str(), "lr-sim" | "bank" | "a9a" | "pde") {
+        return Err(Error::invalid(
+            "--with-gp is for bench lr-sim, bank, a9a and pde",
+        ));
+    }
+    Ok(())
+}
+
+/// The settings of a Table 1 experiment (lr-sim, bank, a9a, pde, pde-fine): its own, with the
+/// flags' overrides, each checked.
+fn table_settings(args: &BenchArgs, experiment: Experiment) -> Result<BenchSettings> {
     let mut settings = experiment.settings(args.quick, args.data_dir());
     settings.seed = args.seed;
     if let Some(hidden) = args.hidden {
@@ -268,24 +300,7 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         ));
     }
     settings.plots = args.plots.clone();
-    eprintln!(
-        "{}: step size {}, steps 1..={}, burn-in {} (training after {}), {} draws, {} hidden units, \
-         {} cores; RMHMC rows: step size {}, {} steps",
-        args.experiment,
-        settings.step_size,
-        settings.steps,
-        settings.burn_in,
-        settings.train_after,
-        settings.draws,
-        settings.hidden,
-        std::thread::available_parallelism().map_or(1, usize::from),
-        settings.rmhmc_step_size,
-        settings.rmhmc_steps
-    );
-    let rows = run_experiment(experiment, &settings, args.quick, &|m| eprintln!("{m}"))?;
-    print!("{}", format_table(&rows));
-    write_json(args, &rows)?;
-    Ok(0)
+    Ok(settings)
 }
 
 /// `shmc bench vhmc`: the table, the verdicts, the JSON rows and the plots.

@@ -12,8 +12,8 @@ use shmc_core::schedule::adaptation_probability;
 use shmc_core::{Dyn, Potential, State, Steps};
 
 use super::laplace_training;
-use super::method::SurrogateSettings;
 use super::proposer::{ForResume, Precompute, Proposer, SurrogateReport};
+use super::surrogate_settings::SurrogateSettings;
 use super::trajectory::{AUTO_CAP_FACTOR, SurrogateSteps, choose_steps, lengthen};
 use crate::surrogates::states::TrainingSet;
 use crate::surrogates::{Fallback, Held, Surrogate, kinds};

@@ -9,14 +9,14 @@
 //! the exact `U`. A posterior far from its Laplace approximation only gets a poorer surrogate,
 //! which the acceptance rate shows and the collapse guard catches.
 //!
-//! [`TrainFrom::Laplace`]: super::method::TrainFrom::Laplace
+//! [`TrainFrom::Laplace`]: super::surrogate_settings::TrainFrom::Laplace
 
 use std::time::Instant;
 
 use rayon::prelude::*;
 use shmc_core::random::fill_standard_normal;
 
-use super::method::SurrogateSettings;
+use super::surrogate_settings::SurrogateSettings;
 use crate::random::chain_rng;
 use crate::row_sum;
 use crate::surrogates::anchored::AnchoredFitter;

@@ -7,10 +7,9 @@
 //! entries of their own: they are a setting of the method they vary, and [`Method::name`]
 //! names them as such (`vhmc-approximate`, `grid-hmc-complete`).
 
-use super::method::{
-    Method, NutsSettings, RmhmcSettings, SgldSettings, SurrogateSettings, VhmcSettings,
-};
+use super::method::{Method, NutsSettings, RmhmcSettings, SgldSettings, VhmcSettings};
 use super::multilevel::MldaSettings;
+use super::surrogate_settings::SurrogateSettings;
 use crate::surrogates::SurrogateKind;
 use crate::surrogates::grids::{DomainChoice, GridFitter, GridKind, Interpolation};
 use crate::{Error, Result};

@@ -24,6 +24,7 @@ mod multilevel;
 mod nuts;
 mod proposer;
 mod sgld;
+mod surrogate_settings;
 mod target_ess;
 pub mod trajectory;
 mod variational;
@@ -39,12 +40,12 @@ pub use chain::checkpoint::{self, Checkpoint, Resumed};
 pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, Recorder, RiemannianReport};
 pub use config::{Init, MassMatrix, SampleConfig};
 pub use method::{
-    MIN_LAPLACE_STATES, Method, NutsSettings, RmhmcSettings, SgldSettings, StepSize,
-    SurrogateSettings, TrainFrom, VhmcSettings,
+    MIN_LAPLACE_STATES, Method, NutsSettings, RmhmcSettings, SgldSettings, StepSize, VhmcSettings,
 };
 pub use methods::{METHODS, MethodEntry};
 pub use multilevel::MldaSettings;
 pub use proposer::{Precompute, SurrogateReport};
+pub use surrogate_settings::{SurrogateSettings, TrainFrom};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
 pub use variational::PILOT_STATES;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::method::SurrogateSettings;
+use super::surrogate_settings::SurrogateSettings;
 use crate::{Error, Model, Result};
 
 /// MLDA's levels and subchain lengths.
