@@ -260,6 +260,7 @@ fn without_gradient_calls_the_gradient_comes_from_jacobian_actions_or_difference
             likelihood: Likelihood::LogDensity,
             patience: Patience::default(),
             config: serde_json::json!({}),
+            memory_limit: u64::MAX,
         })
         .unwrap();
         assert_eq!(served.gradient_route(), route);
@@ -864,6 +865,7 @@ fn a_served_forward_model_with_gaussian_noise_is_the_pde_posterior() {
         },
         patience: Patience::default(),
         config: serde_json::json!({}),
+        memory_limit: u64::MAX,
     })
     .unwrap();
     assert_eq!(served.gradient_route(), GradientRoute::Gradient);
@@ -893,6 +895,7 @@ fn a_served_forward_model_with_gaussian_noise_is_the_pde_posterior() {
         },
         patience: Patience::default(),
         config: serde_json::json!({}),
+        memory_limit: u64::MAX,
     })
     .err()
     .unwrap()
@@ -912,6 +915,7 @@ fn banana_draws(url: &str, config: &SampleConfig) -> (Vec<Vec<Vec<f64>>>, Vec<u6
         likelihood: Likelihood::LogDensity,
         patience: Patience::default(),
         config: serde_json::json!({}),
+        memory_limit: u64::MAX,
     })
     .unwrap();
     let sinks: Vec<Box<dyn DrawSink>> = (0..config.chains)

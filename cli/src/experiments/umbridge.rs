@@ -56,6 +56,7 @@ fn connect(url: &str, name: &str) -> Result<ServedPosterior> {
         likelihood: Likelihood::LogDensity,
         patience: Patience::default(),
         config: serde_json::json!({}),
+        memory_limit: shmc::memory::machine_default_limit(),
     })
 }
 

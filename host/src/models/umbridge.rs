@@ -123,6 +123,7 @@ fn connect(spec: &ModelSpec) -> Result<ServedPosterior> {
             retries: spec.get("retries")?.unwrap_or(3),
         },
         config,
+        memory_limit: spec.memory_limit,
     })?;
     // The dimension is the server's word (its InputSizes), and every chain holds vectors of
     // it: a server declaring 10¹² inputs made the allocator abort the client. The setting
@@ -205,6 +206,9 @@ pub struct ServedSettings {
     pub patience: Patience,
     /// The model-specific `config` sent with every call (a JSON object).
     pub config: Value,
+    /// The most bytes what the client reads may take: the instance manifest of a cluster
+    /// engine's folder (`dir:FOLDER`), the served model's dimension.
+    pub memory_limit: u64,
 }
 
 /// How the gradient of `U` is computed, cheapest first.
@@ -256,7 +260,7 @@ impl ServedPosterior {
             return Err(Error::setting("umbridge_config", "must be a JSON object"));
         }
         let folder = match settings.url.strip_prefix(discovery::PREFIX) {
-            Some(dir) => Some(Folder::open(Path::new(dir))?),
+            Some(dir) => Some(Folder::open(Path::new(dir), settings.memory_limit)?),
             None => None,
         };
         let urls = match &folder {

@@ -45,9 +45,21 @@ pub struct Folder {
 }
 
 impl Folder {
-    /// The folder `dir`, its manifest read and checked.
-    pub fn open(dir: &Path) -> Result<Self> {
+    /// The folder `dir`, its manifest read and checked; a manifest whose text and names would
+    /// take more than `memory_limit` bytes is refused before it is read.
+    pub fn open(dir: &Path, memory_limit: u64) -> Result<Self> {
         let path = dir.join(MANIFEST);
+        let size = std::fs::metadata(&path)
+            .map_err(|e| Error::io(&path, e))?
+            .len();
+        // The text, and the names parsed from it (each at most the text's length, plus a
+        // String's 24 bytes per name, which takes at least 3 bytes of text: `"",`).
+        crate::memory::check(
+            &format!("the instance manifest {} ({size} bytes)", path.display()),
+            "url",
+            u128::from(size).checked_mul(10),
+            memory_limit,
+        )?;
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         let manifest: Manifest = serde_json::from_str(&text).map_err(|e| Error::Data {
             path: path.clone(),
@@ -161,7 +173,7 @@ mod tests {
             "wait",
             r#"{"instances": ["job 1 task 0", "job 1 task 1"], "ready_seconds": 0.3}"#,
         );
-        let f = Folder::open(&dir).unwrap();
+        let f = Folder::open(&dir, u64::MAX).unwrap();
         std::fs::write(f.url_file(0), "http://127.0.0.1:1\n").unwrap();
         let err = f.wait_for_all().unwrap_err().to_string();
         assert!(
@@ -184,14 +196,33 @@ mod tests {
             r#"{"instances": ["a"]}"#,
         ] {
             let dir = folder("bad", text);
-            let err = Folder::open(&dir).unwrap_err().to_string();
+            let err = Folder::open(&dir, u64::MAX).unwrap_err().to_string();
             assert!(err.contains("instances.json:1:"), "{text}: {err}");
         }
-        let none = Folder::open(&std::env::temp_dir().join("shmc-no-such-folder"));
+        let none = Folder::open(&std::env::temp_dir().join("shmc-no-such-folder"), u64::MAX);
         let err = none.unwrap_err().to_string();
         assert!(
             err.contains("shmc-no-such-folder/instances.json: "),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_manifest_too_large_for_the_memory_limit_is_refused_before_it_is_read() {
+        let names: Vec<String> = (0..1000).map(|i| format!("\"task {i}\"")).collect();
+        let text = format!(
+            r#"{{"instances": [{}], "ready_seconds": 1}}"#,
+            names.join(",")
+        );
+        let dir = folder("large", &text);
+        assert_eq!(Folder::open(&dir, u64::MAX).unwrap().len(), 1000);
+        let err = Folder::open(&dir, 10 * text.len() as u64 - 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the instance manifest") && err.contains("instances.json"),
+            "{err}"
+        );
+        assert!(Folder::open(&dir, 10 * text.len() as u64).is_ok());
     }
 }

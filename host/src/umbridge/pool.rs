@@ -297,7 +297,7 @@ mod tests {
             r#"{"instances": ["task 0", "task 1"], "ready_seconds": 0.3}"#,
         )
         .unwrap();
-        let folder = Folder::open(&dir).unwrap();
+        let folder = Folder::open(&dir, u64::MAX).unwrap();
         for (i, port) in [(0, 1), (1, 2)] {
             std::fs::write(folder.url_file(i), url(port)).unwrap();
         }
