@@ -1181,8 +1181,8 @@ fn sizes_above_the_memory_limit_name_the_option_to_change() {
                 "--memory-limit",
                 "100000000",
             ],
-            "40 chains evaluating at once, with 2870880 bytes of the model's scratch each would \
-             need 114835200 bytes",
+            "40 chains evaluating at once, with 3159904 bytes of the model's scratch each would \
+             need 126396160 bytes",
         ),
         (
             vec![
