@@ -51,6 +51,33 @@ fn worst(errors: &[f64]) -> f64 {
     errors.iter().copied().fold(0.0, f64::max)
 }
 
+/// Runs MLDA on each case (the levels bottom first, the exact one last, and the subchains) and
+/// checks it twice: every coordinate's mean and mean square within 4 MCSE of `moments` at
+/// 40 000 draws; and with `coarsest` judging in place of the exact level, the first `off`
+/// coordinates' means more than 20 MCSE off (what shows the test can tell the two apart).
+fn assert_exact_and_far_off_when_judged_coarse(
+    cases: [(&[&dyn Potential], &[u32]); 2],
+    coarsest: &dyn Potential,
+    (means, squares): (&[f64], &[f64]),
+    off: usize,
+    hmc: (f64, u32),
+) {
+    for (levels, subchains) in cases {
+        let draws = run(levels, subchains, 40_000, hmc);
+        let errors = coordinate_errors(&draws, means, squares);
+        assert!(worst(&errors) < 4.0, "{} levels: {errors:?}", levels.len());
+        let mut judged_coarse = levels.to_vec();
+        *judged_coarse.last_mut().unwrap() = coarsest;
+        let draws = run(&judged_coarse, subchains, 40_000, hmc);
+        let errors = coordinate_errors(&draws, means, squares);
+        assert!(
+            errors[..off].iter().all(|&e| e > 20.0),
+            "{} levels judged coarse: {errors:?}",
+            levels.len()
+        );
+    }
+}
+
 /// The journal's 32-D Gaussian (variance 1 along `(1, …, 1)`, 0.01 across) with coarse levels
 /// moved along `(1, …, 1)` by 0.5 and 0.25 of its sd: two and three levels within 4 MCSE of
 /// every coordinate's mean and second moment at 40 000 draws; the same kernels judged by the
@@ -75,20 +102,7 @@ fn mlda_is_exact_on_the_32_d_gaussian_with_biased_coarse_levels() {
         (&[&coarsest, &exact], &[4]),
         (&[&coarsest, &middle, &exact], &[3, 2]),
     ];
-    for (levels, subchains) in cases {
-        let draws = run(levels, subchains, 40_000, hmc);
-        let errors = coordinate_errors(&draws, &means, &squares);
-        assert!(worst(&errors) < 4.0, "{} levels: {errors:?}", levels.len());
-        let mut judged_coarse = levels.to_vec();
-        *judged_coarse.last_mut().unwrap() = &coarsest;
-        let draws = run(&judged_coarse, subchains, 40_000, hmc);
-        let errors = coordinate_errors(&draws, &means, &squares);
-        assert!(
-            errors[..d].iter().all(|&e| e > 20.0),
-            "{} levels judged coarse: {errors:?}",
-            levels.len()
-        );
-    }
+    assert_exact_and_far_off_when_judged_coarse(cases, &coarsest, (&means, &squares), d, hmc);
 }
 
 /// The banana `x₂ | x₁ ~ N(0.5(x₁² − 1), 1)` with coarse levels of another bend and moved
@@ -113,16 +127,7 @@ fn mlda_is_exact_on_the_banana_with_biased_coarse_levels() {
         (&[&coarsest, &exact], &[4]),
         (&[&coarsest, &middle, &exact], &[3, 2]),
     ];
-    for (levels, subchains) in cases {
-        let draws = run(levels, subchains, 40_000, hmc);
-        let errors = coordinate_errors(&draws, &[m1, m2], &[s1, s2]);
-        assert!(worst(&errors) < 4.0, "{} levels: {errors:?}", levels.len());
-        let mut judged_coarse = levels.to_vec();
-        *judged_coarse.last_mut().unwrap() = &coarsest;
-        let draws = run(&judged_coarse, subchains, 40_000, hmc);
-        let errors = coordinate_errors(&draws, &[m1, m2], &[s1, s2]);
-        assert!(errors[0] > 20.0, "judged coarse: {errors:?}");
-    }
+    assert_exact_and_far_off_when_judged_coarse(cases, &coarsest, (&[m1, m2], &[s1, s2]), 1, hmc);
 }
 
 /// Subchain lengths: one per coarse level, each at least 1.
@@ -199,20 +204,13 @@ fn mlda_with_a_network_level_is_exact_on_the_32_d_gaussian() {
         (&[&network, &coarsest, &exact], &[4, 2]),
         (&[&network, &coarsest, &middle, &exact], &[4, 2, 2]),
     ];
-    for (levels, subchains) in cases {
-        let draws = run(levels, subchains, 40_000, (0.05, 20));
-        let errors = coordinate_errors(&draws, &means, &squares);
-        assert!(worst(&errors) < 4.0, "{} levels: {errors:?}", levels.len());
-        let mut judged_coarse = levels.to_vec();
-        *judged_coarse.last_mut().unwrap() = &coarsest;
-        let draws = run(&judged_coarse, subchains, 40_000, (0.05, 20));
-        let errors = coordinate_errors(&draws, &means, &squares);
-        assert!(
-            errors[..d].iter().all(|&e| e > 20.0),
-            "{} levels judged coarse: {errors:?}",
-            levels.len()
-        );
-    }
+    assert_exact_and_far_off_when_judged_coarse(
+        cases,
+        &coarsest,
+        (&means, &squares),
+        d,
+        (0.05, 20),
+    );
 }
 
 /// The network level under the meshes, on the banana: a poor network that misses the bend
@@ -240,14 +238,11 @@ fn mlda_with_a_network_level_is_exact_on_the_banana() {
         (&[&network, &coarsest, &exact], &[4, 2]),
         (&[&network, &coarsest, &middle, &exact], &[4, 2, 2]),
     ];
-    for (levels, subchains) in cases {
-        let draws = run(levels, subchains, 40_000, (0.25, 8));
-        let errors = coordinate_errors(&draws, &[m1, m2], &[s1, s2]);
-        assert!(worst(&errors) < 4.0, "{} levels: {errors:?}", levels.len());
-        let mut judged_coarse = levels.to_vec();
-        *judged_coarse.last_mut().unwrap() = &coarsest;
-        let draws = run(&judged_coarse, subchains, 40_000, (0.25, 8));
-        let errors = coordinate_errors(&draws, &[m1, m2], &[s1, s2]);
-        assert!(errors[0] > 20.0, "judged coarse: {errors:?}");
-    }
+    assert_exact_and_far_off_when_judged_coarse(
+        cases,
+        &coarsest,
+        (&[m1, m2], &[s1, s2]),
+        1,
+        (0.25, 8),
+    );
 }
