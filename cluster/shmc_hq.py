@@ -47,6 +47,7 @@ RUN/part-N`, each replication with its seeds of the whole run), waits, then merg
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -189,17 +190,34 @@ def stop_local(cluster, workers):
     cluster.stop()
 
 
+def wait_for_earlier_attempt(folder):
+    """Waits until no earlier attempt of the task holds the shard folder's lock (shmc's flock
+    on FOLDER/.shmc.lock): the run of a task whose worker dies is sent a signal, and stops,
+    saving its checkpoints, while the engine may already be starting the next attempt."""
+    lock = Path(folder) / ".shmc.lock"
+    if lock.is_file():
+        with open(lock, "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+
+
 def run_shard(folder, command):
     """One shard's task: the run `command` into `folder`, or, if an earlier attempt of the task
     (on a worker that was lost) saved its settings there, that run resumed from its chains'
-    checkpoints. An attempt lost before it saved them left no draw worth keeping: --overwrite."""
+    checkpoints (`shmc sample --resume` prints where each chain goes on from). An attempt lost
+    before it saved them left no draw worth keeping: --overwrite.
+
+    The run replaces this process (exec) rather than running as its child: HyperQueue kills a
+    task's process when its worker dies, and a child would live on, writing into the folder
+    the task's next attempt resumes from."""
     settings = Path(folder) / "shmc-run.json"
+    wait_for_earlier_attempt(folder)
     if settings.is_file():
         print(f"shmc_hq: {folder}: an earlier attempt was stopped; resuming it", flush=True)
         command = [command[0], "sample", "--resume", folder, "--quiet"]
     else:
         command = command + ["--overwrite"]
-    return subprocess.run(command).returncode
+    sys.stdout.flush()
+    os.execvp(command[0], command)
 
 
 def quiet(run):

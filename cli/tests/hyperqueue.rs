@@ -353,23 +353,8 @@ fn hyperqueue_sharded_chains_give_the_one_process_files() {
     }
     let dir = temp_dir("sharded-chains");
     let (run_dir, whole) = (dir.join("run"), dir.join("whole"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
     let settings = ["--seed", "8", "--warmup", "100", "--draws", "200"];
-    let mut command = Command::new("python3");
-    command
-        .arg(script)
-        .args([
-            "chains",
-            "--chains",
-            "4",
-            "--per-task",
-            "2",
-            "--local-workers",
-            "2",
-        ])
-        .args(["--output", run_dir.to_str().unwrap()])
-        .args(["--", SHMC, "sample", "--model", "banana"])
-        .args(settings);
+    let command = chains_driver(&run_dir, 2, &settings);
     let done = finish(spawn(command), Duration::from_secs(300));
     let stdout = text(&done.stdout);
     assert!(done.status.success(), "{stdout}{}", text(&done.stderr));
@@ -377,6 +362,30 @@ fn hyperqueue_sharded_chains_give_the_one_process_files() {
         stdout.contains("4 chains submitted as HyperQueue job"),
         "{stdout}"
     );
+    let whole = one_process_shards_equal(&run_dir, &whole, &settings);
+    let summary = binary::shmc(&["summary", whole.to_str().unwrap()]);
+    assert!(stdout.ends_with(&text(&summary.stdout)), "{stdout}");
+}
+
+/// `shmc_hq.py chains`: the banana's `--chains 4` with `settings` as two tasks of two chains
+/// each, on `workers` workers of a local cluster, into `run_dir`.
+fn chains_driver(run_dir: &Path, workers: usize, settings: &[&str]) -> Command {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let mut command = Command::new("python3");
+    command
+        .arg(script)
+        .args(["chains", "--chains", "4", "--per-task", "2"])
+        .args(["--local-workers", &workers.to_string()])
+        .args(["--output", run_dir.to_str().unwrap()])
+        .args(["--", SHMC, "sample", "--model", "banana"])
+        .args(settings);
+    command
+}
+
+/// Runs the banana's `--chains 4` with `settings` in one process into `whole`, and asserts that
+/// every chain's file in the shards of `run_dir` (`chains-1`, `chains-3`) is its file there,
+/// paths and times masked; `whole`.
+fn one_process_shards_equal<'a>(run_dir: &Path, whole: &'a Path, settings: &[&str]) -> &'a Path {
     let mut args = vec!["sample", "--model", "banana", "--chains", "4", "--quiet"];
     args.extend(["--output", whole.to_str().unwrap()]);
     args.extend(settings);
@@ -391,8 +400,69 @@ fn hyperqueue_sharded_chains_give_the_one_process_files() {
             "{csv}"
         );
     }
-    let summary = binary::shmc(&["summary", whole.to_str().unwrap()]);
-    assert!(stdout.ends_with(&text(&summary.stdout)), "{stdout}");
+    whole
+}
+
+/// The worker (of `workers`) whose task runs the shard writing to `shard`: the one with a child
+/// process whose command line names that folder.
+fn worker_running(workers: &[u32], shard: &Path) -> Option<u32> {
+    let shard = shard.to_str().unwrap();
+    workers.iter().copied().find(|w| {
+        let children = Command::new("pgrep")
+            .args(["-P", &w.to_string()])
+            .output()
+            .map(|o| text(&o.stdout))
+            .unwrap_or_default();
+        children.lines().any(|child| {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            text(&cmdline).split('\0').any(|arg| arg == shard)
+        })
+    })
+}
+
+/// A worker killed (SIGKILL) while its task runs a shard that has saved a checkpoint: the engine
+/// starts the task again on another worker, it resumes the shard's chains from their
+/// checkpoints (its log says after which draw), and every chain's file is the one-process
+/// run's.
+#[test]
+fn hyperqueue_a_killed_workers_shard_resumes_from_its_checkpoint() {
+    if !python_hyperqueue() {
+        return;
+    }
+    let dir = temp_dir("shard-killed");
+    let (run_dir, whole) = (dir.join("run"), dir.join("whole"));
+    // Three workers for two tasks: the killed one's task has a free worker to go to.
+    let settings = ["--seed", "5", "--warmup", "100", "--draws", "60000"];
+    let run = spawn(chains_driver(&run_dir, 3, &settings));
+    let shard = run_dir.join("chains-1");
+    let checkpoint = shard.join("banana-1.checkpoint.json");
+    let start = Instant::now();
+    while !checkpoint.exists() {
+        assert!(start.elapsed() < Duration::from_secs(120), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let busy = worker_running(&workers(&run_dir), &shard).expect("a worker runs chains-1");
+    // SIGKILL: the worker is lost as a node is, with no word to the server.
+    let killed = Command::new("kill")
+        .args(["-9", &busy.to_string()])
+        .status();
+    assert!(killed.unwrap().success());
+    let done = finish(run, Duration::from_secs(300));
+    let stdout = text(&done.stdout);
+    assert!(done.status.success(), "{stdout}{}", text(&done.stderr));
+    let log = std::fs::read_to_string(run_dir.join("chains-1.out")).unwrap();
+    let resumed = |chain: usize| {
+        log.lines().any(|l| {
+            l.strip_prefix(&format!("chain {chain}: resumed after draw "))
+                .and_then(|rest| rest.split(' ').next()?.parse::<usize>().ok())
+                .is_some_and(|draw| draw > 0 && draw < 60000)
+        })
+    };
+    assert!(
+        log.contains("an earlier attempt was stopped; resuming it") && resumed(1),
+        "{log}"
+    );
+    one_process_shards_equal(&run_dir, &whole, &settings);
 }
 
 /// `shmc_hq.py sbc`: 40 replications as two HyperQueue tasks on two workers, merged: the ranks
