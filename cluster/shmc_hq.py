@@ -41,6 +41,8 @@ A calibration's replications as HyperQueue tasks:
 submits one task per part (`shmc sbc ... --first-replication N --count K --output
 RUN/part-N`, each replication with its seeds of the whole run), waits, then merges the parts
 (`shmc sbc ... --merge RUN/part-*  --output RUN`): the report and files of the one-process run.
+`-- shmc bench sbc --quick --models ... --methods ...` splits the table's replications alike
+(each part runs them for every cell) and prints the merged table.
 
 `worker`, `instance` and `shard` are this script's own task modes, not for direct use.
 """
@@ -272,8 +274,16 @@ def run_chains(argv):
     return subprocess.run([run[0], "summary", str(output)]).returncode
 
 
+def is_bench(run):
+    """Whether `run` is `shmc bench sbc` (the table), not `shmc sbc` (one calibration)."""
+    return run[1:3] == ["bench", "sbc"]
+
+
 def replications_of(run):
-    """The --reps (or --replications) of a `shmc sbc` command line, 200 if not given."""
+    """The --reps (or --replications) of a `shmc sbc` command line, 200 if not given; `shmc
+    bench sbc`'s 30 with --quick, else 200."""
+    if is_bench(run):
+        return 30 if "--quick" in run else 200
     for i, arg in enumerate(run):
         for flag in ("--reps", "--replications"):
             if arg == flag and i + 1 < len(run):
@@ -316,7 +326,8 @@ def run_sbc(argv):
             count = (k + 1) * reps // args.parts - k * reps // args.parts
             folder = str(output / f"part-{first}")
             folders.append(folder)
-            job.program(quiet(run) + ["--first-replication", str(first), "--count", str(count),
+            part_run = run if is_bench(run) else quiet(run)
+            job.program(part_run + ["--first-replication", str(first), "--count", str(count),
                                       "--output", folder],
                         stdout=folder + ".out", stderr=folder + ".err",
                         crash_limit=args.crash_limit, name=f"part-{first}")
@@ -330,7 +341,10 @@ def run_sbc(argv):
     if not ok:
         print(f"error: a part's task failed (see {output}/part-N.err)", file=sys.stderr)
         return 1
-    return subprocess.run(run + ["--merge"] + folders + ["--output", str(output)]).returncode
+    merge = run + ["--merge"] + folders
+    if not is_bench(run):
+        merge += ["--output", str(output)]
+    return subprocess.run(merge).returncode
 
 
 def parse_chains(argv):

@@ -8,13 +8,14 @@ use std::process::{Child, Command, Stdio};
 
 use clap::Args;
 
+use crate::bench_sbc::BenchSbcArgs;
 use crate::experiments::figure3::{
     FIGURE3_METHODS, Figure3, format_figure3, plot_figure3, run_figure3,
 };
 use crate::experiments::grid::{
     PARTS, format_lengths, format_problems, format_sweep, run_lengths, run_problems, run_sweep,
 };
-use crate::experiments::sbc::{SbcBenchSettings, format_sbc_table, run_sbc_bench};
+use crate::experiments::sbc::{SbcBenchSettings, format_sbc_table};
 use crate::experiments::surrogates::{Figure1, format_figure1, plot_figure1, run_figure1};
 use crate::experiments::vhmc::{format_vhmc_table, plot_errors, run_vhmc};
 use crate::experiments::{
@@ -125,6 +126,9 @@ pub struct BenchArgs {
     /// small).
     #[command(flatten)]
     figures: Box<FigureArgs>,
+    /// sbc: the table in parts, as `shmc sbc`'s (boxed, as --figure's).
+    #[command(flatten)]
+    sbc: Box<BenchSbcArgs>,
     /// lr-sim, bank, a9a, pde: also run RNS-HMC with a full Gaussian process (gp row) and
     /// with FITC of 500 inducing points (fitc row) as its surrogate, beside the network (the
     /// rows --methods gp,fitc picks; off by default: the full GP's fit is O(n^3) in the
@@ -243,6 +247,11 @@ fn check_experiment_flags(args: &BenchArgs) -> Result<()> {
     {
         return Err(Error::invalid(
             "--figure and --training-sizes are for bench surrogates",
+        ));
+    }
+    if args.sbc.given() && args.experiment != "sbc" {
+        return Err(Error::invalid(
+            "--first-replication, --count, --merge and --output are for bench sbc",
         ));
     }
     if args.with_gp && !matches!(args.experiment.as_str(), "lr-sim" | "bank" | "a9a" | "pde") {
@@ -475,8 +484,9 @@ fn run_sbc(args: &BenchArgs) -> Result<i32> {
         jobs: args.jobs.unwrap_or(0),
         models: args.models.clone().unwrap_or_default(),
         methods: args.methods.clone().unwrap_or_default(),
+        part: None,
     };
-    let rows = run_sbc_bench(&settings, &|m| eprintln!("{m}"))?;
+    let rows = crate::bench_sbc::rows(settings, &args.sbc, &|m| eprintln!("{m}"))?;
     print!("{}", format_sbc_table(&rows));
     write_json(args, &rows)?;
     Ok(0)

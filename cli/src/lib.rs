@@ -3,6 +3,7 @@
 //! stderr. [`experiments`] holds the papers' benchmarks that `shmc bench` runs.
 
 mod bench;
+mod bench_sbc;
 pub mod experiments;
 mod gp_args;
 mod method_args;

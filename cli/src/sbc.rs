@@ -40,7 +40,7 @@ pub struct SbcArgs {
     warmup: usize,
     /// Keep every T-th draw of each chain. By default T is chosen from the replications'
     /// effective sample sizes, so that in 90 % of them a kept draw is worth at least one
-    /// independent draw.
+    /// independent draw (for parts, by --merge from all of them, as one process chooses it).
     #[arg(long, value_name = "T")]
     thin: Option<usize>,
     /// Replications run at once (0: one per core).
@@ -55,21 +55,61 @@ pub struct SbcArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
-    /// Run only replications N..N+K-1 of --replications (K: --count), each with the seeds it
-    /// has in the whole run: a part for another process or HyperQueue task. Needs --thin (the
-    /// thinning chosen from the ESS depends on every replication's draws) and --output, where
-    /// the part's sbc-part.json is written for --merge.
+    #[command(flatten)]
+    parts: PartArgs,
+}
+
+/// The options that split a calibration into parts and merge them back: `shmc sbc`'s and
+/// `shmc bench sbc`'s, one meaning for both.
+#[derive(Debug, Args)]
+pub struct PartArgs {
+    /// Run only replications N..N+K-1 (K: --count), each with the seeds it has in the whole
+    /// run: a part for another process or HyperQueue task. Needs --output, where the part is
+    /// written for --merge. Without --thin the part keeps its ranks at every thinning the
+    /// merge may choose.
     #[arg(long, value_name = "N", requires = "count")]
-    first_replication: Option<usize>,
+    pub first_replication: Option<usize>,
     /// With --first-replication: how many replications the part runs.
     #[arg(long, value_name = "K", requires = "first_replication")]
-    count: Option<usize>,
+    pub count: Option<usize>,
     /// Run nothing: merge the parts written to these folders (by --first-replication ...
-    /// --output DIR) into the result of the whole run, the same report and files as one
-    /// process running every replication. Give the whole run's other options as they were
-    /// given to the parts: a part started with other settings is refused.
+    /// --output DIR) into the result of the whole run, the same report as one process running
+    /// every replication. Give the whole run's other options as they were given to the parts:
+    /// a part started with other settings is refused.
     #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with = "first_replication")]
-    merge: Vec<PathBuf>,
+    pub merge: Vec<PathBuf>,
+}
+
+impl PartArgs {
+    /// The part asked for, if any.
+    pub fn part(&self) -> Option<Part> {
+        self.first_replication
+            .zip(self.count)
+            .map(|(first, count)| Part { first, count })
+    }
+
+    /// Refuses a folder of --merge whose part was started with other settings than this
+    /// command's, but those of `per_part`; `words`: the subcommand's words (`sbc`, or `bench
+    /// sbc`), which the saved command line starts with.
+    pub fn check_settings(&self, words: usize, per_part: &[&str]) -> Result<()> {
+        let own: Vec<String> = std::env::args().skip(1 + words).collect();
+        let own = options_but(&own, per_part);
+        for dir in &self.merge {
+            let path = dir.join(shmc::output::RUN_SETTINGS_FILE);
+            let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            let (_, saved) = super::resume::read_invocation(&text, &path)?;
+            let theirs = options_but(saved.get(words..).unwrap_or_default(), per_part);
+            if theirs != own {
+                return Err(Error::invalid(format!(
+                    "{}: a part started with other settings than this command's ({} vs {})",
+                    dir.display(),
+                    only_in(&theirs, &own),
+                    only_in(&own, &theirs)
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The options that differ between the parts of one calibration run and the command that
@@ -128,10 +168,7 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
             args.draws
         )));
     }
-    let part = args
-        .first_replication
-        .zip(args.count)
-        .map(|(first, count)| Part { first, count });
+    let part = args.parts.part();
     if part.is_some() && args.output.is_none() {
         return Err(Error::invalid(
             "--first-replication needs --output: the part's replications are written there, \
@@ -144,6 +181,7 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
         thin: args.thin,
         jobs: args.jobs,
         part,
+        memory_limit: args.method.surrogate.memory_limit(),
     };
     let approximate = config
         .method
@@ -152,7 +190,7 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
     if let Some(label) = &approximate {
         eprintln!("{label}");
     }
-    let result = match args.merge.is_empty() {
+    let result = match args.parts.merge.is_empty() {
         true => calibrate(args, model.as_ref(), &config, &settings)?,
         false => merged(args)?,
     };
@@ -198,7 +236,7 @@ fn calibrate(
 ) -> Result<SbcRun> {
     // Ctrl-C or SIGTERM: no replication starts after it.
     let stop = super::stop::on_signals();
-    let bar = progress_bar(args.count.unwrap_or(args.reps), args.quiet);
+    let bar = progress_bar(args.parts.count.unwrap_or(args.reps), args.quiet);
     let result = sbc::run(
         model,
         config,
@@ -213,23 +251,12 @@ fn calibrate(
 /// The whole run from the parts in the folders of --merge, each checked to have been started
 /// with this command's settings (but those of [`PER_PART`]).
 fn merged(args: &SbcArgs) -> Result<SbcRun> {
-    let own: Vec<String> = std::env::args().skip(2).collect();
-    let own = options_but(&own, &PER_PART);
-    let mut parts = Vec::new();
-    for dir in &args.merge {
-        let path = dir.join(shmc::output::RUN_SETTINGS_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        let (_, saved) = super::resume::read_invocation(&text, &path)?;
-        let theirs = options_but(saved.get(1..).unwrap_or_default(), &PER_PART);
-        if theirs != own {
-            return Err(Error::invalid(format!(
-                "{}: a part started with other settings than this command's ({} vs {})",
-                dir.display(),
-                only_in(&theirs, &own),
-                only_in(&own, &theirs)
-            )));
-        }
-        parts.push((dir.display().to_string(), PartRecord::read(dir)?));
-    }
+    args.parts.check_settings(1, &PER_PART)?;
+    let parts = args
+        .parts
+        .merge
+        .iter()
+        .map(|dir| Ok((dir.display().to_string(), PartRecord::read(dir)?)))
+        .collect::<Result<Vec<_>>>()?;
     sbc::merge(parts)
 }

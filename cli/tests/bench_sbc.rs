@@ -17,6 +17,7 @@ fn settings(models: &[&str], methods: &[&str]) -> SbcBenchSettings {
         jobs: 0,
         models: models.iter().map(|m| m.to_string()).collect(),
         methods: methods.iter().map(|m| m.to_string()).collect(),
+        part: None,
     }
 }
 

@@ -551,3 +551,59 @@ fn hyperqueue_a_users_server_command_runs_as_the_instances() {
     assert!(rows(&out, "umbridge", 4) == in_process(&RUN, 4, "server-command-reference"));
     assert_eq!(calls_per_instance(&stdout).len(), 2, "{stdout}");
 }
+
+/// `shmc_hq.py sbc` with `shmc bench sbc`: a quick table of two cells as two HyperQueue tasks on
+/// two workers, merged: every row (thinning, kept draws, p-values, ESS) is the one-process
+/// table's.
+#[test]
+fn hyperqueue_bench_sbc_parts_merge_to_the_one_process_table() {
+    if !python_hyperqueue() {
+        return;
+    }
+    let dir = temp_dir("bench-sbc-parts");
+    let run_dir = dir.join("run");
+    let (merged, whole) = (dir.join("merged.json"), dir.join("whole.json"));
+    let table = [
+        "bench",
+        "sbc",
+        "--quick",
+        "--models",
+        "gaussian-conjugate",
+        "--methods",
+        "hmc,nuts",
+        "--seed",
+        "2",
+        "--json",
+    ];
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let mut command = Command::new("python3");
+    command
+        .arg(script)
+        .args(["sbc", "--parts", "2", "--local-workers", "2"])
+        .args(["--output", run_dir.to_str().unwrap(), "--", SHMC])
+        .args(table)
+        .arg(&merged);
+    let done = finish(spawn(command), Duration::from_secs(300));
+    let stdout = text(&done.stdout);
+    assert!(done.status.success(), "{stdout}{}", text(&done.stderr));
+    assert!(
+        stdout.contains("30 replications submitted as HyperQueue job")
+            && stdout.contains("2 cells in"),
+        "{stdout}"
+    );
+    let mut args = table.to_vec();
+    args.push(whole.to_str().unwrap());
+    let reference = binary::shmc(&args);
+    assert!(reference.status.success(), "{}", text(&reference.stderr));
+    let rows = |path: &Path| -> Vec<serde_json::Value> {
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        rows.into_iter()
+            .map(|mut row| {
+                row.as_object_mut().unwrap().remove("seconds");
+                row
+            })
+            .collect()
+    };
+    assert_eq!(rows(&merged), rows(&whole));
+}

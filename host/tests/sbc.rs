@@ -35,6 +35,7 @@ fn settings(replications: usize, jobs: usize) -> SbcSettings {
         thin: None,
         jobs,
         part: None,
+        memory_limit: shmc::memory::machine_default_limit(),
     }
 }
 

@@ -25,7 +25,7 @@ use shmc::sampler::{
     Method, MldaSettings, NutsSettings, RmhmcSettings, SampleConfig, SurrogateSettings,
     SurrogateSteps, VhmcSettings,
 };
-use shmc::sbc::{self, SbcRun, SbcSettings};
+use shmc::sbc::{self, Part, SbcRun, SbcSettings};
 use shmc::surrogates::FitMethod;
 use shmc::surrogates::gp::{Approximation, GpFitter, GpOptions};
 use shmc::surrogates::grids::{DomainChoice, GridFitter, GridKind, Interpolation};
@@ -116,7 +116,15 @@ pub struct SbcBenchSettings {
     pub models: Vec<String>,
     /// The methods to run, from [`METHODS`] (all when empty).
     pub methods: Vec<String>,
+    /// Run only these replications of every cell (see [`shmc::sbc::Part`]); `None`: all.
+    pub part: Option<Part>,
 }
+
+/// How a cell's calibration is obtained, given its model's and method's keys, the model, the
+/// sampler and the calibration's settings: run here (all replications or a part), or merged
+/// from parts run elsewhere.
+pub type Calibrate<'a> =
+    dyn Fn(&str, &str, &dyn Model, &SampleConfig, &SbcSettings) -> Result<SbcRun> + 'a;
 
 /// One cell's result (a row of the table and an object of `--json`).
 #[derive(Clone, Debug, Serialize)]
@@ -382,6 +390,18 @@ fn pick<'a>(all: &[&'a str], chosen: &[String], what: &str) -> Result<Vec<&'a st
 
 /// Runs every cell `settings` picks, logging each, and returns their rows.
 pub fn run_sbc_bench(settings: &SbcBenchSettings, log: &dyn Fn(&str)) -> Result<Vec<SbcRow>> {
+    let run = |_: &str, _: &str, model: &dyn Model, config: &SampleConfig, sbc: &SbcSettings| {
+        sbc::run(model, config, sbc, &|_| {}, None)
+    };
+    run_sbc_cells(settings, &run, log)
+}
+
+/// The rows of every cell `settings` picks, each calibrated by `calibrate`, logging each.
+pub fn run_sbc_cells(
+    settings: &SbcBenchSettings,
+    calibrate: &Calibrate,
+    log: &dyn Fn(&str),
+) -> Result<Vec<SbcRow>> {
     let models = pick(&models(), &settings.models, "model")?;
     let methods = pick(&METHODS, &settings.methods, "method")?;
     let sbc_settings = SbcSettings {
@@ -389,7 +409,8 @@ pub fn run_sbc_bench(settings: &SbcBenchSettings, log: &dyn Fn(&str)) -> Result<
         seed: settings.seed,
         thin: None,
         jobs: settings.jobs,
-        part: None,
+        part: settings.part,
+        memory_limit: shmc::memory::machine_default_limit(),
     };
     let mut rows = Vec::new();
     for name in models {
@@ -427,7 +448,17 @@ pub fn run_sbc_bench(settings: &SbcBenchSettings, log: &dyn Fn(&str)) -> Result<
                     continue;
                 }
             };
-            let row = cell(&sized, name, key, model.as_ref(), &config, &sbc_settings);
+            let start = Instant::now();
+            let calibrated = calibrate(name, key, model.as_ref(), &config, &sbc_settings);
+            let tried = (sbc_settings.replications, start.elapsed().as_secs_f64());
+            let row = cell(
+                &sized,
+                (name, key),
+                model.as_ref(),
+                &config,
+                calibrated,
+                tried,
+            );
             log(&format!(
                 "  {key}: {} in {:.1} s (min p {:.3e}, {} of {} replications correlated, {} \
                  divergences){}",
@@ -447,18 +478,16 @@ pub fn run_sbc_bench(settings: &SbcBenchSettings, log: &dyn Fn(&str)) -> Result<
     Ok(rows)
 }
 
-/// One cell's calibration, its failure a row too.
+/// One cell's row from its calibration `result`, its failure a row too (with the
+/// replications and seconds `tried`).
 fn cell(
     sized: &Sized,
-    model_name: &str,
-    key: &str,
+    (model_name, key): (&str, &str),
     model: &dyn Model,
     config: &SampleConfig,
-    settings: &SbcSettings,
+    result: Result<SbcRun>,
+    (replications, seconds): (usize, f64),
 ) -> SbcRow {
-    let start = Instant::now();
-    let result = sbc::run(model, config, settings, &|_| {}, None);
-    let seconds = start.elapsed().as_secs_f64();
     let mut row = SbcRow {
         model: model_name.into(),
         size: sized.size.into(),
@@ -472,7 +501,7 @@ fn cell(
                 None => label,
             }
         }),
-        replications: settings.replications,
+        replications,
         warmup: config.warmup,
         draws: config.draws,
         thin: 0,
@@ -500,6 +529,8 @@ fn cell(
 fn fill(row: &mut SbcRow, run: &SbcRun) {
     let mut ess: Vec<f64> = run.replications.iter().map(|r| r.min_ess).collect();
     ess.sort_by(f64::total_cmp);
+    row.replications = run.replications.len();
+    row.seconds = run.wall_seconds;
     row.thin = run.thin;
     row.kept = run.max_rank;
     row.p_values = run.tests.iter().map(|t| t.p_value).collect();

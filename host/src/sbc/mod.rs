@@ -26,7 +26,7 @@ use std::time::Instant;
 use rand::Rng;
 use rayon::prelude::*;
 
-pub use part::{PART_FILE, Part, PartRecord, merge};
+pub use part::{PART_FILE, Part, PartRecord, check_cover, merge};
 pub use plot::rank_histogram;
 pub use ranks::{ChainDraws, kept_per_chain, min_ess, ranks, thin_for};
 pub use report::{format_report, write_files};
@@ -108,35 +108,19 @@ pub struct SbcSettings {
     /// Run only these of the replications, each with its seeds of the whole run (see
     /// [`part`]); `None` runs them all.
     pub part: Option<Part>,
+    /// Bytes a part without a given thinning may take for its replications' ranks at every
+    /// thinning the whole run could choose (see [`Replication::ranks_by_thin`]).
+    pub memory_limit: u64,
 }
 
 impl SbcSettings {
-    /// The indices (from 0) of the replications to run: all, or the part's. A part needs a
-    /// given thinning and must lie within the replications.
+    /// The indices (from 0) of the replications to run: all, or the part's, which must lie
+    /// within the replications.
     fn indices(&self) -> Result<std::ops::Range<usize>> {
         let Some(part) = self.part else {
             return Ok(0..self.replications);
         };
-        if self.thin.is_none() {
-            return Err(Error::setting(
-                "thin",
-                "must be given for a part of the replications: the thinning chosen from the \
-                 effective sample size depends on every replication's draws",
-            ));
-        }
-        let last = part.first.checked_add(part.count).map(|end| end - 1);
-        match last {
-            Some(last) if part.first >= 1 && part.count >= 1 && last <= self.replications => {
-                Ok(part.first - 1..last)
-            }
-            _ => Err(Error::setting(
-                "first_replication",
-                format!(
-                    "({}) with a count of {} is not a part of replications 1..{}",
-                    part.first, part.count, self.replications
-                ),
-            )),
-        }
+        part.within(self.replications)
     }
 }
 
@@ -174,6 +158,11 @@ pub struct Replication {
     pub divergences: usize,
     /// Seconds it took (simulation and sampling).
     pub seconds: f64,
+    /// In a part without a given thinning: its ranks at every thinning the whole run could
+    /// choose (`ranks_by_thin[t - 1]` at `t`), since that choice depends on the ESS of
+    /// replications the part does not run; [`merge`] picks the one row. Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks_by_thin: Vec<Vec<usize>>,
 }
 
 /// A finished calibration run.
@@ -197,6 +186,9 @@ pub struct SbcRun {
     pub verdict: Verdict,
     /// Wall-clock seconds of the whole run.
     pub wall_seconds: f64,
+    /// In a part without a given thinning: the kept draws per replication at every thinning
+    /// the whole run could choose (`kept_by_thin[t - 1]` at `t`); empty otherwise.
+    pub kept_by_thin: Vec<usize>,
 }
 
 impl SbcRun {
@@ -231,7 +223,15 @@ impl Sampled {
             min_ess: self.min_ess,
             divergences: self.draws.divergences,
             seconds: self.seconds,
+            ranks_by_thin: Vec::new(),
         }
+    }
+
+    /// Its ranks at thinnings `1..=most`.
+    fn ranks_by_thin(&self, most: usize) -> Vec<Vec<usize>> {
+        (1..=most)
+            .map(|t| ranks(&self.draws.chains, &self.truth, t))
+            .collect()
     }
 
     /// The kept draws per replication at thinning `thin`.
@@ -246,6 +246,13 @@ impl Sampled {
     /// All draws over all chains.
     fn draws(&self) -> usize {
         self.kept(1)
+    }
+
+    /// The largest thinning a run may choose: the one that still keeps [`MIN_KEPT`] draws.
+    fn most_thin(&self) -> usize {
+        let chains = self.draws.chains.len().max(1);
+        let per_chain = self.draws() / chains;
+        (per_chain / MIN_KEPT.div_ceil(chains)).max(1)
     }
 }
 
@@ -305,15 +312,73 @@ pub fn run(
         return Err(Error::setting("thin", "must be at least 1"));
     }
     let indices = settings.indices()?;
-    // Checked before any work; the bins' count follows once `L` is known.
-    Bins::new(indices.len(), 1)?;
+    // Checked before any work (a part's bins are the whole run's); their count follows once
+    // `L` is known.
+    Bins::new(settings.replications, 1)?;
+    let start = Instant::now();
+    let sampled = sample_all(generative, sampler, settings, indices, progress, interrupt)?;
+    let most = sampled.first().map_or(1, Sampled::most_thin);
+    let (thin, thinning) = match settings.thin {
+        Some(thin) => (thin, Thinning::Given),
+        None => {
+            let per_draw = sampled.iter().map(|s| s.min_ess / s.draws() as f64);
+            choose_thin(per_draw.collect(), most)?
+        }
+    };
+    // Every replication keeps as many draws (the sampler's draws are fixed in number).
+    let max_rank = sampled.first().map_or(0, |s| s.kept(thin));
+    if let Some(other) = sampled.iter().find(|s| s.kept(thin) != max_rank) {
+        return Err(Error::invalid(format!(
+            "replications kept {max_rank} and {} draws: ranks need the same number in each",
+            other.kept(thin)
+        )));
+    }
+    // A part whose thinning the merge chooses keeps its ranks at every thinning it may choose.
+    let deferred = settings.part.is_some() && settings.thin.is_none();
+    let kept_by_thin = match (deferred, sampled.first()) {
+        (true, Some(first)) => {
+            check_ranks_memory(sampled.len(), most, first.truth.len(), settings)?;
+            (1..=most).map(|t| first.kept(t)).collect()
+        }
+        _ => Vec::new(),
+    };
+    let replications: Vec<Replication> = sampled
+        .into_iter()
+        .map(|s| {
+            let by_thin = if deferred {
+                s.ranks_by_thin(most)
+            } else {
+                Vec::new()
+            };
+            Replication {
+                ranks_by_thin: by_thin,
+                ..s.ranked(thin)
+            }
+        })
+        .collect();
+    let seconds = start.elapsed().as_secs_f64();
+    let names = model.parameter_names();
+    let ranked = ((thin, thinning), max_rank, settings.replications);
+    let mut run = calibrated(names, replications, ranked, seconds)?;
+    run.kept_by_thin = kept_by_thin;
+    Ok(run)
+}
+
+/// Samples replications `indices` of `settings` on a pool of `settings.jobs` threads.
+fn sample_all(
+    generative: &dyn Generative,
+    sampler: &dyn PosteriorSampler,
+    settings: &SbcSettings,
+    indices: std::ops::Range<usize>,
+    progress: &(dyn Fn(usize) + Sync),
+    interrupt: Option<&AtomicBool>,
+) -> Result<Vec<Sampled>> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(settings.jobs)
         .build()
         .map_err(|e| Error::invalid(format!("cannot start the replications' threads: {e}")))?;
-    let start = Instant::now();
     let done = AtomicUsize::new(0);
-    let sampled = pool.install(|| {
+    pool.install(|| {
         indices
             .clone()
             .into_par_iter()
@@ -330,63 +395,64 @@ pub fn run(
                 Ok(sampled)
             })
             .collect::<Result<Vec<_>>>()
+    })
+}
+
+/// The ranks at every thinning up to `most` of `replications` replications of `parameters`
+/// parameters, sized against the memory limit before they are computed.
+fn check_ranks_memory(
+    replications: usize,
+    most: usize,
+    parameters: usize,
+    settings: &SbcSettings,
+) -> Result<()> {
+    let bytes = (replications as u128)
+        .checked_mul(most as u128)
+        .and_then(|n| n.checked_mul(parameters as u128))
+        .and_then(|n| n.checked_mul(std::mem::size_of::<usize>() as u128));
+    crate::memory::check(
+        "the part's ranks at every thinning",
+        "replications",
+        bytes,
+        settings.memory_limit,
+    )
+}
+
+/// The thinning chosen from every replication's smallest ESS per draw (`per_draw`), at most
+/// `most`: the thinning at the [`THINNED_ENOUGH`] quantile, lowered to keep [`MIN_KEPT`] draws.
+/// A run and the merge of its parts choose it here alike.
+fn choose_thin(mut per_draw: Vec<f64>, most: usize) -> Result<(usize, Thinning)> {
+    per_draw.sort_by(f64::total_cmp);
+    let at = ((1.0 - THINNED_ENOUGH) * per_draw.len() as f64) as usize;
+    let ess_per_draw = per_draw.get(at).copied().unwrap_or(0.0);
+    let wanted = thin_for(ess_per_draw).ok_or_else(|| {
+        Error::setting(
+            "thin",
+            "cannot be chosen from the effective sample size, which the replications' draws do \
+             not have (chains that never moved): give it",
+        )
     })?;
-    let (thin, thinning) = match settings.thin {
-        Some(thin) => (thin, Thinning::Given),
-        None => {
-            let mut per_draw: Vec<f64> = sampled
-                .iter()
-                .map(|s| s.min_ess / s.draws() as f64)
-                .collect();
-            per_draw.sort_by(f64::total_cmp);
-            let ess_per_draw = per_draw[((1.0 - THINNED_ENOUGH) * per_draw.len() as f64) as usize];
-            let wanted = thin_for(ess_per_draw).ok_or_else(|| {
-                Error::setting(
-                    "thin",
-                    "cannot be chosen from the effective sample size, which the replications' \
-                     draws do not have (chains that never moved): give it",
-                )
-            })?;
-            let (chains, per_chain) = sampled.first().map_or((1, 1), |s| {
-                let chains = s.draws.chains.len().max(1);
-                (chains, s.draws() / chains)
-            });
-            let most = (per_chain / MIN_KEPT.div_ceil(chains)).max(1);
-            let thin = wanted.min(most);
-            let lowered_from = (thin < wanted).then_some(wanted);
-            (
-                thin,
-                Thinning::FromEss {
-                    ess_per_draw,
-                    lowered_from,
-                },
-            )
-        }
-    };
-    // Every replication keeps as many draws (the sampler's draws are fixed in number).
-    let max_rank = sampled.first().map_or(0, |s| s.kept(thin));
-    if let Some(other) = sampled.iter().find(|s| s.kept(thin) != max_rank) {
-        return Err(Error::invalid(format!(
-            "replications kept {max_rank} and {} draws: ranks need the same number in each",
-            other.kept(thin)
-        )));
-    }
-    let replications: Vec<Replication> = sampled.into_iter().map(|s| s.ranked(thin)).collect();
-    let seconds = start.elapsed().as_secs_f64();
-    let names = model.parameter_names();
-    calibrated(names, replications, (thin, thinning), max_rank, seconds)
+    let thin = wanted.min(most);
+    let lowered_from = (thin < wanted).then_some(wanted);
+    Ok((
+        thin,
+        Thinning::FromEss {
+            ess_per_draw,
+            lowered_from,
+        },
+    ))
 }
 
 /// The run of the ranked `replications` of parameters `names`, thinned by `thin` to `max_rank`
-/// kept draws each, with its tests of uniformity and their verdict.
+/// kept draws each, with its tests of uniformity and their verdict. The bins are those of the
+/// whole run's `whole` replications: a part's (fewer than twenty, maybe) are its test's too.
 fn calibrated(
     names: Vec<String>,
     replications: Vec<Replication>,
-    (thin, thinning): (usize, Thinning),
-    max_rank: usize,
+    ((thin, thinning), max_rank, whole): ((usize, Thinning), usize, usize),
     wall_seconds: f64,
 ) -> Result<SbcRun> {
-    let bins = Bins::new(replications.len(), max_rank)?;
+    let bins = Bins::new(whole, max_rank)?;
     let tests: Vec<Uniformity> = (0..names.len())
         .map(|p| {
             let ranks: Vec<usize> = replications.iter().map(|r| r.ranks[p]).collect();
@@ -403,5 +469,6 @@ fn calibrated(
         verdict: Verdict::new(&tests),
         tests,
         wall_seconds,
+        kept_by_thin: Vec::new(),
     })
 }
