@@ -228,24 +228,23 @@ def quiet(run):
 
 
 def shard_tasks(args, run, output):
-    """Each shard's first chain, chain count and task command line."""
+    """Each shard's task: its name (`chains-K`, K its first chain) and command line."""
     tasks = []
     for first in range(1, args.chains + 1, args.per_task):
         count = min(args.per_task, args.chains + 1 - first)
         folder = str(output / f"chains-{first}")
         command = quiet(run) + ["--chains", str(count), "--chain-id", str(first),
                                 "--output", folder]
-        tasks.append((first, count, [sys.executable, os.path.abspath(__file__), "shard",
-                                     folder, "--"] + command))
+        tasks.append((f"chains-{first}", [sys.executable, os.path.abspath(__file__), "shard",
+                                          folder, "--"] + command))
     return tasks
 
 
-def run_chains(argv):
-    """`chains` mode: the run after `--` as shards of --per-task chains, one task each, waited
-    for; then `shmc summary` of the run folder."""
-    args, run = parse_chains(argv)
-    output = Path(args.output).resolve()
-    output.mkdir(parents=True, exist_ok=True)
+def run_tasks(args, output, name, tasks, what):
+    """Submits `tasks` ((name, command line) pairs) as the tasks of one HyperQueue job called
+    `name`, each logging to OUTPUT/NAME.out and .err and surviving --crash-limit lost workers,
+    on the engine of `args` (a local cluster, stopped after, or --server-dir's); prints
+    `what` with the job's id, waits for the job, and says whether every task succeeded."""
     from hyperqueue import Client, Job
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -256,19 +255,28 @@ def run_chains(argv):
         cluster, workers = local_cluster(args, output)
         client = cluster.client()
     try:
-        job = Job(max_fails=None, name="shmc-chains")
-        for first, count, command in shard_tasks(args, run, output):
-            job.program(command, stdout=str(output / f"chains-{first}.out"),
-                        stderr=str(output / f"chains-{first}.err"),
-                        crash_limit=args.crash_limit, name=f"chains-{first}")
+        job = Job(max_fails=None, name=name)
+        for task, command in tasks:
+            job.program(command, stdout=str(output / f"{task}.out"),
+                        stderr=str(output / f"{task}.err"),
+                        crash_limit=args.crash_limit, name=task)
         submitted = client.submit(job)
-        print(f"shmc_hq: {args.chains} chains submitted as HyperQueue job {submitted.id}, "
-              f"{args.per_task} per task, into {output}", flush=True)
-        ok = client.wait_for_jobs([submitted], raise_on_error=False)
+        print(f"shmc_hq: {what} submitted as HyperQueue job {submitted.id}, {len(tasks)} "
+              f"tasks, into {output}", flush=True)
+        return client.wait_for_jobs([submitted], raise_on_error=False)
     finally:
         if cluster is not None:
             stop_local(cluster, workers)
-    if not ok:
+
+
+def run_chains(argv):
+    """`chains` mode: the run after `--` as shards of --per-task chains, one task each, waited
+    for; then `shmc summary` of the run folder."""
+    args, run = parse_chains(argv)
+    output = Path(args.output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    tasks = shard_tasks(args, run, output)
+    if not run_tasks(args, output, "shmc-chains", tasks, f"{args.chains} chains"):
         print(f"error: a shard's task failed (see {output}/chains-N.err)", file=sys.stderr)
         return 1
     return subprocess.run([run[0], "summary", str(output)]).returncode
@@ -309,36 +317,16 @@ def run_sbc(argv):
         sys.exit(f"error: --parts must lie in 1..{reps} (the replications), --local-workers >= 1")
     output = Path(args.output).resolve()
     output.mkdir(parents=True, exist_ok=True)
-    from hyperqueue import Client, Job
-
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    cluster, workers = (None, [])
-    if args.server_dir:
-        client = Client(args.server_dir)
-    else:
-        cluster, workers = local_cluster(args, output)
-        client = cluster.client()
-    folders = []
-    try:
-        job = Job(max_fails=None, name="shmc-sbc")
-        for k in range(args.parts):
-            first = 1 + k * reps // args.parts
-            count = (k + 1) * reps // args.parts - k * reps // args.parts
-            folder = str(output / f"part-{first}")
-            folders.append(folder)
-            part_run = run if is_bench(run) else quiet(run)
-            job.program(part_run + ["--first-replication", str(first), "--count", str(count),
-                                      "--output", folder],
-                        stdout=folder + ".out", stderr=folder + ".err",
-                        crash_limit=args.crash_limit, name=f"part-{first}")
-        submitted = client.submit(job)
-        print(f"shmc_hq: {reps} replications submitted as HyperQueue job {submitted.id}, "
-              f"{args.parts} tasks, into {output}", flush=True)
-        ok = client.wait_for_jobs([submitted], raise_on_error=False)
-    finally:
-        if cluster is not None:
-            stop_local(cluster, workers)
-    if not ok:
+    part_run = run if is_bench(run) else quiet(run)
+    folders, tasks = [], []
+    for k in range(args.parts):
+        first = 1 + k * reps // args.parts
+        count = (k + 1) * reps // args.parts - k * reps // args.parts
+        folders.append(str(output / f"part-{first}"))
+        tasks.append((f"part-{first}", part_run + ["--first-replication", str(first),
+                                                   "--count", str(count),
+                                                   "--output", folders[-1]]))
+    if not run_tasks(args, output, "shmc-sbc", tasks, f"{reps} replications"):
         print(f"error: a part's task failed (see {output}/part-N.err)", file=sys.stderr)
         return 1
     merge = run + ["--merge"] + folders
