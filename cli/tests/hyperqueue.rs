@@ -8,7 +8,7 @@
 //! says what is missing and passes, except under `CI=true`, where it fails.
 
 mod binary;
-use binary::text;
+use binary::{json_rows_without_seconds, masked_csv as masked, ranks_without_seconds, text};
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -57,10 +57,15 @@ fn temp_dir(name: &str) -> PathBuf {
 
 const SHMC: &str = env!("CARGO_BIN_EXE_shmc");
 
+/// The driver script, `cluster/shmc_hq.py`.
+fn hq_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py")
+}
+
 /// `python3 cluster/shmc_hq.py` with the driver's `options`, `instances` banana servers, and
 /// `run` after `--` (a `shmc sample` of the served banana, its files in `out`).
 fn driver(options: &[&str], folder: &Path, out: &Path, run: &[&str]) -> Command {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let script = hq_script();
     let serve = format!("{SHMC} serve --model banana --workers 1");
     let mut command = Command::new("python3");
     command
@@ -333,16 +338,6 @@ fn hyperqueue_instances_url_file_is_written_once_listening_and_removed_at_the_st
     );
 }
 
-/// A chain's CSV file without its own path (the header's `file =`) and its times: what two runs
-/// making the same draws into other folders still differ in.
-fn masked(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !(l.contains("file = ") || l.contains("seconds") || l.contains("Elapsed")))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// `shmc_hq.py chains`: `--chains 4` as two HyperQueue tasks of two chains each, on two
 /// workers of a local cluster: every chain's file is the one-process run's (paths and times
 /// masked), and the summary the driver prints from the shards is that run's.
@@ -370,7 +365,7 @@ fn hyperqueue_sharded_chains_give_the_one_process_files() {
 /// `shmc_hq.py chains`: the banana's `--chains 4` with `settings` as two tasks of two chains
 /// each, on `workers` workers of a local cluster, into `run_dir`.
 fn chains_driver(run_dir: &Path, workers: usize, settings: &[&str]) -> Command {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let script = hq_script();
     let mut command = Command::new("python3");
     command
         .arg(script)
@@ -474,7 +469,7 @@ fn hyperqueue_sbc_parts_merge_to_the_one_process_ranks() {
     }
     let dir = temp_dir("sbc-parts");
     let (run_dir, whole) = (dir.join("run"), dir.join("whole"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let script = hq_script();
     let sbc = [
         "sbc",
         "--model",
@@ -504,16 +499,10 @@ fn hyperqueue_sbc_parts_merge_to_the_one_process_ranks() {
     args.extend(["--output", whole.to_str().unwrap()]);
     let reference = binary::shmc(&args);
     assert!(reference.status.success(), "{}", text(&reference.stderr));
-    let ranks = |dir: &Path| -> Vec<String> {
-        let text = std::fs::read_to_string(dir.join("ranks.csv")).unwrap();
-        text.lines()
-            .map(|l| {
-                let cells: Vec<&str> = l.split(',').collect();
-                [&cells[..5], &cells[6..]].concat().join(",")
-            })
-            .collect()
-    };
-    assert_eq!(ranks(&run_dir), ranks(&whole));
+    assert_eq!(
+        ranks_without_seconds(&run_dir),
+        ranks_without_seconds(&whole)
+    );
     assert!(
         stdout.contains("40 replications submitted as HyperQueue job"),
         "{stdout}"
@@ -530,7 +519,7 @@ fn hyperqueue_a_users_server_command_runs_as_the_instances() {
     }
     let dir = temp_dir("server-command");
     let (folder, out) = (dir.join("instances"), dir.join("out"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let script = hq_script();
     let server = format!("{SHMC} serve --model banana --workers 1 --port {{port}}");
     let mut command = Command::new("python3");
     command
@@ -575,7 +564,7 @@ fn hyperqueue_bench_sbc_parts_merge_to_the_one_process_table() {
         "2",
         "--json",
     ];
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/shmc_hq.py");
+    let script = hq_script();
     let mut command = Command::new("python3");
     command
         .arg(script)
@@ -595,15 +584,8 @@ fn hyperqueue_bench_sbc_parts_merge_to_the_one_process_table() {
     args.push(whole.to_str().unwrap());
     let reference = binary::shmc(&args);
     assert!(reference.status.success(), "{}", text(&reference.stderr));
-    let rows = |path: &Path| -> Vec<serde_json::Value> {
-        let rows: Vec<serde_json::Value> =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        rows.into_iter()
-            .map(|mut row| {
-                row.as_object_mut().unwrap().remove("seconds");
-                row
-            })
-            .collect()
-    };
-    assert_eq!(rows(&merged), rows(&whole));
+    assert_eq!(
+        json_rows_without_seconds(&merged),
+        json_rows_without_seconds(&whole)
+    );
 }

@@ -3,7 +3,7 @@
 //! that are not one run are refused in one line.
 
 mod binary;
-use binary::{shmc, stderr, text};
+use binary::{json_rows_without_seconds, ranks_without_seconds as ranks, shmc, stderr, text};
 
 use std::path::Path;
 
@@ -44,17 +44,6 @@ fn masked(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The ranks file without its column of seconds.
-fn ranks(dir: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(dir.join("ranks.csv")).unwrap();
-    text.lines()
-        .map(|l| {
-            let cells: Vec<&str> = l.split(',').collect();
-            [&cells[..5], &cells[6..]].concat().join(",")
-        })
-        .collect()
-}
-
 /// Two parts of 20 replications, merged: the report and the ranks (seeds, ESS, divergences,
 /// ranks of every replication) of the one process running all 40.
 #[test]
@@ -83,9 +72,9 @@ fn two_parts_merged_are_the_one_process_calibration() {
     assert_eq!(ranks(&p2)[1..], ranks(&dir.join("whole"))[21..]);
 }
 
-/// `shmc sbc`'s one `error:` line (exit 1) for `extra` after `RUN`.
-fn refusal(extra: &[&str]) -> String {
-    let mut args = RUN.to_vec();
+/// The one `error:` line (exit 1) of `shmc` with `extra` after `base` (`RUN`, or `BENCH`).
+fn refused(base: &[&str], extra: &[&str]) -> String {
+    let mut args = base.to_vec();
     args.extend(extra);
     let done = shmc(&args);
     assert_eq!(done.status.code(), Some(1), "{}", text(&done.stdout));
@@ -103,7 +92,7 @@ fn parts_that_are_not_one_calibration_are_refused_in_one_line() {
     sbc(&p2, &["--first-replication", "21", "--count", "20"]);
     let p2 = p2.to_str().unwrap();
     assert_eq!(
-        refusal(&["--merge", p2]),
+        refused(&RUN, &["--merge", p2]),
         format!("error: {p2} holds replications 21..40: replications 1..20 are in no part given\n")
     );
     let mut other = RUN.to_vec();
@@ -119,20 +108,23 @@ fn parts_that_are_not_one_calibration_are_refused_in_one_line() {
         )
     );
     assert_eq!(
-        refusal(&["--first-replication", "1", "--count", "20"]),
+        refused(&RUN, &["--first-replication", "1", "--count", "20"]),
         "error: --first-replication needs --output: the part's replications are written there, \
          for --merge\n"
     );
     let out = dir.join("p3");
     let out = out.to_str().unwrap();
-    let err = refusal(&[
-        "--first-replication",
-        "30",
-        "--count",
-        "20",
-        "--output",
-        out,
-    ]);
+    let err = refused(
+        &RUN,
+        &[
+            "--first-replication",
+            "30",
+            "--count",
+            "20",
+            "--output",
+            out,
+        ],
+    );
     assert_eq!(
         err,
         "error: --first-replication (30) with a count of 20 is not a part of replications \
@@ -177,14 +169,7 @@ fn bench_rows(dir: &Path, name: &str, extra: &[&str]) -> Vec<serde_json::Value> 
     args.extend(["--json", json.to_str().unwrap()]);
     let done = shmc(&args);
     assert!(done.status.success(), "{}", stderr(&done));
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    rows.into_iter()
-        .map(|mut row| {
-            row.as_object_mut().unwrap().remove("seconds");
-            row
-        })
-        .collect()
+    json_rows_without_seconds(&json)
 }
 
 /// The bounded table of `bench_rows`.
@@ -224,30 +209,24 @@ fn bench_sbc_parts_merge_to_the_one_process_table() {
     );
     let merged = bench_rows(&dir, "merged", &["--merge", p2, p1]);
     assert_eq!(merged, whole);
-    let refused = |extra: &[&str]| {
-        let mut args = BENCH.to_vec();
-        args.extend(extra);
-        let done = shmc(&args);
-        assert_eq!(done.status.code(), Some(1), "{}", text(&done.stdout));
-        let err = stderr(&done);
-        assert_eq!(err.lines().count(), 1, "{err}");
-        err
-    };
     assert_eq!(
-        refused(&["--merge", p2]),
+        refused(&BENCH, &["--merge", p2]),
         format!("error: {p2} holds replications 19..30: replications 1..18 are in no part given\n")
     );
     assert_eq!(
-        refused(&["--merge", p1, p1, p2]),
+        refused(&BENCH, &["--merge", p1, p1, p2]),
         format!("error: {p1} holds replications 1..18: replication 1 is in two parts\n")
     );
     assert_eq!(
-        refused(&["--first-replication", "1", "--count", "18"]),
+        refused(&BENCH, &["--first-replication", "1", "--count", "18"]),
         "error: --first-replication needs --output: the part's cells are written there, for \
          --merge\n"
     );
     assert_eq!(
-        refused(&["--first-replication", "25", "--count", "10", "--output", p1]),
+        refused(
+            &BENCH,
+            &["--first-replication", "25", "--count", "10", "--output", p1]
+        ),
         "error: --first-replication (25) with a count of 10 is not a part of replications 1..30\n"
     );
     let done = shmc(&["bench", "lr-sim", "--merge", p1]);

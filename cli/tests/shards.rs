@@ -3,7 +3,7 @@
 //! folders as that run; a set of shards that is not one run is refused in one line.
 
 mod binary;
-use binary::{shmc, stderr, text};
+use binary::{masked_csv as masked, shmc, stderr, text};
 
 use std::path::{Path, PathBuf};
 
@@ -19,16 +19,6 @@ fn sample(out: &Path, extra: &[&str]) {
     args.extend(extra);
     let done = shmc(&args);
     assert!(done.status.success(), "{}", stderr(&done));
-}
-
-/// A chain's file without what differs between two runs making the same draws: its own path
-/// (the header's `file =`) and its times.
-fn masked(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !(l.contains("file = ") || l.contains("seconds") || l.contains("Elapsed")))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// A checkpoint without its times.
