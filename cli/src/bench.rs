@@ -30,8 +30,8 @@ pub struct BenchArgs {
     /// The experiment: the logistic-regression simulation, Bank Marketing, a9a, or the elliptic
     /// PDE inverse problem (30x30 mesh, 20 modes; every exact U is a finite-element solve), or
     /// pde-fine, the same problem on a 120x120 mesh with data simulated on a 200x200 one (one
-    /// solve costs tens of milliseconds; rows hmc, mlda over 30x30 and 60x60, all-in,
-    /// transitions and nuts, each 500 burn-in or warmup and 1000 draws per chain), or
+    /// solve costs tens of milliseconds; rows hmc, mlda over 30x30 and 60x60, mlda-net,
+    /// all-in, transitions and nuts, each 500 burn-in or warmup and 1000 draws per chain), or
     /// the precomputing paper's grid experiments (grid HMC and sgHMC against HMC and RNS-HMC on
     /// its four problems, grid HMC's force read on the paper's cells as published, constant per
     /// cell, and multilinearly from their corners; the banana in two forms: its U summed over
@@ -87,8 +87,9 @@ pub struct BenchArgs {
     /// gp and fitc (RNS-HMC with a full Gaussian process or FITC of 500 inducing points as its
     /// surrogate, on the same burn-in; only when named here or with --with-gp),
     /// mlda (pde: multilevel delayed acceptance over 10x10 and 15x15 meshes, pde-fine: over 30x30
-    /// and 60x60, subchains 4,2),
-    /// mlda-net (pde only: the same with RNS-HMC's network below the meshes, subchains 4,4,2),
+    /// and 60x60, subchains 4,2; starting at the prior mean, its burn-in judged by the finer
+    /// coarse mesh), mlda-net (the same with RNS-HMC's network below the meshes, subchains
+    /// 4,4,2),
     /// all-in (4 chains in lockstep on a network trained on the Laplace approximation, with
     /// NUTS's trees on it, each draw judged by delayed acceptance against the exact U, or on the
     /// PDE the trajectory lengths its curvature picks; adapted step size; timed from the MAP

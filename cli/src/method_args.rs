@@ -70,6 +70,12 @@ pub struct MethodArgs {
         help_heading = "MLDA (mlda)"
     )]
     pub subchains: Option<Vec<u32>>,
+    /// mlda: let the exact model judge warmup too, as MUQ's MLDA does. By default the finest
+    /// coarser level judges warmup, which then pays no fine solve: warmup adapts the coarse
+    /// levels' step size and metric and its draws are not kept; every kept draw is judged by
+    /// the model itself.
+    #[arg(long, help_heading = "MLDA (mlda)")]
+    pub fine_warmup: bool,
 }
 
 impl MethodArgs {
@@ -91,11 +97,15 @@ impl MethodArgs {
                 self.method
             )));
         }
-        if self.method != "mlda" && (self.levels.is_some() || self.subchains.is_some()) {
+        if self.method != "mlda"
+            && (self.levels.is_some() || self.subchains.is_some() || self.fine_warmup)
+        {
             let flag = if self.levels.is_some() {
                 "--levels"
-            } else {
+            } else if self.subchains.is_some() {
                 "--subchains"
+            } else {
+                "--fine-warmup"
             };
             return Err(Error::invalid(format!(
                 "{flag} is for --method mlda; {} has no levels",
@@ -138,6 +148,7 @@ impl MethodArgs {
                 if let Some(subchains) = &self.subchains {
                     settings.subchains.clone_from(subchains);
                 }
+                settings.fine_warmup = self.fine_warmup;
                 Method::Mlda(settings)
             }
         })

@@ -32,6 +32,7 @@ fn mlda_runs_over_the_pde_meshes_and_reports_each_level() {
     let csv = std::fs::read_to_string(dir.join("elliptic-pde-1.csv")).unwrap();
     assert!(csv.contains("mlda_levels = 4,6"), "{csv}");
     assert!(csv.contains("mlda_subchains = 3,2"), "{csv}");
+    assert!(csv.contains("mlda_warmup_judge = coarse"), "{csv}");
     let report = text(&out.stdout);
     for level in ["forward solves (4x4)", "forward solves (6x6)"] {
         assert!(report.contains(level), "{report}");
@@ -42,7 +43,7 @@ fn mlda_runs_over_the_pde_meshes_and_reports_each_level() {
 #[test]
 fn mlda_is_refused_in_one_line_where_it_cannot_run() {
     let pde: &[&str] = &["elliptic-pde", "--mesh", "12", "--kl-modes", "4"];
-    let cases: [(&[&str], &[&str], &str); 5] = [
+    let cases: [(&[&str], &[&str], &str); 6] = [
         (
             &["banana"],
             &["--method", "mlda"],
@@ -63,6 +64,11 @@ fn mlda_is_refused_in_one_line_where_it_cannot_run() {
             pde,
             &["--method", "hmc", "--levels", "4"],
             "--levels is for --method mlda; hmc has no levels",
+        ),
+        (
+            pde,
+            &["--method", "nuts", "--fine-warmup"],
+            "--fine-warmup is for --method mlda; nuts has no levels",
         ),
         (
             pde,

@@ -117,9 +117,10 @@ pub fn method(
     })
 }
 
-/// MLDA's `levels` (the coarser levels, coarsest first) and `subchains` (each level's steps
-/// per proposal to the level above); levels given alone take their default subchains. The
-/// library checks both against the model (a model without levels is refused there).
+/// MLDA's `levels` (the coarser levels, coarsest first), `subchains` (each level's steps
+/// per proposal to the level above) and `fine_warmup` (the model itself judges warmup too);
+/// levels given alone take their default subchains. The library checks them against the
+/// model (a model without levels is refused there).
 fn mlda(defaults: MldaSettings, opts: &mut Options) -> PyResult<MldaSettings> {
     let mut settings = match opts.take::<Vec<usize>>("levels")? {
         Some(levels) => MldaSettings::new(levels),
@@ -128,6 +129,7 @@ fn mlda(defaults: MldaSettings, opts: &mut Options) -> PyResult<MldaSettings> {
     if let Some(subchains) = opts.take::<Vec<u32>>("subchains")? {
         settings.subchains = subchains;
     }
+    settings.fine_warmup = opts.take("fine_warmup")?.unwrap_or(false);
     Ok(settings)
 }
 

@@ -24,13 +24,15 @@ def _cli_draws(tmp_path, model, args):
     return az.from_cmdstan([str(out / f"{model}-1.csv")])
 
 
-def test_mlda_on_the_builtin_pde_gives_the_command_lines_draws(tmp_path):
+@pytest.mark.parametrize("fine_warmup", [False, True])
+def test_mlda_on_the_builtin_pde_gives_the_command_lines_draws(tmp_path, fine_warmup):
+    flags = ["--fine-warmup"] if fine_warmup else []
     cli = _cli_draws(
         tmp_path, "elliptic-pde", ["--mesh", "20", "--method", "mlda", "--levels", "10",
-                                   "--subchains", "3"])
+                                   "--subchains", "3", *flags])
     idata = shmc.sample(
         shmc.model("elliptic-pde", mesh=20), method="mlda", levels=[10], subchains=[3],
-        seed=3, chains=1, tune=100, draws=60, progress=False,
+        fine_warmup=fine_warmup, seed=3, chains=1, tune=100, draws=60, progress=False,
     )
     assert idata.posterior.attrs["method"] == "mlda"
     assert idata.posterior.attrs["approximate"] == 0

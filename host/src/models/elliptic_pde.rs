@@ -11,9 +11,10 @@
 //!
 //! `U(θ) = ‖y − u(θ)‖² / (2 · 0.1²) + ‖θ‖² / (2σ_θ²)`.
 //!
-//! The data are simulated from a seeded draw of `θ` from the prior, solved on a finer 51×51
-//! mesh so that the model that generates the data is not the one that fits them (the "inverse
-//! crime", which makes a posterior look better resolved than it is).
+//! The data are simulated from a seeded draw of `θ` from the prior, solved on a finer mesh
+//! (51×51 for the paper's 30×30, 200×200 for `pde-fine`'s 120×120) so that the model that
+//! generates the data is not the one that fits them (the "inverse crime", which makes a
+//! posterior look better resolved than it is).
 //!
 //! Cost: `U` is one forward solve (assembly, sparse Cholesky, one triangular-solve pair), and
 //! `∇U` one more triangular-solve pair with the same factor, the adjoint: with `K λ = ∂J/∂u`

@@ -167,6 +167,12 @@ impl CsvHeader {
             let levels: Vec<String> = network.chain(levels).collect();
             extra.push(("mlda_levels".into(), list(&levels)));
             extra.push(("mlda_subchains".into(), list(&subchains)));
+            let judge = if settings.fine_warmup {
+                "fine"
+            } else {
+                "coarse"
+            };
+            extra.push(("mlda_warmup_judge".into(), judge.into()));
         }
         if config.method.approximate() {
             extra.push(("inference".into(), approximate_label(method, None)));

@@ -23,6 +23,10 @@ pub struct MldaSettings {
     /// adjoint solve per leapfrog step, so below the meshes the surrogate's steps, nearly free,
     /// leave the coarsest mesh one forward solve per network subchain. `None`: the meshes alone.
     pub network: Option<SurrogateSettings>,
+    /// Whether the exact `U` judges warmup too. `false` (the default): the finest coarse level
+    /// judges warmup, which then costs no exact solve (see the chain's `mlda` kernel for why
+    /// the kept draws stay exact).
+    pub fine_warmup: bool,
 }
 
 impl MldaSettings {
@@ -47,6 +51,7 @@ impl MldaSettings {
             levels,
             subchains,
             network: None,
+            fine_warmup: false,
         }
     }
 
@@ -56,6 +61,7 @@ impl MldaSettings {
             subchains: Self::default_subchains(levels.len(), true),
             levels,
             network: Some(network),
+            fine_warmup: false,
         }
     }
 

@@ -43,7 +43,9 @@ Methods (``method=``), all with the command line's defaults:
   that have them: the built-in ``elliptic-pde`` by name (``shmc.model("elliptic-pde",
   mesh=20)``); a Python or PyMC model has none and is refused. ``levels`` (the coarser
   levels, coarsest first: elements per side, default ``[10, 15]``), ``subchains`` (each
-  level's steps per proposal to the level above, default ``[4, 2]``).
+  level's steps per proposal to the level above, default ``[4, 2]``), ``fine_warmup``
+  (``False``: the finest coarse level judges warmup, which then costs no fine solve; the
+  model itself judges every kept draw either way).
 - ``"sgld"``: APPROXIMATE stochastic-gradient Langevin dynamics on minibatches, for the
   built-in row-sum models (``logistic``); no Metropolis-Hastings step, so the draws are
   biased by the step size (a warning says so, ``attrs["approximate"] = 1``).

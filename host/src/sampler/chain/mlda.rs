@@ -25,6 +25,14 @@
 //! The network level: while a trained surrogate proposes, its `Ũ` is level 0, under the coarse
 //! meshes; the argument above holds for any bottom potential, however poor (only the
 //! acceptances suffer). Until it is fitted, and after a collapse, the meshes run alone.
+//!
+//! Warmup: unless told otherwise, the finest coarse level judges during warmup and the exact
+//! `U` is not evaluated at all. Why: what warmup adapts (the bottom level's step size, the
+//! metric) is the coarse levels', and its draws are thrown away, so a fine solve per warmup
+//! iteration buys nothing but a start in the fine posterior's typical set, which the finest
+//! coarse level's is close to. On the 120×120 PDE a third of MLDA's fine solves were warmup's.
+//! The kept chain is unaffected: from its first draw the exact `U` judges, and an MCMC chain's
+//! limit does not depend on where it starts.
 
 use nalgebra::DVector;
 use rand_pcg::Pcg64;
@@ -32,6 +40,7 @@ use shmc_core::random::uniform;
 use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, Potential, State, Transition};
 
 use super::kernel::{Ctx, Kernel, Outcome};
+use crate::records::Evaluations;
 use crate::{Error, Model, Result};
 use std::sync::Arc;
 
@@ -79,14 +88,24 @@ pub struct Mlda {
     current: Option<Point>,
     /// Whether the proposing surrogate's `Ũ` is the bottom level, below `coarse`.
     network: bool,
+    /// Whether the exact `U` judges warmup too (otherwise the finest coarse level does).
+    fine_warmup: bool,
+    /// How many levels the last transition had, its judge the last: the level whose potential
+    /// the chain's state holds. `None` for a fresh kernel (a chain's start, or a resume).
+    judged: Option<usize>,
 }
 
 impl Mlda {
     /// The kernel proposing from `coarse` (coarsest first), with `subchains[ℓ]` level-`ℓ` steps
     /// per proposal to the level above (one length per coarse level, each at least 1).
     /// With `network`, the proposing surrogate is a level below `coarse`, and `subchains`
-    /// starts with its length.
-    pub fn new(coarse: Vec<Arc<dyn Model>>, subchains: Vec<u32>, network: bool) -> Result<Self> {
+    /// starts with its length. With `fine_warmup`, the exact `U` judges warmup as well.
+    pub fn new(
+        coarse: Vec<Arc<dyn Model>>,
+        subchains: Vec<u32>,
+        network: bool,
+        fine_warmup: bool,
+    ) -> Result<Self> {
         let below = coarse.len() + usize::from(network);
         if coarse.is_empty() || subchains.len() != below || subchains.contains(&0) {
             return Err(Error::setting(
@@ -102,6 +121,8 @@ impl Mlda {
             scratch: Vec::new(),
             current: None,
             network,
+            fine_warmup,
+            judged: None,
         })
     }
 
@@ -197,6 +218,10 @@ impl Walk<'_> {
             self.tally.bottom.1 += t.accept_prob;
             self.tally.steps = self.tally.steps.saturating_add(t.steps);
             self.tally.divergent |= t.divergent;
+            if self.levels.len() == 1 {
+                // Warmup over one mesh: its own HMC step is the judgement.
+                self.tally.top = Some((t.accepted, t.accept_prob, -t.energy_error));
+            }
             return;
         }
         let (below, rest) = scratch.split_at_mut(level - 1);
@@ -232,11 +257,11 @@ impl Walk<'_> {
 
 impl Kernel for Mlda {
     /// Runs on the chain's Euclidean step size, trajectory lengths and metric at the bottom
-    /// level, whose acceptance the step size adapts to; the exact `U` judges at the top. The
-    /// bottom level's gradients count as surrogate gradients, each judgement of the exact `U`
-    /// as an exact value; the coarse levels' own work is the model's ([`Model::work`]). With
-    /// the network level, the proposing surrogate's `Ũ` is the bottom, and `Ũ` at the state is
-    /// kept current for the chain.
+    /// level, whose acceptance the step size adapts to; the exact `U` judges at the top (in
+    /// warmup, the finest coarse level, unless `fine_warmup`). The bottom level's gradients
+    /// count as surrogate gradients, each judgement of the exact `U` as an exact value; the
+    /// coarse levels' own work is the model's ([`Model::work`]). With the network level, the
+    /// proposing surrogate's `Ũ` is the bottom, and `Ũ` at the state is kept current.
     fn transition(&mut self, ctx: Ctx<'_>) -> Result<Outcome> {
         let network = ctx
             .proposer
@@ -246,24 +271,21 @@ impl Kernel for Mlda {
         let mut levels: Vec<&dyn Potential> = network.into_iter().collect();
         levels.extend(coarse.iter().map(|m| m.as_ref() as &dyn Potential));
         levels.push(ctx.exact);
+        let fine_judges = !ctx.warmup || self.fine_warmup;
+        levels.truncate(levels.len() - usize::from(!fine_judges));
         // Without the network's subchain while it does not propose: the meshes keep theirs.
         let subchains = std::mem::take(&mut self.subchains);
         let skip = usize::from(self.network && network.is_none());
-        let out = self.step(
-            ctx.state,
-            &levels,
-            &subchains[skip..],
-            ctx.hmc,
-            ctx.metric,
-            ctx.rng,
-        );
+        let below = &subchains[skip..skip + levels.len() - 1];
+        self.rejudge(ctx.state, &levels, fine_judges, ctx.counts);
+        let out = self.step(ctx.state, &levels, below, ctx.hmc, ctx.metric, ctx.rng);
         drop(levels);
         (self.coarse, self.subchains) = (coarse, subchains);
         let (transition, tally, bottom) = out?;
         if network.is_some() {
             *ctx.proposal_value = bottom;
         }
-        let judged_exactly = tally.top.is_some();
+        let judged_exactly = fine_judges && tally.top.is_some();
         ctx.counts.record(&transition, true, judged_exactly);
         let stat = tally.bottom.1 / f64::from(tally.bottom.0.max(1));
         Ok(Outcome {
@@ -271,6 +293,35 @@ impl Kernel for Mlda {
             stat,
             depth: 0,
         })
+    }
+}
+
+impl Mlda {
+    /// Makes the state's potential its judge's, `levels`' last, when the judge changed: at
+    /// the end of a coarse-judged warmup (one exact `U`, counted), at a chain's start, or on a
+    /// resume (the checkpoint at the end of warmup holds the coarse judge's value). Costs one
+    /// evaluation per chain and phase; never consumes the random stream, so a resumed chain
+    /// goes on as an uninterrupted one does.
+    fn rejudge(
+        &mut self,
+        state: &mut State<Dyn>,
+        levels: &[&dyn Potential],
+        fine_judges: bool,
+        counts: &mut Evaluations,
+    ) {
+        let stale = match self.judged {
+            Some(n) => n != levels.len(),
+            // A fresh kernel's state holds the exact `U`, except one resumed from the
+            // checkpoint a coarse-judged warmup ended with.
+            None => !fine_judges || !self.fine_warmup,
+        };
+        self.judged = Some(levels.len());
+        if !stale {
+            return;
+        }
+        state.potential = levels[levels.len() - 1].value(state.position.as_slice());
+        counts.exact_values += u64::from(fine_judges);
+        self.current = None;
     }
 }
 

@@ -45,6 +45,7 @@ impl<'b> Kernels<'b> {
                 settings.coarse_levels(model, config.memory_limit)?,
                 settings.subchains.clone(),
                 settings.network.is_some(),
+                settings.fine_warmup,
             )?),
             _ => Box::new(Leapfrog),
         };

@@ -35,6 +35,8 @@ fn run(
         scratch: Vec::new(),
         current: None,
         network: false,
+        fine_warmup: false,
+        judged: None,
     };
     (0..n)
         .map(|_| {
@@ -134,15 +136,15 @@ fn mlda_is_exact_on_the_banana_with_biased_coarse_levels() {
 #[test]
 fn subchain_lengths_are_checked() {
     let coarse: Vec<Arc<dyn Model>> = vec![Arc::new(CorrelatedGaussian::journal())];
-    assert!(Mlda::new(coarse.clone(), vec![3], false).is_ok());
-    assert!(Mlda::new(coarse.clone(), vec![3, 2], true).is_ok());
+    assert!(Mlda::new(coarse.clone(), vec![3], false, false).is_ok());
+    assert!(Mlda::new(coarse.clone(), vec![3, 2], true, false).is_ok());
     for (bad, network) in [
         (vec![], false),
         (vec![0], false),
         (vec![3, 2], false),
         (vec![3], true),
     ] {
-        let message = Mlda::new(coarse.clone(), bad, network)
+        let message = Mlda::new(coarse.clone(), bad, network, false)
             .err()
             .unwrap()
             .to_string();
@@ -245,4 +247,49 @@ fn mlda_with_a_network_level_is_exact_on_the_banana() {
         1,
         (0.25, 8),
     );
+}
+
+/// The state's potential follows its judge: a coarse-judged warmup step puts the finest coarse
+/// level's `U` in it (no exact evaluation counted), the first exact-judged step the model's
+/// own (one counted), and a step with the same judge evaluates nothing. A fresh kernel in
+/// sampling re-evaluates the exact `U` unless the exact `U` judged warmup too (a resumed
+/// chain's checkpoint from the end of a coarse-judged warmup holds the coarse value).
+#[test]
+fn the_state_holds_its_judges_potential_across_the_end_of_warmup() {
+    let exact = CorrelatedGaussian::journal();
+    let d = CorrelatedGaussian::JOURNAL_DIM;
+    let coarse = Shifted {
+        inner: &exact,
+        shift: vec![0.1; d],
+    };
+    let levels: [&dyn Potential; 2] = [&coarse, &exact];
+    let q = vec![0.3; d];
+    let mut state = State::new(DVector::from_column_slice(&q), &Exact(&exact)).unwrap();
+    let kernel = |fine_warmup| Mlda {
+        coarse: Vec::new(),
+        subchains: vec![1],
+        scratch: Vec::new(),
+        current: None,
+        network: false,
+        fine_warmup,
+        judged: None,
+    };
+    let mut counts = Evaluations::default();
+    let mut mlda = kernel(false);
+    mlda.rejudge(&mut state, &levels[..1], false, &mut counts);
+    assert_eq!(
+        (state.potential, counts.exact_values),
+        (coarse.value(&q), 0)
+    );
+    mlda.rejudge(&mut state, &levels, true, &mut counts);
+    assert_eq!((state.potential, counts.exact_values), (exact.value(&q), 1));
+    mlda.rejudge(&mut state, &levels, true, &mut counts);
+    assert_eq!(counts.exact_values, 1);
+
+    state.potential = coarse.value(&q);
+    kernel(false).rejudge(&mut state, &levels, true, &mut counts);
+    assert_eq!((state.potential, counts.exact_values), (exact.value(&q), 2));
+    let kept = state.potential;
+    kernel(true).rejudge(&mut state, &levels, true, &mut counts);
+    assert_eq!((state.potential, counts.exact_values), (kept, 2));
 }
