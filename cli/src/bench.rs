@@ -93,8 +93,10 @@ pub struct BenchArgs {
     /// all-in (4 chains in lockstep on a network trained on the Laplace approximation, with
     /// NUTS's trees on it, each draw judged by delayed acceptance against the exact U, or on the
     /// PDE the trajectory lengths its curvature picks; adapted step size; timed from the MAP
-    /// search to the last draw, as nutpie's figure is), transitions (the same run with 3
-    /// surrogate transitions between exact judgements) and nuts (nutpie's NUTS on the same
+    /// search to the last draw, as nutpie's figure is), transitions (the same run with
+    /// surrogate transitions between exact judgements: on pde and pde-fine `auto`, which picks
+    /// the sampling k per chain at the end of warmup and prints it, in the JSON as
+    /// transitions_k "W:S"; elsewhere 3) and nuts (nutpie's NUTS on the same
     /// kernel, 4 chains, timed likewise). Default: all of them, all-in and nuts on lr-sim and pde
     /// only. Speed-ups need the hmc row. sbc: run only these methods: hmc, nuts, rns-hmc,
     /// rns-hmc-auto (trajectory lengths from the network's curvature), rns-hmc-nuts (NUTS's trees

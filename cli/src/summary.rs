@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use shmc::Result;
-use shmc::output::{format_summary, read_stan_csv};
+use shmc::output::{StanCsv, format_summary, read_stan_csv};
 use shmc::report::{Chains, one_run};
 
 pub(crate) mod shards;
@@ -33,6 +33,16 @@ fn csv_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
+/// The surrogate transitions `auto` chose, one `W:S` per file in file order (what reruns each
+/// chain's draws), if the files name them.
+fn transitions_line(csvs: &[StanCsv]) -> Option<String> {
+    let chosen: Vec<&str> = csvs
+        .iter()
+        .filter_map(|c| c.transitions.as_deref())
+        .collect();
+    (!chosen.is_empty()).then(|| format!("surrogate transitions (auto): {}", chosen.join(", ")))
+}
+
 /// Runs `shmc summary`. Files that are not one run with the first (another model, data file
 /// or columns, or the same file again: see [`one_run`]) are refused, one `error:` line each,
 /// before anything is summarized.
@@ -49,6 +59,7 @@ pub fn run(args: &SummaryArgs) -> Result<i32> {
         return Ok(1);
     }
     let approximate = csvs.iter().find_map(|c| c.approximate.clone());
+    let transitions = transitions_line(&csvs);
     let interrupted = csvs.iter().any(|c| c.interrupted);
     let unfinished: Vec<PathBuf> = csvs
         .iter()
@@ -63,6 +74,9 @@ pub fn run(args: &SummaryArgs) -> Result<i32> {
     }
     if let Some(label) = approximate {
         println!("{label}");
+    }
+    if let Some(line) = transitions {
+        println!("{line}");
     }
     print!("{}", format_summary(&chains.summary(), &chains.totals()));
     if interrupted {

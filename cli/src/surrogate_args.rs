@@ -7,7 +7,7 @@ use shmc::core::{Activation, Nodes};
 
 use super::gp_args::GpArgs;
 use super::options;
-use shmc::sampler::{SurrogateSettings, TrainFrom, VhmcSettings};
+use shmc::sampler::{SurrogateSettings, TrainFrom, Transitions, VhmcSettings};
 use shmc::surrogates::FitMethod;
 use shmc::surrogates::grids::{AdaptiveOptions, GridFitter, GridKind, Interpolation};
 use shmc::surrogates::kinds::SurrogateKind;
@@ -106,10 +106,16 @@ pub struct SurrogateArgs {
     /// own MH step on the surrogate's U, between two exact judgements; the end point is then
     /// accepted against the exact U (delayed acceptance), so the draws target the exact
     /// posterior for every K. One exact U per iteration however far the K transitions move:
-    /// for expensive models with a good surrogate. Without it, one surrogate trajectory is
-    /// judged at its end (the papers). rns-hmc and arns-hmc, with K or auto step factors.
-    #[arg(long, value_name = "K")]
-    pub surrogate_transitions: Option<u32>,
+    /// for expensive models with a good surrogate. W:S runs W in warmup and S for the kept
+    /// draws. auto runs 1 in warmup and, when warmup ends, fixes S for every kept draw from
+    /// what the chain measured there: S = min(t_U / t_tr, -1 / ln a) rounded, within 1..20
+    /// (t_U: seconds per exact judgement, t_tr: per surrogate transition, a: the judgements'
+    /// acceptance); each chain's W:S is written to its CSV and rerunning with it makes the same
+    /// draws. auto needs the surrogate to propose in warmup (--exact-warmup, --train-from
+    /// laplace or --surrogate). Without it, one surrogate trajectory is judged at its end (the
+    /// papers). rns-hmc and arns-hmc, with K or auto step factors.
+    #[arg(long, value_name = "K|W:S|auto")]
+    pub surrogate_transitions: Option<String>,
     /// VHMC: the network's weight in the blended potential is mu_t = 1 - exp(-t/TAU) at warmup
     /// iteration t (the Laplace approximation has the rest).
     #[arg(long, default_value_t = 200.0, allow_negative_numbers = true)]
@@ -319,7 +325,11 @@ impl SurrogateArgs {
             start_error: self.start_error,
             adapt_rate: self.adapt_rate,
             trajectory: options::surrogate_steps(&self.surrogate_steps_factor)?,
-            transitions: self.surrogate_transitions,
+            transitions: self
+                .surrogate_transitions
+                .as_deref()
+                .map(Transitions::parse)
+                .transpose()?,
             surrogate_file: self.surrogate.clone(),
             approximate_acceptance: self.approximate_acceptance,
         })

@@ -21,9 +21,14 @@ fn run_args<'a>(method: &'a str, warmup: &'a str, dir: &'a Path) -> Vec<&'a str>
         warmup, "--draws", "60000", "--seed", "7", "--quiet", "--method",
     ];
     // `rns-hmc-nuts`: RNS-HMC with NUTS's trees on its network.
-    match method.strip_suffix("-nuts") {
-        Some(method) => args.extend([method, "--surrogate-steps-factor", "nuts"]),
-        None => args.push(method),
+    // `rns-hmc-1:3`: RNS-HMC with 1 surrogate transition per judgement in warmup, 3 after.
+    match (method.strip_suffix("-nuts"), method.strip_suffix("-1:3")) {
+        (Some(method), _) => args.extend([method, "--surrogate-steps-factor", "nuts"]),
+        (_, Some(method)) => args.extend([method, "--exact-warmup", "150"]),
+        _ => args.push(method),
+    }
+    if method.ends_with("-1:3") {
+        args.extend(["--surrogate-transitions", "1:3"]);
     }
     if method != "hmc" {
         args.extend(["--hidden", "60"]);
@@ -141,10 +146,11 @@ fn resumed_equals_uninterrupted(
 
 /// SIGKILL mid-sampling, after at least one checkpoint of each chain: the rows after the
 /// checkpoint are dropped and made again, identically (also with NUTS's trees on the
-/// surrogate, whose kernel keeps nothing between draws but the state and the random stream).
+/// surrogate, whose kernel keeps nothing between draws but the state and the random stream, and
+/// with `W:S` surrogate transitions, whose resumed kernel must go on with `S`, not `W`).
 #[test]
 fn a_killed_run_resumes_to_the_rows_of_an_uninterrupted_one() {
-    for method in ["hmc", "rns-hmc", "rns-hmc-nuts"] {
+    for method in ["hmc", "rns-hmc", "rns-hmc-nuts", "rns-hmc-1:3"] {
         let stdout = resumed_equals_uninterrupted(
             method,
             "300",

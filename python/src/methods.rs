@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use shmc::core::{Activation, Nodes, Steps};
 use shmc::sampler::{
     Method, MldaSettings, NutsSettings, RmhmcSettings, SgldSettings, StepSize, SurrogateSettings,
-    SurrogateSteps, TrainFrom, VhmcSettings,
+    SurrogateSteps, TrainFrom, Transitions, VhmcSettings,
 };
 use shmc::surrogates::grids::{Domain, DomainChoice, GridFitter, GridKind, Interpolation};
 use shmc::surrogates::network::{Inputs, NetworkFitter, Scale, TrainOptions};
@@ -166,7 +166,12 @@ fn surrogate(opts: &mut Options, seed: u64, memory_limit: u64) -> PyResult<Surro
         start_error: opts.take("start_error")?.unwrap_or(defaults.start_error),
         adapt_rate: opts.take("adapt_rate")?.unwrap_or(defaults.adapt_rate),
         trajectory: surrogate_steps(opts.text("surrogate_steps_factor")?)?,
-        transitions: opts.take("surrogate_transitions")?,
+        transitions: opts
+            .text("surrogate_transitions")?
+            .as_deref()
+            .map(Transitions::parse)
+            .transpose()
+            .map_err(crate::errors::to_python)?,
         surrogate_file: opts.take("surrogate")?,
         approximate_acceptance: opts.flag("approximate_acceptance")?,
     })

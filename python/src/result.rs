@@ -94,6 +94,9 @@ fn chain<'py>(py: Python<'py>, c: &ChainResult) -> PyResult<Bound<'py, PyDict>> 
         evaluations(py, &c.sampling_evaluations)?,
     )?;
     out.set_item("interrupted", c.interrupted)?;
+    if let Some(chosen) = &c.transitions {
+        out.set_item("surrogate_transitions", chosen.setting())?;
+    }
     if let Some(s) = &c.surrogate {
         let surrogate = PyDict::new(py);
         surrogate.set_item("training_states", s.training_states)?;

@@ -38,7 +38,8 @@ use shmc::optimize::{MapOptions, find_map};
 use shmc::output::{format_kernel_work, trajectories_line};
 use shmc::sampler::{
     DrawSink, Init, KernelWork, MassMatrix, Method, MldaSettings, NullSink, RmhmcSettings, Run,
-    SampleConfig, StepSize, SurrogateReport, SurrogateSettings, SurrogateSteps, sample,
+    SampleConfig, StepSize, SurrogateReport, SurrogateSettings, SurrogateSteps, Transitions,
+    sample,
 };
 use shmc::surrogates::FitMethod;
 use shmc::surrogates::gp::{Approximation, GpFitter, GpOptions};
@@ -145,9 +146,10 @@ const WALL_TIME_KEYS: [&str; 3] = ["all-in", "transitions", "nuts"];
 /// exact burn-in or RMHMC's metric at tens of milliseconds a solve and say nothing new.
 const PDE_FINE_KEYS: [&str; 6] = ["hmc", "mlda", "mlda-net", "all-in", "transitions", "nuts"];
 
-/// Surrogate transitions between two exact judgements in the `transitions` row: 3, the
-/// value `bench sbc` checks; the best k depends on the surrogate's quality (stop 42: logistic
-/// 10, the 30×30 PDE 1), so this is a setting, not a tuned optimum.
+/// Surrogate transitions between two exact judgements in the `transitions` row off the PDEs: 3,
+/// the value `bench sbc` checks; the best k depends on the surrogate's quality (stop 42:
+/// logistic 10, the 30×30 PDE 1), so this is a setting, not a tuned optimum (the PDEs' rows
+/// choose it with `auto`).
 const TRANSITIONS: u32 = 3;
 
 /// pde-fine's run lengths, the same for every row: 500 burn-in (or warmup) and 1000 kept draws
@@ -427,6 +429,23 @@ pub struct BenchRow {
     pub solves_per_ess_bulk: Vec<(String, f64)>,
     /// For the RMHMC rows: their sampling's generalized-leapfrog work and failures.
     pub rmhmc: Option<KernelWork>,
+    /// For the surrogate-transitions rows: the `W:S` the chains ran (what `auto` chose), one
+    /// when they agree, else one per chain; rerunning with it makes the same draws.
+    pub transitions_k: Option<String>,
+}
+
+/// The `W:S` the run's chains ran ([`BenchRow::transitions_k`]), if they ran surrogate
+/// transitions.
+fn transitions_k(run: &Run) -> Option<String> {
+    let mut chosen: Vec<String> = run
+        .chains
+        .iter()
+        .filter_map(|c| c.transitions.map(|t| t.setting()))
+        .collect();
+    if chosen.windows(2).all(|w| w[0] == w[1]) {
+        chosen.truncate(1);
+    }
+    (!chosen.is_empty()).then(|| chosen.join(","))
 }
 
 /// The growth of each work counter between two readings of [`Model::work`].
@@ -564,6 +583,7 @@ fn row(
         solves_per_ess_tail: Vec::new(),
         solves_per_ess_bulk: Vec::new(),
         rmhmc: run.chains[0].riemannian.map(|r| r.sampling),
+        transitions_k: transitions_k(run),
     }
 }
 
@@ -586,7 +606,7 @@ fn all_in_row(
     model: &dyn Model,
     settings: &BenchSettings,
     (quick, exact_u): (bool, f64),
-    (key, label, transitions): (&str, &str, Option<u32>),
+    (key, label, transitions): (&str, &str, Option<Transitions>),
     log: &dyn Fn(&str),
 ) -> Result<BenchRow> {
     let chains = 4;
@@ -631,7 +651,7 @@ fn all_in_row(
     for c in &run.chains {
         log(&format!(
             "  chain {}: MAP and Hessian {map_seconds:.2} s, training {training:.2} s, warmup \
-             {:.2} s, draws {:.2} s, step size {:.4}, trajectories: {}",
+             {:.2} s, draws {:.2} s, step size {:.4}, trajectories: {}{}",
             c.chain,
             c.warmup_seconds,
             c.sampling_seconds,
@@ -639,7 +659,10 @@ fn all_in_row(
             c.surrogate
                 .as_ref()
                 .and_then(|r| trajectories_line(r, &c.sampling_evaluations))
-                .unwrap_or_else(|| "the exact phase's steps".into())
+                .unwrap_or_else(|| "the exact phase's steps".into()),
+            c.transitions
+                .map(|t| format!(", surrogate transitions {}", t.describe()))
+                .unwrap_or_default()
         ));
     }
     let work = work_since(&work_before, &model.work());
@@ -724,7 +747,7 @@ pub fn run_experiment(
     }
     set_speedups(&mut rows);
     // Their speed-ups stay NaN: four chains against the papers' one are not comparable.
-    for (key, label, transitions) in surrogate_wall_rows() {
+    for (key, label, transitions) in surrogate_wall_rows(experiment) {
         if !settings.methods.iter().any(|m| m == key) {
             continue;
         }
@@ -767,15 +790,25 @@ pub fn run_experiment(
 }
 
 /// The surrogate rows run as the all-in run is (4 chains, Laplace-trained, wall time), one line
-/// per row: (key, label, surrogate transitions between exact judgements).
-fn surrogate_wall_rows() -> [(&'static str, &'static str, Option<u32>); 2] {
+/// per row: (key, label, surrogate transitions between exact judgements). On the PDEs the
+/// transitions row runs `auto` (its chosen `W:S` is in the row's `transitions_k`); elsewhere 3.
+fn surrogate_wall_rows(
+    experiment: Experiment,
+) -> [(&'static str, &'static str, Option<Transitions>); 2] {
+    let (label, transitions) = if experiment.is_pde() {
+        (
+            "RNS-HMC, auto surrogate transitions (4 chains)",
+            Transitions::Auto,
+        )
+    } else {
+        (
+            "RNS-HMC, 3 surrogate transitions (4 chains)",
+            Transitions::fixed(TRANSITIONS),
+        )
+    };
     [
         ("all-in", "RNS-HMC all-in (4 chains)", None),
-        (
-            "transitions",
-            "RNS-HMC, 3 surrogate transitions (4 chains)",
-            Some(TRANSITIONS),
-        ),
+        ("transitions", label, Some(transitions)),
     ]
 }
 
@@ -1278,6 +1311,7 @@ fn nuts_row(
         solves_per_ess_tail: Vec::new(),
         solves_per_ess_bulk: Vec::new(),
         rmhmc: None,
+        transitions_k: None,
     };
     row.set_work_per_ess(&work);
     Ok((row, trace))

@@ -23,7 +23,7 @@ use shmc::models::{self, CATALOGUE, ModelSpec, build};
 use shmc::output::approximate_label;
 use shmc::sampler::{
     Method, MldaSettings, NutsSettings, RmhmcSettings, SampleConfig, SurrogateSettings,
-    SurrogateSteps, VhmcSettings,
+    SurrogateSteps, Transitions, VhmcSettings,
 };
 use shmc::sbc::{self, Part, SbcRun, SbcSettings};
 use shmc::surrogates::FitMethod;
@@ -317,7 +317,7 @@ impl Sized {
                 ..self.surrogate(FitMethod::Score, seed)
             }),
             "rns-hmc-transitions" => Method::RnsHmc(SurrogateSettings {
-                transitions: Some(3),
+                transitions: Some(Transitions::fixed(3)),
                 ..self.surrogate(FitMethod::Score, seed)
             }),
             "gp-hmc" => self.gp(None, seed),

@@ -16,6 +16,7 @@ use shmc_core::Steps;
 
 use super::footer::{evaluations_line, learning_line, trajectories_line};
 use super::resume;
+use crate::sampler::transitions::Chosen;
 use crate::sampler::{
     ChainResult, Checkpoint, DrawSink, InverseMetric, MassMatrix, Method, Resumed, SAMPLER_COLUMNS,
     SampleConfig, StepSize,
@@ -369,7 +370,14 @@ fn header_text(h: &CsvHeader, path: &Path) -> String {
     s
 }
 
+/// The comment that names the surrogate transitions `auto` chose, before the adaptation's.
+const TRANSITIONS_COMMENT: &str = "Surrogate transitions = ";
+
 impl DrawSink for CsvSink {
+    fn transitions_chosen(&mut self, chosen: &Chosen) -> Result<()> {
+        self.write(&format!("# {TRANSITIONS_COMMENT}{}\n", chosen.describe()))
+    }
+
     fn adaptation(&mut self, step_size: f64, inverse_metric: &InverseMetric) -> Result<()> {
         let row = |values: &mut dyn Iterator<Item = f64>| {
             let cells: Vec<String> = values.map(format_number).collect();
@@ -557,6 +565,9 @@ pub struct StanCsv {
     /// The `# shmc …` lines after the draws, without `# shmc ` (what the chain's phases cost,
     /// and a surrogate's training): [`ChainFooter::parse`](super::ChainFooter::parse) reads them.
     pub shmc: Vec<String>,
+    /// The surrogate transitions `auto` chose, `W:S` (what reruns the draws), if the file
+    /// names them.
+    pub transitions: Option<String>,
     /// The data file the header names (`file` under `data`), if any: the `file` key alone is
     /// ambiguous, since the output file is one too.
     pub data_file: Option<String>,
@@ -607,6 +618,7 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
     let mut interrupted = false;
     let mut complete = false;
     let mut approximate = None;
+    let mut transitions = None;
     let mut shmc = Vec::new();
     let mut rows = 0usize;
     for (index, line) in input.lines().enumerate() {
@@ -628,6 +640,13 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
                 .strip_prefix("inference = ")
             {
                 approximate = Some(label.to_string());
+            }
+            if let Some(rest) = text
+                .trim_start_matches('#')
+                .trim()
+                .strip_prefix(TRANSITIONS_COMMENT)
+            {
+                transitions = rest.split_whitespace().next().map(str::to_string);
             }
             if names.is_some()
                 && let Some(line) = text.strip_prefix("# shmc ")
@@ -683,6 +702,7 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
         interrupted,
         complete,
         approximate,
+        transitions,
         settings: config.settings,
         shmc,
         data_file: config.data_file,

@@ -12,6 +12,7 @@ use shmc_core::Steps;
 use super::multilevel::MldaSettings;
 use super::surrogate_settings::SurrogateSettings;
 use super::trajectory::SurrogateSteps;
+use super::transitions::Transitions;
 use crate::riemannian::GeneralizedLeapfrog;
 use crate::surrogates::grids::GridKind;
 use crate::surrogates::network::{NetworkFitter, TrainOptions};
@@ -552,11 +553,14 @@ fn check_network_level(network: Option<&SurrogateSettings>) -> Result<()> {
 
 /// Surrogate transitions run HMC on the surrogate with the exact `U` judging: at least one per
 /// judgement, and with neither NUTS trees, RNS-RMHMC's generalized leapfrog nor an approximate
-/// rule.
+/// rule. `auto` measures the surrogate's transitions in warmup, so rns-hmc's surrogate must
+/// propose then (arns-hmc's starts when its fit is good: until then `auto` keeps warmup's `k`).
 fn check_transitions(method: &Method, s: &SurrogateSettings) -> Result<()> {
     let why = match s.transitions {
         None => return Ok(()),
-        Some(0) => "must be at least 1",
+        Some(Transitions::Fixed { warmup, sampling }) if warmup == 0 || sampling == 0 => {
+            "must be at least 1"
+        }
         Some(_) if s.trajectory == SurrogateSteps::Nuts => {
             "runs HMC transitions on the surrogate, not NUTS trees"
         }
@@ -565,6 +569,16 @@ fn check_transitions(method: &Method, s: &SurrogateSettings) -> Result<()> {
         }
         Some(_) if s.approximate_acceptance => {
             "needs the exact MH step, which an approximate acceptance rule leaves out"
+        }
+        Some(Transitions::Auto)
+            if matches!(method, Method::RnsHmc(_))
+                && s.exact_warmup.is_none()
+                && s.surrogate_file.is_none()
+                && !s.before_sampling() =>
+        {
+            "auto measures the surrogate's transitions during warmup, and this surrogate is \
+             fitted only when warmup ends: let it propose in warmup (exact_warmup, train_from \
+             laplace, or a saved surrogate) or give K"
         }
         Some(_) => return Ok(()),
     };

@@ -27,6 +27,7 @@ mod sgld;
 mod surrogate_settings;
 mod target_ess;
 pub mod trajectory;
+pub mod transitions;
 mod variational;
 pub mod warmup;
 mod whitened;
@@ -48,6 +49,7 @@ pub use proposer::{Precompute, SurrogateReport};
 pub use surrogate_settings::{SurrogateSettings, TrainFrom};
 pub use target_ess::{EssCheck, check_ess};
 pub use trajectory::SurrogateSteps;
+pub use transitions::Transitions;
 pub use variational::PILOT_STATES;
 
 use crate::diagnostics::{ParameterSummary, summarize};
@@ -80,6 +82,11 @@ pub enum InverseMetric {
 pub trait DrawSink: Send {
     /// The adaptation's result, once warmup ends.
     fn adaptation(&mut self, step_size: f64, inverse_metric: &InverseMetric) -> Result<()>;
+    /// The surrogate transitions `auto` chose at the end of warmup (before the adaptation's
+    /// result), so that the run's files say which `W:S` reruns its draws.
+    fn transitions_chosen(&mut self, _chosen: &transitions::Chosen) -> Result<()> {
+        Ok(())
+    }
     /// One row: the sampler columns then the parameters.
     fn draw(&mut self, row: &[f64]) -> Result<()>;
     /// The end of the chain: its timing, costs, and whether it was interrupted.
@@ -187,6 +194,8 @@ pub struct ChainResult {
     pub interrupted: bool,
     /// Each phase's iterations and time, in the order they ran.
     pub phases: Vec<PhaseReport>,
+    /// The surrogate transitions it ran, warmup's and sampling's, for a method that runs them.
+    pub transitions: Option<transitions::Chosen>,
 }
 
 impl ChainResult {
@@ -211,6 +220,7 @@ impl ChainResult {
             riemannian: None,
             interrupted: false,
             phases: Vec::new(),
+            transitions: None,
         }
     }
 

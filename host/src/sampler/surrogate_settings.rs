@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use super::trajectory::SurrogateSteps;
+use super::transitions::Transitions;
 use crate::surrogates::kinds::SurrogateKind;
 use crate::surrogates::network::{NetworkFitter, TrainOptions};
 use crate::surrogates::{FitMethod, Fitter};
@@ -65,9 +66,10 @@ pub struct SurrogateSettings {
     pub trajectory: SurrogateSteps,
     /// Surrogate transitions: this many HMC transitions on the surrogate alone (each with its
     /// own MH step on `Ũ`) between two exact judgements, instead of one surrogate trajectory
-    /// judged at its end (see the chain's `surrogate_transitions` kernel). `None`: one judged
+    /// judged at its end (see the chain's `surrogate_transitions` kernel): the same `k`
+    /// throughout, a warmup and a sampling `k`, or `auto` ([`Transitions`]). `None`: one judged
     /// trajectory, as the papers do.
-    pub transitions: Option<u32>,
+    pub transitions: Option<Transitions>,
     /// A saved surrogate to use instead of training one (`shmc train --save`).
     pub surrogate_file: Option<PathBuf>,
     /// The grids' "complete" variant: the MH step also uses the grid's `Û` (inside its box), so

@@ -174,6 +174,9 @@ impl DrawSink for DenseAdaptation {
         };
         self.sink.adaptation(step_size, &dense)
     }
+    fn transitions_chosen(&mut self, chosen: &super::transitions::Chosen) -> Result<()> {
+        self.sink.transitions_chosen(chosen)
+    }
     fn draw(&mut self, row: &[f64]) -> Result<()> {
         self.sink.draw(row)
     }

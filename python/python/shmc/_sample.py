@@ -24,7 +24,8 @@ Methods (``method=``), all with the command line's defaults:
   (300 units, ``train_states`` = 200 Laplace draws) before the chains start and proposes
   from the first iteration: the fastest to a usable posterior for near-Gaussian ones.
   ``exact_warmup=N`` fits after N exact iterations; ``surrogate_steps_factor`` (1, ``"auto"``,
-  ``"nuts"``), ``surrogate_transitions``, ``fit`` (``"potential"``/``"score"``), ``ridge``,
+  ``"nuts"``), ``surrogate_transitions`` (K, ``"W:S"`` or ``"auto"``: the chosen W:S per chain
+  in ``attrs["surrogate_transitions"]``), ``fit`` (``"potential"``/``"score"``), ``ridge``,
   ``activation``, ``surrogate_scale``, ``inputs``, ``train_after``, ``cubic``.
 - ``"arns-hmc"``: the network updated online through warmup (``start_after`` 300,
   ``start_error`` 0.1, ``adapt_rate`` 0.5).
@@ -139,6 +140,10 @@ def sample(
         else int(result["target_ess_reached"]),
         "report": result["report"],
         "output_dir": None if output_dir is None else os.fspath(output_dir),
+        # The resolved W:S of each chain (what auto chose): rerunning with it makes the same draws.
+        "surrogate_transitions": None
+        if not any("surrogate_transitions" in c for c in result["chains"])
+        else ",".join(c.get("surrogate_transitions", "") for c in result["chains"]),
     }
     if result["approximate"]:
         warnings.warn(

@@ -25,6 +25,7 @@ use shmc_core::{Potential, Steps};
 use super::learning::Recorder;
 use super::work::RiemannianReport;
 use crate::sampler::proposer::{Collapse, SurrogateReport};
+use crate::sampler::transitions::Chosen;
 use crate::sampler::{Evaluations, PhaseReport};
 use crate::surrogates::{Surrogate, exact_floats};
 
@@ -171,6 +172,11 @@ pub struct Checkpoint {
     /// The states the surrogate had learned from (fixed after warmup), for a surrogate method.
     #[serde(default)]
     pub learned: Option<usize>,
+    /// The surrogate transitions fixed when warmup ended (`auto`'s choice among them), so that
+    /// a resumed chain goes on with the same kernel (absent from checkpoints written before
+    /// shmc had `W:S` or `auto`: their chains ran one `k` throughout, which the settings give).
+    #[serde(default)]
+    pub transitions: Option<Chosen>,
 }
 
 impl Checkpoint {
@@ -204,6 +210,15 @@ impl Checkpoint {
             .or_else(|| entry("inv_mass", &self.inv_mass, positive))
             .or_else(|| scalar("riemannian.step_size", riemannian, positive))
             .or_else(|| steps_problem(self.steps))
+            .or_else(|| {
+                let zero = self
+                    .transitions
+                    .filter(|c| c.warmup == 0 || c.sampling == 0)?;
+                Some(format!(
+                    "transitions: {} has a k of 0 (each is at least 1)",
+                    zero.setting()
+                ))
+            })
     }
 
     /// Whether `model`'s `U` at the saved position is the saved one (the state was saved, not

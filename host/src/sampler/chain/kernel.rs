@@ -13,6 +13,7 @@ use super::work::RiemannianReport;
 use crate::Result;
 use crate::records::Evaluations;
 use crate::sampler::proposer::Proposer;
+use crate::sampler::transitions::Chosen;
 
 /// What a kernel's transition works on: the chain's state and random stream, the potentials,
 /// and the Euclidean step size, trajectory length and metric that HMC's adaptation tunes (a
@@ -71,4 +72,13 @@ pub(super) trait Kernel {
 
     /// Goes on from a resumed chain's saved RMHMC report.
     fn restore(&mut self, _report: RiemannianReport) {}
+
+    /// Fixes what the kernel runs for every kept draw, once, when warmup ends; what it fixed,
+    /// for a kernel whose warmup and sampling differ (surrogate transitions' `W:S`).
+    fn end_warmup(&mut self) -> Option<Chosen> {
+        None
+    }
+
+    /// Goes on sampling with what a resumed chain's [`Self::end_warmup`] fixed.
+    fn restore_sampling(&mut self, _chosen: Chosen) {}
 }

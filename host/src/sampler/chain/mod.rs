@@ -354,6 +354,11 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         if self.done < self.config.warmup {
             return Ok(()); // interrupted: there is no adaptation to report
         }
+        // After the last adaptation: the kernel is fixed from here on for every kept draw.
+        self.result.transitions = self.kernels.end_warmup();
+        if let Some(chosen) = self.result.transitions.filter(|c| c.measured.is_some()) {
+            self.outlets.sink.transitions_chosen(&chosen)?;
+        }
         self.outlets.sink.adaptation(
             self.step_size(),
             &InverseMetric::Diagonal(self.metric.inv_mass().to_vec()),
@@ -455,6 +460,14 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
         if let Some(report) = c.riemannian {
             self.kernels.restore(report);
         }
+        // A checkpoint from before `W:S` ran one `k` throughout: the setting's sampling `k`.
+        self.result.transitions = match c.transitions {
+            Some(chosen) => {
+                self.kernels.restore_sampling(chosen);
+                Some(chosen)
+            }
+            None => self.kernels.end_warmup(),
+        };
         self.saved_report = c.surrogate.clone();
         self.saved_learned = c.learned;
         if let Some(learning) = &c.learning {
@@ -525,6 +538,7 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
             warmup_seconds: self.result.warmup_seconds,
             learning: Some(self.learning.clone()),
             learned: self.learned(),
+            transitions: self.result.transitions,
         };
         self.outlets.sink.checkpoint(&checkpoint, surrogate)?;
         self.saved_surrogate = checkpoint.saved_surrogate;

@@ -16,6 +16,7 @@ use crate::sampler::config::SampleConfig;
 use crate::sampler::method::Method;
 use crate::sampler::proposer::Proposer;
 use crate::sampler::trajectory::SurrogateSteps;
+use crate::sampler::transitions::Chosen;
 use crate::{Error, Model, Result};
 
 /// The kernels of one chain: the one it runs while exact and the one it runs while the
@@ -61,7 +62,7 @@ impl<'b> Kernels<'b> {
                 delayed_nuts::MAX_DEPTH,
                 max_energy_error,
             ))),
-            _ => transitions.map(|k| Box::new(SurrogateTransitions::new(k)) as Box<dyn Kernel>),
+            _ => transitions.map(|t| Box::new(SurrogateTransitions::new(t)) as Box<dyn Kernel>),
         };
         Ok(Self { exact, proposing })
     }
@@ -93,6 +94,19 @@ impl<'b> Kernels<'b> {
         self.exact
             .riemannian()
             .or_else(|| self.proposing.as_ref().and_then(|k| k.riemannian()))
+    }
+
+    /// Fixes the proposing kernel for the kept draws, when warmup ends: what it fixed, if it
+    /// has a choice to fix ([`Kernel::end_warmup`]).
+    pub fn end_warmup(&mut self) -> Option<Chosen> {
+        self.proposing.as_mut().and_then(|k| k.end_warmup())
+    }
+
+    /// Hands a resumed chain's fixed choice back to its proposing kernel.
+    pub fn restore_sampling(&mut self, chosen: Chosen) {
+        if let Some(kernel) = self.proposing.as_mut() {
+            kernel.restore_sampling(chosen);
+        }
     }
 
     /// Hands a resumed chain's RMHMC report to its kernels.

@@ -21,13 +21,19 @@ use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, Potential, State, Transition};
 
 use super::kernel::{Ctx, Kernel, Outcome};
 use crate::sampler::proposer::EndGradient;
+use crate::sampler::transitions::{Chosen, Measured, Transitions};
 use crate::{Error, Result};
 use rand_pcg::Pcg64;
 use std::cell::RefCell;
+use std::time::Instant;
 
-/// `k` HMC transitions on the surrogate per exact judgement.
+/// `k` HMC transitions on the surrogate per exact judgement: warmup's `k` until
+/// [`Self::end_warmup`] fixes sampling's, once, for every kept draw.
 pub struct SurrogateTransitions {
     k: u32,
+    setting: Transitions,
+    /// Under `auto`, until warmup ends: the costs and acceptance sampling's `k` is chosen from.
+    measuring: Option<Measured>,
     /// The first stage's chain (reused: no allocation per transition).
     inner: Option<State<Dyn>>,
 }
@@ -42,10 +48,56 @@ pub struct Stepped {
     pub exact_evaluated: bool,
 }
 
+/// What the first stage did: its leapfrog steps, mean own acceptance, whether it diverged,
+/// and the energy where it ended.
+struct FirstStage {
+    steps: u32,
+    own_accept: f64,
+    divergent: bool,
+    energy: f64,
+}
+
 impl SurrogateTransitions {
-    /// The kernel of `k ≥ 1` surrogate transitions per exact judgement.
-    pub fn new(k: u32) -> Self {
-        Self { k, inner: None }
+    /// The kernel of `setting`'s surrogate transitions per exact judgement (each `k ≥ 1`),
+    /// warmup's `k` first.
+    pub fn new(setting: Transitions) -> Self {
+        Self {
+            k: setting.warmup(),
+            setting,
+            measuring: (setting == Transitions::Auto).then(Measured::default),
+            inner: None,
+        }
+    }
+
+    /// The transitions per judgement now.
+    #[cfg(test)]
+    pub fn k(&self) -> u32 {
+        self.k
+    }
+
+    /// Fixes sampling's `k` for every kept draw, once, when warmup ends (after the last
+    /// adaptation): the setting's, or under `auto` what [`Measured::choose`] picks from
+    /// warmup's measurements, which then stop. Never from the state: the kernel stays one fixed
+    /// reversible kernel for all kept draws.
+    pub fn end_warmup(&mut self) -> Chosen {
+        let warmup = self.setting.warmup();
+        let measured = self.measuring.take();
+        self.k = match (self.setting, &measured) {
+            (Transitions::Fixed { sampling, .. }, _) => sampling,
+            (Transitions::Auto, Some(m)) => m.choose(),
+            (Transitions::Auto, None) => self.k,
+        };
+        Chosen {
+            warmup,
+            sampling: self.k,
+            measured,
+        }
+    }
+
+    /// Goes on sampling with a resumed chain's `chosen` transitions.
+    pub fn restore(&mut self, chosen: Chosen) {
+        self.measuring = None;
+        self.k = chosen.sampling;
     }
 
     /// One step from `state` (where `U` is `state.potential`, `Ũ` is `*proposal_value`, and
@@ -64,38 +116,39 @@ impl SurrogateTransitions {
         rng: &mut Pcg64,
         record: Option<&RefCell<EndGradient>>,
     ) -> Stepped {
+        let clock = self.measuring.is_some().then(Instant::now);
         let inner = self.inner.get_or_insert_with(|| state.clone());
-        inner.clone_from(state);
-        inner.potential = *proposal_value;
-        let (mut steps, mut accept_sum, mut divergent) = (0u32, 0.0, false);
-        let mut last = None;
-        for _ in 0..self.k {
-            let t = hmc.transition(inner, &Exact(proposal), metric, rng);
-            steps = steps.saturating_add(t.steps);
-            accept_sum += t.accept_prob;
-            divergent |= t.divergent;
-            last = Some(t);
-        }
-        let own_accept = accept_sum / f64::from(self.k);
-        // `k ≥ 1`, so there is a last transition; its energy is `Ũ + K` at where it ended.
-        let own_energy = last.map_or(f64::NAN, |t| t.energy);
+        let first = first_stage(
+            inner,
+            state,
+            *proposal_value,
+            self.k,
+            proposal,
+            hmc,
+            metric,
+            rng,
+        );
+        let k = self.k;
+        measure(&mut self.measuring, |m| m.transitions_ran(clock, k));
         let (u_x, v_x) = (state.potential, *proposal_value);
         if inner.position == state.position {
             // The first stage stayed: the second has nothing to judge (its ratio is 1).
+            measure(&mut self.measuring, |m| m.decided(1.0));
             let transition = Transition {
                 accepted: false,
                 accept_prob: 1.0,
-                energy: own_energy - v_x + u_x,
+                energy: first.energy - v_x + u_x,
                 energy_error: 0.0,
-                divergent,
-                steps,
+                divergent: first.divergent,
+                steps: first.steps,
             };
             return Stepped {
                 transition,
-                own_accept,
+                own_accept: first.own_accept,
                 exact_evaluated: false,
             };
         }
+        let clock = self.measuring.is_some().then(Instant::now);
         let u_y = exact_at(target, inner.position.as_slice(), record);
         let v_y = inner.potential;
         let log_ratio = -(u_y - v_y) + (u_x - v_x);
@@ -110,19 +163,59 @@ impl SurrogateTransitions {
             state.potential = u_y;
             *proposal_value = v_y;
         }
+        measure(&mut self.measuring, |m| m.judged(clock, accept_prob));
         let transition = Transition {
             accepted,
             accept_prob,
-            energy: own_energy - v_y + u_y,
+            energy: first.energy - v_y + u_y,
             energy_error: -log_ratio,
-            divergent: divergent || !u_y.is_finite(),
-            steps,
+            divergent: first.divergent || !u_y.is_finite(),
+            steps: first.steps,
         };
         Stepped {
             transition,
-            own_accept,
+            own_accept: first.own_accept,
             exact_evaluated: true,
         }
+    }
+}
+
+/// The `k` transitions on `Ũ` from `state` (where `Ũ` is `proposal_value`), into `inner`.
+#[allow(clippy::too_many_arguments)]
+fn first_stage(
+    inner: &mut State<Dyn>,
+    state: &State<Dyn>,
+    proposal_value: f64,
+    k: u32,
+    proposal: &dyn Potential,
+    hmc: &mut Hmc<Dyn>,
+    metric: &DiagonalMetric<Dyn>,
+    rng: &mut Pcg64,
+) -> FirstStage {
+    inner.clone_from(state);
+    inner.potential = proposal_value;
+    let (mut steps, mut accept_sum, mut divergent) = (0u32, 0.0, false);
+    let mut last = None;
+    for _ in 0..k {
+        let t = hmc.transition(inner, &Exact(proposal), metric, rng);
+        steps = steps.saturating_add(t.steps);
+        accept_sum += t.accept_prob;
+        divergent |= t.divergent;
+        last = Some(t);
+    }
+    FirstStage {
+        steps,
+        own_accept: accept_sum / f64::from(k),
+        divergent,
+        // `k ≥ 1`, so there is a last transition; its energy is `Ũ + K` at where it ended.
+        energy: last.map_or(f64::NAN, |t| t.energy),
+    }
+}
+
+/// Adds to `auto`'s measurements while warmup runs (`measuring` is `None` otherwise).
+fn measure(measuring: &mut Option<Measured>, f: impl FnOnce(&mut Measured)) {
+    if let Some(m) = measuring.as_mut() {
+        f(m);
     }
 }
 
@@ -171,6 +264,14 @@ impl Kernel for SurrogateTransitions {
             depth: 0,
         })
     }
+
+    fn end_warmup(&mut self) -> Option<Chosen> {
+        Some(SurrogateTransitions::end_warmup(self))
+    }
+
+    fn restore_sampling(&mut self, chosen: Chosen) {
+        self.restore(chosen);
+    }
 }
 
 #[cfg(test)]
@@ -190,6 +291,21 @@ mod tests {
         k: u32,
         n: usize,
     ) -> (Vec<[f64; 2]>, usize) {
+        let mut kernel = SurrogateTransitions::new(Transitions::fixed(k));
+        let (draws, judged, _) = run_with(target, proposal, &mut kernel, 0, n);
+        (draws, judged)
+    }
+
+    /// `warmup` steps of `kernel`, then its [`SurrogateTransitions::end_warmup`], then `n`
+    /// draws (what [`run`] returns, with what the end of warmup fixed), checking that `k`
+    /// stays fixed through them.
+    fn run_with(
+        target: &dyn Potential,
+        proposal: &dyn Potential,
+        kernel: &mut SurrogateTransitions,
+        warmup: usize,
+        n: usize,
+    ) -> (Vec<[f64; 2]>, usize, Chosen) {
         let mut rng = Pcg64::seed_from_u64(11);
         let metric = DiagonalMetric::new(DVector::from_element(2, 1.0)).unwrap();
         let config = HmcConfig {
@@ -202,16 +318,62 @@ mod tests {
         let mut state = State::new(start, &Exact(proposal)).unwrap();
         state.potential = target.value(state.position.as_slice());
         let mut value = proposal.value(state.position.as_slice());
-        let mut kernel = SurrogateTransitions::new(k);
         let (mut draws, mut judged) = (Vec::with_capacity(n), 0);
-        for _ in 0..n {
+        let mut chosen = None;
+        for i in 0..warmup + n {
+            if i == warmup {
+                chosen = Some(kernel.end_warmup());
+            }
             let out = kernel.step(
                 &mut state, &mut value, target, proposal, &mut hmc, &metric, &mut rng, None,
             );
-            judged += usize::from(out.exact_evaluated);
-            draws.push([state.position[0], state.position[1]]);
+            if let Some(fixed) = chosen.filter(|_| i >= warmup) {
+                assert_eq!(kernel.k(), fixed.sampling, "k changed while sampling");
+                judged += usize::from(out.exact_evaluated);
+                draws.push([state.position[0], state.position[1]]);
+            }
         }
-        (draws, judged)
+        let chosen = chosen.unwrap_or_else(|| kernel.end_warmup());
+        (draws, judged, chosen)
+    }
+
+    /// `auto`: warmup runs 1 transition per judgement and measures; its end fixes sampling's
+    /// `k` once from the measurements, which then stop (a second end changes nothing), and the
+    /// draws of whatever `k` it chose are the correlated Gaussian's within 4 MCSE.
+    #[test]
+    fn auto_fixes_k_once_from_warmup_and_stays_exact() {
+        let mut kernel = SurrogateTransitions::new(Transitions::Auto);
+        assert_eq!(kernel.k(), 1);
+        let (draws, _, _) = run_with(&Correlated, &Misplaced, &mut kernel, 2_000, 40_000);
+        let again = kernel.end_warmup();
+        assert_eq!(again.sampling, kernel.k());
+        assert!(again.measured.is_none(), "measuring went on into sampling");
+        let errors = errors_from(&draws, Correlated::MOMENTS);
+        assert!(
+            errors.iter().all(|&e| e < 4.0),
+            "auto (k = {}): errors {errors:?} MCSE",
+            kernel.k()
+        );
+    }
+
+    /// What `auto` measures in warmup: every transition and decision (nothing under a fixed
+    /// setting); `W:S` runs `W` in warmup and `S` after.
+    #[test]
+    fn auto_measures_warmup_and_w_s_switches_at_its_end() {
+        let mut kernel = SurrogateTransitions::new(Transitions::Auto);
+        let (_, _, chosen) = run_with(&Correlated, &Misplaced, &mut kernel, 300, 0);
+        let m = chosen.measured.expect("auto measured its warmup");
+        assert_eq!((m.transitions, m.decisions), (300, 300));
+        assert!(m.judgements > 0 && m.judgements <= 300, "{m:?}");
+        assert_eq!(chosen.warmup, 1);
+        let mut pair = SurrogateTransitions::new(Transitions::Fixed {
+            warmup: 2,
+            sampling: 5,
+        });
+        assert_eq!(pair.k(), 2);
+        let (_, _, chosen) = run_with(&Correlated, &Misplaced, &mut pair, 10, 10);
+        assert_eq!((chosen.setting().as_str(), pair.k()), ("2:5", 5));
+        assert!(chosen.measured.is_none());
     }
 
     /// A surrogate of the wrong place and shape (no correlation, mean of `x₁` 0.5), `k` = 1, 3
@@ -258,7 +420,7 @@ mod tests {
         let mut hmc = Hmc::new(Dyn(2), config).unwrap();
         let mut state = State::new(DVector::from_vec(vec![0.3, 0.4]), &Exact(&Twisted)).unwrap();
         let mut value = state.potential;
-        let mut kernel = SurrogateTransitions::new(3);
+        let mut kernel = SurrogateTransitions::new(Transitions::fixed(3));
         for _ in 0..500 {
             let out = kernel.step(
                 &mut state, &mut value, &Twisted, &Twisted, &mut hmc, &metric, &mut rng, None,
