@@ -6,7 +6,7 @@ use shmc::diagnostics::{Draws, mcse_mean};
 use shmc::models::elliptic_pde::{EllipticPde, PdeSettings};
 use shmc::models::gaussian::CorrelatedGaussian;
 use shmc::models::logistic::LogisticRegression;
-use shmc::sampler::{Method, Run, SampleConfig, SurrogateSettings, SurrogateSteps};
+use shmc::sampler::{Method, Run, SampleConfig, SurrogateSettings, SurrogateSteps, Transitions};
 use shmc::surrogates::SurrogateKind;
 use shmc::surrogates::network::NetworkFitter;
 
@@ -430,7 +430,7 @@ fn delayed_on_banana(trajectory: SurrogateSteps, transitions: Option<u32>) -> Sa
         seed: 4,
         method: Method::RnsHmc(SurrogateSettings {
             trajectory,
-            transitions,
+            transitions: transitions.map(Transitions::fixed),
             train_after: Some(200),
             ..small_net()
         }),

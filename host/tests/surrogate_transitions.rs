@@ -5,7 +5,7 @@
 
 use shmc::core::Potential;
 use shmc::models::gaussian::CorrelatedGaussian;
-use shmc::sampler::{Method, SampleConfig, SurrogateSettings};
+use shmc::sampler::{Method, SampleConfig, SurrogateSettings, Transitions};
 use shmc::surrogates::network::{NetworkFitter, TrainOptions};
 use shmc::surrogates::states::TrainingSet;
 use shmc::surrogates::{Fitter, SurrogateMeta};
@@ -86,7 +86,7 @@ fn surrogate_transitions_correct_a_misplaced_network_on_the_32d_gaussian() {
             draws,
             seed: 9,
             method: Method::RnsHmc(SurrogateSettings {
-                transitions: Some(k),
+                transitions: Some(Transitions::fixed(k)),
                 surrogate_file: Some(path.clone()),
                 ..SurrogateSettings::default()
             }),
