@@ -24,14 +24,21 @@ fn gp_hmc(approximation: Approximation, train_after: usize) -> Method {
 
 /// [`gp_hmc`] with the GP's fit refused above `memory_limit` bytes.
 fn gp_hmc_within(approximation: Approximation, train_after: usize, memory_limit: u64) -> Method {
+    gp_hmc_with(
+        GpOptions {
+            approximation,
+            memory_limit,
+            ..GpOptions::default()
+        },
+        train_after,
+    )
+}
+
+/// RNS-HMC with the GP of `options` (seed 3) fitted after `train_after` iterations.
+fn gp_hmc_with(options: GpOptions, train_after: usize) -> Method {
     Method::RnsHmc(SurrogateSettings {
         kind: SurrogateKind::Gp(GpFitter {
-            options: GpOptions {
-                approximation,
-                seed: 3,
-                memory_limit,
-                ..GpOptions::default()
-            },
+            options: GpOptions { seed: 3, ..options },
         }),
         train_after: Some(train_after),
         ..SurrogateSettings::default()
@@ -109,6 +116,36 @@ fn gp_hmc_and_fitc_hmc_are_exact_on_the_banana() {
         for ((what, f), want) in names.iter().zip(fs).zip(expected) {
             assert_mean_within_4_mcse(&format!("{name} {what}"), &series(&run, f), want);
         }
+    }
+}
+
+/// The full GP on the values and gradients of at most 40 of the banana's warmup states (120
+/// observations): both coordinates' first two moments within 4 MCSE of quadrature.
+#[test]
+fn gp_hmc_with_gradients_is_exact_on_the_banana() {
+    let model = Banana::simulate(Banana::PAPER_N, 1).unwrap();
+    let expected = banana_moments(&model);
+    let options = GpOptions {
+        gradients: true,
+        ..GpOptions::default()
+    };
+    let config = SampleConfig {
+        warmup: 600,
+        draws: 3000,
+        seed: 4,
+        method: gp_hmc_with(options, 560),
+        ..SampleConfig::default()
+    };
+    let run = run(&model, &config);
+    assert_gp_proposed("gp-hmc with gradients", &run);
+    let names = ["E[b1]", "E[b2]", "E[b1^2]", "E[b2^2]"];
+    let fs: [fn(&[f64]) -> f64; 4] = [|q| q[0], |q| q[1], |q| q[0] * q[0], |q| q[1] * q[1]];
+    for ((what, f), want) in names.iter().zip(fs).zip(expected) {
+        assert_mean_within_4_mcse(
+            &format!("gp-hmc with gradients {what}"),
+            &series(&run, f),
+            want,
+        );
     }
 }
 
