@@ -91,22 +91,33 @@ fn gp_hmc_and_fitc_hmc_are_exact_on_the_32d_gaussian() {
     }
 }
 
-/// A full GP on at most 40 of the banana's warmup states and FITC with 5 inducing points on
-/// at most 100 (poor fits on purpose: accepted on their own `Ũ` the chains would be biased):
-/// both coordinates' first two moments within 4 MCSE of quadrature.
+/// A full GP on at most 40 of the banana's warmup states (on their values, and on their values
+/// and gradients, 120 observations) and FITC with 5 inducing points on at most 100 (poor fits
+/// on purpose: accepted on their own `Ũ` the chains would be biased): both coordinates' first
+/// two moments within 4 MCSE of quadrature.
 #[test]
 fn gp_hmc_and_fitc_hmc_are_exact_on_the_banana() {
     let model = Banana::simulate(Banana::PAPER_N, 1).unwrap();
     let expected = banana_moments(&model);
-    for (approximation, train_after, name) in [
-        (Approximation::Full, 560, "gp-hmc"),
-        (Approximation::Fitc { inducing: 5 }, 500, "fitc-hmc"),
+    let gp = |approximation, gradients| GpOptions {
+        approximation,
+        gradients,
+        ..GpOptions::default()
+    };
+    for (options, train_after, name) in [
+        (gp(Approximation::Full, true), 560, "gp-hmc with gradients"),
+        (gp(Approximation::Full, false), 560, "gp-hmc"),
+        (
+            gp(Approximation::Fitc { inducing: 5 }, false),
+            500,
+            "fitc-hmc",
+        ),
     ] {
         let config = SampleConfig {
             warmup: 600,
             draws: 3000,
             seed: 4,
-            method: gp_hmc(approximation, train_after),
+            method: gp_hmc_with(options, train_after),
             ..SampleConfig::default()
         };
         let run = run(&model, &config);
@@ -116,36 +127,6 @@ fn gp_hmc_and_fitc_hmc_are_exact_on_the_banana() {
         for ((what, f), want) in names.iter().zip(fs).zip(expected) {
             assert_mean_within_4_mcse(&format!("{name} {what}"), &series(&run, f), want);
         }
-    }
-}
-
-/// The full GP on the values and gradients of at most 40 of the banana's warmup states (120
-/// observations): both coordinates' first two moments within 4 MCSE of quadrature.
-#[test]
-fn gp_hmc_with_gradients_is_exact_on_the_banana() {
-    let model = Banana::simulate(Banana::PAPER_N, 1).unwrap();
-    let expected = banana_moments(&model);
-    let options = GpOptions {
-        gradients: true,
-        ..GpOptions::default()
-    };
-    let config = SampleConfig {
-        warmup: 600,
-        draws: 3000,
-        seed: 4,
-        method: gp_hmc_with(options, 560),
-        ..SampleConfig::default()
-    };
-    let run = run(&model, &config);
-    assert_gp_proposed("gp-hmc with gradients", &run);
-    let names = ["E[b1]", "E[b2]", "E[b1^2]", "E[b2^2]"];
-    let fs: [fn(&[f64]) -> f64; 4] = [|q| q[0], |q| q[1], |q| q[0] * q[0], |q| q[1] * q[1]];
-    for ((what, f), want) in names.iter().zip(fs).zip(expected) {
-        assert_mean_within_4_mcse(
-            &format!("gp-hmc with gradients {what}"),
-            &series(&run, f),
-            want,
-        );
     }
 }
 
