@@ -1,5 +1,5 @@
-//! The Gaussian-process surrogate's options, `--gp full|fitc`, `--inducing M` and `--gp-mean
-//! constant|quadratic`: rns-hmc's surrogate a full GP or FITC instead of the network
+//! The Gaussian-process surrogate's options, `--gp full|fitc`, `--inducing M`, `--gp-mean
+//! constant|quadratic` and `--gp-gradients`: rns-hmc's surrogate a full GP or FITC instead of the network
 //! ([`shmc::surrogates::gp`]).
 
 use clap::Args;
@@ -28,6 +28,12 @@ pub struct GpArgs {
     /// mean is the quadratic; (1 + d + d(d+1)/2)^2 x 16 bytes) [default: constant].
     #[arg(long, value_parser = ["constant", "quadratic"], value_name = "MEAN")]
     pub gp_mean: Option<String>,
+    /// Fit the full GP (--gp full) to the training states' gradients too, as derivative
+    /// observations (Rasmussen 2003): n(d+1) observations from n states, so far fewer states
+    /// for the same fit, at O((n(d+1))^3) to fit and 3 (n(d+1))^2 x 8 bytes; still O(n d) per
+    /// gradient. Not for FITC.
+    #[arg(long)]
+    pub gp_gradients: bool,
 }
 
 impl GpArgs {
@@ -37,6 +43,11 @@ impl GpArgs {
         if self.gp.is_none() && self.gp_mean.is_some() {
             return Err(Error::invalid(format!(
                 "--gp-mean is for rns-hmc --gp: {why}"
+            )));
+        }
+        if self.gp.is_none() && self.gp_gradients {
+            return Err(Error::invalid(format!(
+                "--gp-gradients is for rns-hmc --gp full: {why}"
             )));
         }
         match (&self.gp, self.inducing) {
@@ -60,6 +71,9 @@ impl GpArgs {
             (None, None) if self.gp_mean.is_some() => {
                 return Err(Error::invalid("--gp-mean is for --gp full or fitc"));
             }
+            (None, None) if self.gp_gradients => {
+                return Err(Error::invalid("--gp-gradients is for --gp full"));
+            }
             (None, None) => return Ok(network),
             (Some("fitc"), Some(0)) => return Err(Error::invalid("--inducing must be at least 1")),
             (Some("fitc"), inducing) => Approximation::Fitc {
@@ -75,6 +89,7 @@ impl GpArgs {
                     Some("quadratic") => MeanFunction::Quadratic,
                     _ => MeanFunction::Constant,
                 },
+                gradients: self.gp_gradients,
                 seed,
                 memory_limit,
                 ..GpOptions::default()

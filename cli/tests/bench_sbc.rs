@@ -104,22 +104,33 @@ fn an_unknown_model_or_method_is_refused_naming_the_choices() {
     );
 }
 
-/// GP-HMC and FITC-HMC have cells of their own: on the conjugate Gaussian (quick, 30
-/// replications) each gives a finished row with a p-value per parameter and a verdict, and no
-/// error (a GP that failed to fit in some replication would be one).
+/// GP-HMC and FITC-HMC have cells of their own on the conjugate Gaussian, the elliptic PDE
+/// (8×8 mesh, 3 modes) and the logistic model (N 100, d 3): quick, 30 replications, each a
+/// finished row (no model skips them) with a p-value per parameter and a verdict, and no error
+/// (a GP that failed to fit in some replication would be one). About 35 s here.
 #[test]
 fn gp_hmc_and_fitc_hmc_cells_run() {
-    let rows = run_sbc_bench(
-        &settings(&["gaussian-conjugate"], &["fitc-hmc", "gp-hmc"]),
-        &|_| {},
-    )
-    .expect("the cells run");
-    let methods: Vec<&str> = rows.iter().map(|r| r.method.as_str()).collect();
-    assert_eq!(methods, ["gp-hmc", "fitc-hmc"]);
+    let models = ["gaussian-conjugate", "logistic", "elliptic-pde"];
+    let rows =
+        run_sbc_bench(&settings(&models, &["fitc-hmc", "gp-hmc"]), &|_| {}).expect("the cells run");
+    let cells: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.model.as_str(), r.method.as_str()))
+        .collect();
+    let want: Vec<(&str, &str)> = models
+        .iter()
+        .flat_map(|m| [(*m, "gp-hmc"), (*m, "fitc-hmc")])
+        .collect();
+    assert_eq!(cells, want);
     for row in &rows {
+        let d = if row.model == "gaussian-conjugate" {
+            2
+        } else {
+            3
+        };
         assert!(row.error.is_none(), "{row:?}");
         assert!(row.approximate.is_none(), "{row:?}");
-        assert_eq!((row.replications, row.p_values.len()), (30, 2), "{row:?}");
+        assert_eq!((row.replications, row.p_values.len()), (30, d), "{row:?}");
         assert!(
             row.p_values.iter().all(|p| (0.0..=1.0).contains(p)),
             "{row:?}"

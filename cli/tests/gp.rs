@@ -75,6 +75,35 @@ fn gp_options_where_they_would_be_ignored_or_cannot_work_are_refused() {
             &["--method", "vhmc", "--gp-mean", "quadratic"][..],
             "--gp-mean is for rns-hmc --gp: vhmc trains its own network",
         ),
+        (
+            "gradients-fitc",
+            &["--method", "rns-hmc", "--gp", "fitc", "--gp-gradients"][..],
+            "--gp-gradients applies to the full Gaussian process only: FITC fits the values alone",
+        ),
+        (
+            "gradients-alone",
+            &["--method", "rns-hmc", "--gp-gradients"][..],
+            "--gp-gradients is for --gp full",
+        ),
+        (
+            "gradients-memory",
+            // Up to 480 states: their values fit in 3·480²·8 ≈ 5.5 MB, with their gradients
+            // (1440 observations) they need 49.8 MB.
+            &[
+                "--method",
+                "rns-hmc",
+                "--gp",
+                "full",
+                "--gp-gradients",
+                "--warmup",
+                "600",
+                "--draws",
+                "10",
+                "--memory-limit",
+                "20000000",
+            ][..],
+            "a full Gaussian process on up to 480 training states with their gradients",
+        ),
     ] {
         let out = sample(name, args);
         let err = stderr(&out);
@@ -82,7 +111,7 @@ fn gp_options_where_they_would_be_ignored_or_cannot_work_are_refused() {
         assert!(err.starts_with("error: "), "{name}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{name}: one line: {err}");
         assert!(err.contains(needle), "{name}: {needle:?} not in {err}");
-        if name == "memory" {
+        if name.ends_with("memory") {
             assert!(
                 err.contains("raise --memory-limit or change --train-after"),
                 "{err}"
@@ -91,7 +120,7 @@ fn gp_options_where_they_would_be_ignored_or_cannot_work_are_refused() {
     }
 }
 
-/// Both kinds, and the full GP with a quadratic mean, drive rns-hmc on the banana to a normal
+/// Both kinds, and the full GP with a quadratic mean or on gradients too, drive rns-hmc on the banana to a normal
 /// end.
 #[test]
 fn rns_hmc_runs_with_either_gp() {
@@ -99,6 +128,7 @@ fn rns_hmc_runs_with_either_gp() {
         ("full", &["--gp", "full"][..]),
         ("fitc", &["--gp", "fitc", "--inducing", "40"][..]),
         ("quadratic", &["--gp", "full", "--gp-mean", "quadratic"][..]),
+        ("gradients", &["--gp", "full", "--gp-gradients"][..]),
     ] {
         let mut args = vec![
             "--method", "rns-hmc", "--warmup", "400", "--draws", "200", "--chains", "1",

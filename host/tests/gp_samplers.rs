@@ -24,14 +24,21 @@ fn gp_hmc(approximation: Approximation, train_after: usize) -> Method {
 
 /// [`gp_hmc`] with the GP's fit refused above `memory_limit` bytes.
 fn gp_hmc_within(approximation: Approximation, train_after: usize, memory_limit: u64) -> Method {
+    gp_hmc_with(
+        GpOptions {
+            approximation,
+            memory_limit,
+            ..GpOptions::default()
+        },
+        train_after,
+    )
+}
+
+/// RNS-HMC with the GP of `options` (seed 3) fitted after `train_after` iterations.
+fn gp_hmc_with(options: GpOptions, train_after: usize) -> Method {
     Method::RnsHmc(SurrogateSettings {
         kind: SurrogateKind::Gp(GpFitter {
-            options: GpOptions {
-                approximation,
-                seed: 3,
-                memory_limit,
-                ..GpOptions::default()
-            },
+            options: GpOptions { seed: 3, ..options },
         }),
         train_after: Some(train_after),
         ..SurrogateSettings::default()
@@ -84,22 +91,33 @@ fn gp_hmc_and_fitc_hmc_are_exact_on_the_32d_gaussian() {
     }
 }
 
-/// A full GP on at most 40 of the banana's warmup states and FITC with 5 inducing points on
-/// at most 100 (poor fits on purpose: accepted on their own `Ũ` the chains would be biased):
-/// both coordinates' first two moments within 4 MCSE of quadrature.
+/// A full GP on at most 40 of the banana's warmup states (on their values, and on their values
+/// and gradients, 120 observations) and FITC with 5 inducing points on at most 100 (poor fits
+/// on purpose: accepted on their own `Ũ` the chains would be biased): both coordinates' first
+/// two moments within 4 MCSE of quadrature.
 #[test]
 fn gp_hmc_and_fitc_hmc_are_exact_on_the_banana() {
     let model = Banana::simulate(Banana::PAPER_N, 1).unwrap();
     let expected = banana_moments(&model);
-    for (approximation, train_after, name) in [
-        (Approximation::Full, 560, "gp-hmc"),
-        (Approximation::Fitc { inducing: 5 }, 500, "fitc-hmc"),
+    let gp = |approximation, gradients| GpOptions {
+        approximation,
+        gradients,
+        ..GpOptions::default()
+    };
+    for (options, train_after, name) in [
+        (gp(Approximation::Full, true), 560, "gp-hmc with gradients"),
+        (gp(Approximation::Full, false), 560, "gp-hmc"),
+        (
+            gp(Approximation::Fitc { inducing: 5 }, false),
+            500,
+            "fitc-hmc",
+        ),
     ] {
         let config = SampleConfig {
             warmup: 600,
             draws: 3000,
             seed: 4,
-            method: gp_hmc(approximation, train_after),
+            method: gp_hmc_with(options, train_after),
             ..SampleConfig::default()
         };
         let run = run(&model, &config);

@@ -123,26 +123,6 @@ impl FitcEvidence<'_> {
             be,
         })
     }
-
-    /// The predictive mean at `hyper`, in units of `U`: weights `L_u⁻ᵀ L_a⁻ᵀ β` on the
-    /// inducing points. `None` where the factors are.
-    pub fn posterior(&self, hyper: &Hyper, shift: f64, scale: f64) -> Option<Predictor> {
-        let f = self.factor(hyper)?;
-        let m = self.m();
-        let mut alpha = Mat::from_fn(m, 1, |i, _| f.be[i]);
-        solve_upper_triangular_in_place(f.la.transpose(), alpha.as_mut(), Par::Seq);
-        solve_upper_triangular_in_place(f.luu.L().transpose(), alpha.as_mut(), Par::Seq);
-        let weights = (0..m)
-            .map(|i| scale * hyper.signal * alpha[(i, 0)])
-            .collect();
-        Predictor::new(
-            self.inducing.to_vec(),
-            weights,
-            hyper.lengths.clone(),
-            shift + scale * hyper.mean,
-        )
-        .ok()
-    }
 }
 
 /// `−log p(ỹ)`'s derivatives with respect to the kernel's parts: `∂/∂diag K` (`N`),
@@ -215,6 +195,26 @@ impl Factors {
 impl Evidence for FitcEvidence<'_> {
     fn count(&self) -> usize {
         Hyper::count(self.states.dim())
+    }
+
+    /// The predictive mean at `hyper`, in units of `U`: weights `L_u⁻ᵀ L_a⁻ᵀ β` on the
+    /// inducing points. `None` where the factors are.
+    fn posterior(&self, hyper: &Hyper, shift: f64, scale: f64) -> Option<Predictor> {
+        let f = self.factor(hyper)?;
+        let m = self.m();
+        let mut alpha = Mat::from_fn(m, 1, |i, _| f.be[i]);
+        solve_upper_triangular_in_place(f.la.transpose(), alpha.as_mut(), Par::Seq);
+        solve_upper_triangular_in_place(f.luu.L().transpose(), alpha.as_mut(), Par::Seq);
+        let weights = (0..m)
+            .map(|i| scale * hyper.signal * alpha[(i, 0)])
+            .collect();
+        Predictor::new(
+            self.inducing.to_vec(),
+            weights,
+            hyper.lengths.clone(),
+            shift + scale * hyper.mean,
+        )
+        .ok()
     }
 
     fn negative_log_evidence(&self, theta: &[f64], grad: &mut [f64]) -> f64 {

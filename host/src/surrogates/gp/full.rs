@@ -28,11 +28,49 @@ pub(super) struct FullEvidence<'a> {
     pub values: &'a [f64],
 }
 
-/// The covariance at `hyper`, factorized, and `α = K⁻¹(ỹ − m)`.
-struct Factors {
-    covariance: Mat<f64>,
-    llt: faer::linalg::solvers::Llt<f64>,
-    alpha: Vec<f64>,
+/// A covariance, its Cholesky factor, and `α = K⁻¹r` for the residual `r`: shared with the
+/// GP on gradients too ([`super::derivative`]), whose covariance is larger but whose evidence
+/// has the same form.
+pub(super) struct Factors {
+    pub covariance: Mat<f64>,
+    pub llt: faer::linalg::solvers::Llt<f64>,
+    pub alpha: Vec<f64>,
+}
+
+impl Factors {
+    /// `covariance` factorized and `α` for `residual`; `None` when it does not factorize.
+    pub fn of(covariance: Mat<f64>, residual: &[f64]) -> Option<Self> {
+        let llt = covariance.llt(Side::Lower).ok()?;
+        let r = Mat::<f64>::from_fn(residual.len(), 1, |i, _| residual[i]);
+        let alpha = llt.solve(&r);
+        let alpha = (0..alpha.nrows()).map(|i| alpha[(i, 0)]).collect();
+        Some(Self {
+            covariance,
+            llt,
+            alpha,
+        })
+    }
+
+    /// `−log p(r) = ½ rᵀα + Σ log Lᵢᵢ + (N/2) log 2π`.
+    pub fn negative_log_evidence(&self, residual: &[f64]) -> f64 {
+        let n = residual.len();
+        let l = self.llt.L();
+        let fit: f64 = residual.iter().zip(&self.alpha).map(|(r, a)| r * a).sum();
+        let log_det: f64 = (0..n).map(|i| l[(i, i)].ln()).sum();
+        0.5 * fit + log_det + 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln()
+    }
+
+    /// `W = K⁻¹ − ααᵀ`: the evidence's gradient is `½ tr(W ∂K/∂θ)`.
+    pub fn adjoint(&self) -> Mat<f64> {
+        let n = self.alpha.len();
+        let mut w = self.llt.inverse();
+        for j in 0..n {
+            for i in 0..n {
+                w[(i, j)] -= self.alpha[i] * self.alpha[j];
+            }
+        }
+        w
+    }
 }
 
 impl FullEvidence<'_> {
@@ -55,22 +93,19 @@ impl FullEvidence<'_> {
 
     /// The factors at `hyper`; `None` when the covariance does not factorize.
     fn factor(&self, hyper: &Hyper) -> Option<Factors> {
-        let covariance = self.covariance(hyper);
-        let llt = covariance.llt(Side::Lower).ok()?;
-        let residual =
-            Mat::<f64>::from_fn(self.values.len(), 1, |i, _| self.values[i] - hyper.mean);
-        let alpha = llt.solve(&residual);
-        let alpha = (0..alpha.nrows()).map(|i| alpha[(i, 0)]).collect();
-        Some(Factors {
-            covariance,
-            llt,
-            alpha,
-        })
+        let residual: Vec<f64> = self.values.iter().map(|y| y - hyper.mean).collect();
+        Factors::of(self.covariance(hyper), &residual)
+    }
+}
+
+impl Evidence for FullEvidence<'_> {
+    fn count(&self) -> usize {
+        Hyper::count(self.states.dim())
     }
 
     /// The predictive mean at `hyper`, in units of `U` (`shift`, `scale`: the standardization);
     /// `None` when the covariance does not factorize.
-    pub fn posterior(&self, hyper: &Hyper, shift: f64, scale: f64) -> Option<Predictor> {
+    fn posterior(&self, hyper: &Hyper, shift: f64, scale: f64) -> Option<Predictor> {
         let factors = self.factor(hyper)?;
         let n = self.states.len();
         let centres = (0..n)
@@ -89,12 +124,6 @@ impl FullEvidence<'_> {
         )
         .ok()
     }
-}
-
-impl Evidence for FullEvidence<'_> {
-    fn count(&self) -> usize {
-        Hyper::count(self.states.dim())
-    }
 
     fn negative_log_evidence(&self, theta: &[f64], grad: &mut [f64]) -> f64 {
         let hyper = Hyper::at(theta);
@@ -102,19 +131,9 @@ impl Evidence for FullEvidence<'_> {
             grad.fill(0.0);
             return f64::INFINITY;
         };
-        let n = self.values.len();
-        let l = f.llt.L();
-        let fit: f64 = (0..n)
-            .map(|i| (self.values[i] - hyper.mean) * f.alpha[i])
-            .sum();
-        let log_det: f64 = (0..n).map(|i| l[(i, i)].ln()).sum();
-        let value = 0.5 * fit + log_det + 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
-        let mut w = f.llt.inverse();
-        for j in 0..n {
-            for i in 0..n {
-                w[(i, j)] -= f.alpha[i] * f.alpha[j];
-            }
-        }
+        let residual: Vec<f64> = self.values.iter().map(|y| y - hyper.mean).collect();
+        let value = f.negative_log_evidence(&residual);
+        let w = f.adjoint();
         self.gradient(&hyper, &f, &w, grad);
         value
     }

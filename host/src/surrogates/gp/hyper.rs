@@ -11,6 +11,7 @@
 
 use shmc_core::Potential;
 
+use super::kernel::Predictor;
 use crate::optimize::{MapOptions, Minimum, minimize};
 use crate::surrogates::states::TrainingSet;
 use crate::{Error, Result};
@@ -122,6 +123,10 @@ pub(super) trait Evidence: Sync {
     /// Writes the gradient into `grad` and returns `−log p(ỹ | θ)`; `+∞` where the covariance
     /// does not factorize (the search then backs off).
     fn negative_log_evidence(&self, theta: &[f64], grad: &mut [f64]) -> f64;
+
+    /// The predictive mean at `hyper`, in units of `U` (`shift`, `scale`: the
+    /// standardization); `None` when the covariance does not factorize.
+    fn posterior(&self, hyper: &Hyper, shift: f64, scale: f64) -> Option<Predictor>;
 }
 
 /// An evidence as the optimizer's potential, per observation: the evidence and its gradient
@@ -149,7 +154,8 @@ impl Potential for Objective<'_> {
     }
 }
 
-/// The hyperparameters that maximise `evidence` of `n` observations from `start`, within
+/// The hyperparameters that maximise `evidence` of `n` observations (values, and derivatives
+/// when the GP is fitted to gradients too) from `start`, within
 /// `max_iterations` L-BFGS iterations (the best point found when the search stops short of
 /// converging). The minimum's value is the negative log evidence per observation.
 pub(super) fn fit(

@@ -4,7 +4,9 @@
 //! Both kinds predict with the same form, `Ũ(x) = c + Σᵢ vᵢ exp(−½ Σₖ (xₖ − zᵢₖ)² / ℓₖ²)`: the
 //! full GP with a centre `zᵢ` at every training state, FITC with one at every inducing point.
 //! So one [`Predictor`] serves both, and a surrogate file holds exactly its fields, from which it
-//! is rebuilt bit for bit.
+//! is rebuilt bit for bit. A full GP fitted to gradients too (derivative observations) adds a
+//! slope `wᵢ` to each centre's weight, `vᵢ + wᵢ·(x − zᵢ)` (the covariance of `f(x)` with
+//! `∂f(zᵢ)` is the kernel times `(x − zᵢ) ⊙ ℓ⁻²`), still `O(m·d)` per evaluation.
 
 use super::quadratic::Quadratic;
 
@@ -40,6 +42,8 @@ pub struct Predictor {
     offset: f64,
     /// The quadratic mean function added to it, if the GP was fitted on its residuals.
     quadratic: Option<Quadratic>,
+    /// `m × d`, row-major: the slopes `wᵢ` of a GP fitted to gradients too.
+    slopes: Option<Vec<f64>>,
 }
 
 impl Predictor {
@@ -76,7 +80,32 @@ impl Predictor {
             lengths,
             offset,
             quadratic: None,
+            slopes: None,
         })
+    }
+
+    /// This mean with the slopes `slopes` (`m × d`, row-major) added to its centres' weights;
+    /// an error when they do not match the centres or are not finite.
+    pub(super) fn with_slopes(self, slopes: Vec<f64>) -> Result<Self, String> {
+        if slopes.len() != self.centres.len() {
+            return Err(format!(
+                "{} slopes for {} centre coordinates",
+                slopes.len(),
+                self.centres.len()
+            ));
+        }
+        if !slopes.iter().all(|w| w.is_finite()) {
+            return Err("the slopes are not all finite".into());
+        }
+        Ok(Self {
+            slopes: Some(slopes),
+            ..self
+        })
+    }
+
+    /// The slopes of a GP fitted to gradients too (`m × d`, row-major), if it was.
+    pub fn slopes(&self) -> Option<&[f64]> {
+        self.slopes.as_deref()
     }
 
     /// This mean plus the quadratic `quadratic` (a GP fitted to the residuals of it).
@@ -111,6 +140,9 @@ impl Predictor {
 
     /// `Ũ(x)`.
     pub fn value(&self, x: &[f64]) -> f64 {
+        if self.slopes.is_some() {
+            return self.value_and_gradient(x, &mut vec![0.0; self.dim()]);
+        }
         let d = self.dim();
         let mut sum = self.offset;
         for (z, v) in self.centres.chunks_exact(d).zip(&self.weights) {
@@ -127,16 +159,41 @@ impl Predictor {
         let d = self.dim();
         grad.fill(0.0);
         let mut sum = self.offset;
-        for (z, v) in self.centres.chunks_exact(d).zip(&self.weights) {
-            let term = v * correlation(x, z, &self.inverse_squares);
-            sum += term;
-            for (((g, xk), zk), i) in grad.iter_mut().zip(x).zip(z).zip(&self.inverse_squares) {
-                *g -= term * (xk - zk) * i;
+        if let Some(slopes) = &self.slopes {
+            sum += self.add_sloped(x, slopes, grad);
+        } else {
+            for (z, v) in self.centres.chunks_exact(d).zip(&self.weights) {
+                let term = v * correlation(x, z, &self.inverse_squares);
+                sum += term;
+                for (((g, xk), zk), i) in grad.iter_mut().zip(x).zip(z).zip(&self.inverse_squares) {
+                    *g -= term * (xk - zk) * i;
+                }
             }
         }
         match &self.quadratic {
             Some(q) => sum + q.add_value_and_gradient(x, Some(grad)),
             None => sum,
         }
+    }
+
+    /// `Σᵢ eᵢ (vᵢ + wᵢ·(x − zᵢ))` with `eᵢ` the correlation of `x` with centre `i`; adds its
+    /// gradient `Σᵢ eᵢ (wᵢ − (vᵢ + wᵢ·(x − zᵢ)) (x − zᵢ) ⊙ ℓ⁻²)` to `grad`.
+    fn add_sloped(&self, x: &[f64], slopes: &[f64], grad: &mut [f64]) -> f64 {
+        let d = self.dim();
+        let mut sum = 0.0;
+        let rows = self.centres.chunks_exact(d).zip(slopes.chunks_exact(d));
+        for ((z, w), v) in rows.zip(&self.weights) {
+            let e = correlation(x, z, &self.inverse_squares);
+            let weight = v + w
+                .iter()
+                .zip(x.iter().zip(z))
+                .map(|(w, (a, b))| w * (a - b))
+                .sum::<f64>();
+            sum += e * weight;
+            for k in 0..d {
+                grad[k] += e * (w[k] - weight * (x[k] - z[k]) * self.inverse_squares[k]);
+            }
+        }
+        sum
     }
 }

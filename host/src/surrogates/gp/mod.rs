@@ -6,12 +6,13 @@
 //! gradient as `Ũ`, `∇Ũ`.
 //!
 //! Two approximations: the full GP ([`full`]; `O(n³)` to fit, `O(n²)` memory, `O(n·d)` per
-//! gradient) and FITC ([`fitc`]; `M` inducing points drawn at random from the training states,
+//! gradient; on the states' gradients too, [`derivative`], `O((n(d+1))³)` to fit) and FITC ([`fitc`]; `M` inducing points drawn at random from the training states,
 //! `O(n·M²)` to fit, `O(M·d)` per gradient). Both are written on faer rather than taken from a
 //! GP crate: see [`GpFitter`] for why. Saved as kinds [`FULL_KIND`] and [`FITC_KIND`].
 //!
 //! The chain stays exact: the surrogate only drives the leapfrog, and the exact `U` judges.
 
+mod derivative;
 mod fitc;
 mod full;
 mod hyper;
@@ -35,6 +36,7 @@ use crate::surrogates::network::Reach;
 use crate::surrogates::states::TrainingSet;
 use crate::surrogates::{Fitted, Fitter};
 use crate::{Error, Result};
+use derivative::GradientEvidence;
 use fitc::FitcEvidence;
 use full::FullEvidence;
 use hyper::{Evidence, Hyper, Standardized};
@@ -74,6 +76,9 @@ pub struct GpOptions {
     pub approximation: Approximation,
     /// Constant or quadratic.
     pub mean: MeanFunction,
+    /// Fit the full GP to the training states' gradients too (derivative observations,
+    /// [`derivative`]): `n(d + 1)` observations, `O((n(d+1))³)` to fit. The full GP only.
+    pub gradients: bool,
     /// The seed of FITC's choice of inducing points (stream [`INDUCING_STREAM`]).
     pub seed: u64,
     /// The most L-BFGS iterations of the hyperparameter fit (default 100).
@@ -87,6 +92,7 @@ impl Default for GpOptions {
         Self {
             approximation: Approximation::Full,
             mean: MeanFunction::Constant,
+            gradients: false,
             seed: 1,
             max_iterations: 100,
             memory_limit: u64::MAX,
@@ -119,6 +125,7 @@ impl GpOptions {
     /// [`GpOptions::check_memory`] for a fit on `count` (in words: "617", "up to 800")
     /// training states.
     fn check_states(&self, count: &str, states: usize, d: usize) -> Result<()> {
+        self.validate()?;
         if self.mean == MeanFunction::Quadratic {
             crate::memory::check(
                 &format!("a quadratic mean in dimension {d} on {count} training states"),
@@ -128,6 +135,16 @@ impl GpOptions {
             )?;
         }
         match self.approximation {
+            Approximation::Full if self.gradients => crate::memory::check(
+                &format!(
+                    "a full Gaussian process on {count} training states with their gradients \
+                     ({} observations each)",
+                    d.saturating_add(1)
+                ),
+                "train_after",
+                derivative::bytes(states, d),
+                self.memory_limit,
+            ),
             Approximation::Full => crate::memory::check(
                 &format!("a full Gaussian process on {count} training states"),
                 "train_after",
@@ -148,6 +165,12 @@ impl GpOptions {
         if self.approximation == (Approximation::Fitc { inducing: 0 }) {
             return Err(Error::setting("inducing", "must be at least 1, got 0"));
         }
+        if self.gradients && self.approximation != Approximation::Full {
+            return Err(Error::setting(
+                "gp_gradients",
+                "applies to the full Gaussian process only: FITC fits the values alone",
+            ));
+        }
         if self.max_iterations == 0 {
             return Err(Error::invalid(
                 "the Gaussian process's hyperparameter fit needs at least 1 iteration",
@@ -165,7 +188,6 @@ impl GpOptions {
 /// hyperparameters.
 pub fn fit(states: &TrainingSet, options: &GpOptions) -> Result<GpFit> {
     let start = Instant::now();
-    options.validate()?;
     let (n, d) = (states.len(), states.dim());
     if n == 0 {
         return Err(Error::invalid(
@@ -184,57 +206,65 @@ pub fn fit(states: &TrainingSet, options: &GpOptions) -> Result<GpFit> {
         Some(r) => (r, Standardized::of(r)?),
         None => (states, y),
     };
-    let ((predictor, sparse), best) = fit_standardized(fitted_states, &y, options)?;
+    let (predictor, best, observations) = fit_standardized(fitted_states, &y, options)?;
     let predictor = predictor.with_quadratic(quadratic);
+    let sparse = options.approximation != Approximation::Full;
     Ok(GpFit {
         surrogate: GpSurrogate::new(predictor, Reach::of(states), sparse),
-        log_evidence: -best.value * n as f64,
+        log_evidence: -best.value * observations as f64,
         iterations: best.iterations,
         seconds: start.elapsed().as_secs_f64(),
     })
 }
 
-/// The hyperparameters of the GP of `options` on `states`' standardized potentials `y`, and
-/// its predictive mean (with whether it is FITC's).
+/// The hyperparameters of the GP of `options` on `states`' standardized potentials `y` (and
+/// gradients, with [`GpOptions::gradients`]), its predictive mean, and its number of
+/// observations.
 fn fit_standardized(
     states: &TrainingSet,
     y: &Standardized,
     options: &GpOptions,
-) -> Result<((Predictor, bool), crate::optimize::Minimum)> {
+) -> Result<(Predictor, crate::optimize::Minimum, usize)> {
     let inducing = match options.approximation {
         Approximation::Full => None,
         Approximation::Fitc { inducing } => Some(inducing_points(states, inducing, options.seed)),
     };
-    let full = FullEvidence {
-        states,
-        values: &y.values,
+    let observations = if options.gradients {
+        derivative::observations(states, y)?
+    } else {
+        y.values.clone()
     };
-    let fitc = inducing.as_ref().map(|points| FitcEvidence {
-        states,
-        values: &y.values,
-        inducing: points,
-    });
-    let evidence: &dyn Evidence = match &fitc {
-        None => &full,
-        Some(f) => f,
+    let evidence: Box<dyn Evidence + '_> = match &inducing {
+        Some(points) => Box::new(FitcEvidence {
+            states,
+            values: &y.values,
+            inducing: points,
+        }),
+        None if options.gradients => Box::new(GradientEvidence {
+            states,
+            observations: &observations,
+        }),
+        None => Box::new(FullEvidence {
+            states,
+            values: &y.values,
+        }),
     };
+    let count = observations.len();
     let best = hyper::fit(
-        evidence,
-        states.len(),
+        evidence.as_ref(),
+        count,
         &Hyper::start(states),
         options.max_iterations,
     )?;
-    let h = Hyper::at(&best.position);
-    let predictor = match &fitc {
-        None => full.posterior(&h, y.shift, y.scale),
-        Some(f) => f.posterior(&h, y.shift, y.scale),
-    }
-    .ok_or_else(|| {
-        Error::invalid(
-            "the Gaussian process's covariance does not factorize at its fitted hyperparameters",
-        )
-    })?;
-    Ok(((predictor, fitc.is_some()), best))
+    let predictor = evidence
+        .posterior(&Hyper::at(&best.position), y.shift, y.scale)
+        .ok_or_else(|| {
+            Error::invalid(
+                "the Gaussian process's covariance does not factorize at its fitted \
+                 hyperparameters",
+            )
+        })?;
+    Ok((predictor, best, count))
 }
 
 /// `m` distinct training states drawn at random (all of them, in order, when `m ≥ n`), as an
@@ -284,6 +314,9 @@ impl Fitter for GpFitter {
     /// Which GP, and FITC's inducing points: a run's CSV header says what proposed.
     fn header(&self) -> Vec<(&'static str, String)> {
         match self.options.approximation {
+            Approximation::Full if self.options.gradients => {
+                vec![("gp", "full".into()), ("gp_gradients", "true".into())]
+            }
             Approximation::Full => vec![("gp", "full".into())],
             Approximation::Fitc { inducing } => {
                 vec![("gp", "fitc".into()), ("inducing", inducing.to_string())]
@@ -299,5 +332,7 @@ impl Fitter for GpFitter {
     }
 }
 
+#[cfg(test)]
+mod derivative_tests;
 #[cfg(test)]
 mod tests;

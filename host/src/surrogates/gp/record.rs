@@ -1,6 +1,7 @@
 //! A Gaussian process's record in a surrogate file (kinds [`FULL_KIND`] and [`FITC_KIND`]):
 //! the predictive mean's centres, weights, length scales and offset, its quadratic mean function
-//! if it has one, as exact decimal strings, and the reach of its training states. Loading builds the same [`Predictor`] from the same
+//! if it has one, its slopes and `gradients: true` if it was fitted to gradients too (a file
+//! from before derivative observations has neither and loads as a GP on values), as exact decimal strings, and the reach of its training states. Loading builds the same [`Predictor`] from the same
 //! numbers, so a loaded surrogate proposes bit for bit as the fitted one did; the covariance
 //! and its factors are not kept (the mean is all a sampler asks).
 
@@ -38,6 +39,16 @@ struct GpRecord {
     /// The quadratic mean function, if the GP was fitted on its residuals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     quadratic: Option<QuadraticRecord>,
+    /// Whether the GP was fitted to the states' gradients too (derivative observations).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    gradients: bool,
+    /// `m × d`, row-major: the centres' slopes, when `gradients`.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "crate::surrogates::exact_floats::vec"
+    )]
+    slopes: Vec<f64>,
 }
 
 /// A [`Quadratic`]'s coefficients as exact decimal strings.
@@ -76,6 +87,8 @@ pub(super) fn write(
             linear: q.linear.clone(),
             hessian: q.hessian.clone(),
         }),
+        gradients: predictor.slopes().is_some(),
+        slopes: predictor.slopes().map(<[f64]>::to_vec).unwrap_or_default(),
     };
     file::write(path, kind, meta, &record)
 }
@@ -107,7 +120,14 @@ pub(super) fn read(file: &SurrogateFile) -> Result<(Predictor, Option<Reach>, Su
     if let Some(q) = &quadratic {
         q.check(record.dim).map_err(|m| file.invalid(m))?;
     }
-    let predictor = predictor.with_quadratic(quadratic);
+    let mut predictor = predictor.with_quadratic(quadratic);
+    if record.gradients {
+        predictor = predictor
+            .with_slopes(record.slopes)
+            .map_err(|m| file.invalid(m))?;
+    } else if !record.slopes.is_empty() {
+        return Err(file.invalid("slopes for a GP not fitted to gradients"));
+    }
     if let Some(reach) = &record.reach {
         reach.check(record.dim).map_err(|m| file.invalid(m))?;
     }

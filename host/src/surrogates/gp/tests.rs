@@ -11,14 +11,14 @@ use crate::random::chain_rng;
 use crate::surrogates::file::SurrogateFile;
 use crate::surrogates::{Surrogate, SurrogateMeta};
 
-fn normals(rng: &mut Pcg64, n: usize) -> Vec<f64> {
+pub(super) fn normals(rng: &mut Pcg64, n: usize) -> Vec<f64> {
     let mut x = vec![0.0; n];
     fill_standard_normal(rng, &mut x);
     x
 }
 
 /// `n` standard-normal states in dimension `d` with potential `u`.
-fn states(n: usize, d: usize, seed: u64, u: impl Fn(&[f64]) -> f64) -> TrainingSet {
+pub(super) fn states(n: usize, d: usize, seed: u64, u: impl Fn(&[f64]) -> f64) -> TrainingSet {
     let mut rng = chain_rng(seed, 0);
     let mut set = TrainingSet::new(d);
     for _ in 0..n {
@@ -29,12 +29,12 @@ fn states(n: usize, d: usize, seed: u64, u: impl Fn(&[f64]) -> f64) -> TrainingS
 }
 
 /// A curved 2-D potential on a non-trivial level: what a posterior's `U` looks like.
-fn banana(q: &[f64]) -> f64 {
+pub(super) fn banana(q: &[f64]) -> f64 {
     100.0 + 0.5 * q[0] * q[0] + 2.0 * (q[1] - 0.5 * q[0] * q[0]).powi(2)
 }
 
 /// `θ` of given length scales, signal and noise variances and mean.
-fn theta(lengths: &[f64], signal: f64, noise: f64, mean: f64) -> Vec<f64> {
+pub(super) fn theta(lengths: &[f64], signal: f64, noise: f64, mean: f64) -> Vec<f64> {
     let mut t: Vec<f64> = lengths.iter().map(|l| l.ln()).collect();
     t.extend([0.5 * signal.ln(), 0.5 * noise.ln(), mean]);
     t
@@ -145,7 +145,7 @@ fn fitc_with_every_state_inducing_is_the_full_gp() {
 }
 
 /// Central differences of the negative log evidence in each hyperparameter.
-fn check_gradient(evidence: &dyn Evidence, t: &[f64]) {
+pub(super) fn check_gradient(evidence: &dyn Evidence, t: &[f64]) {
     let mut grad = vec![0.0; t.len()];
     evidence.negative_log_evidence(t, &mut grad);
     let mut scratch = vec![0.0; t.len()];
