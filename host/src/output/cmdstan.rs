@@ -615,11 +615,7 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
     let mut names: Option<Vec<String>> = None;
     let mut columns: Vec<Vec<f64>> = Vec::new();
     let mut config = Configuration::default();
-    let mut interrupted = false;
-    let mut complete = false;
-    let mut approximate = None;
-    let mut transitions = None;
-    let mut shmc = Vec::new();
+    let mut comments = Comments::default();
     let mut rows = 0usize;
     for (index, line) in input.lines().enumerate() {
         let number = index + 1;
@@ -632,66 +628,34 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
             if names.is_none() {
                 config.read(text);
             }
-            interrupted |= text.contains("Sampling interrupted");
-            complete |= text.contains("Elapsed Time");
-            if let Some(label) = text
-                .trim_start_matches('#')
-                .trim()
-                .strip_prefix("inference = ")
-            {
-                approximate = Some(label.to_string());
-            }
-            if let Some(rest) = text
-                .trim_start_matches('#')
-                .trim()
-                .strip_prefix(TRANSITIONS_COMMENT)
-            {
-                transitions = rest.split_whitespace().next().map(str::to_string);
-            }
-            if names.is_some()
-                && let Some(line) = text.strip_prefix("# shmc ")
-            {
-                shmc.push(line.to_string());
-            }
+            comments.read(text, names.is_some());
             continue;
         }
-        match &names {
-            None => {
-                let header: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
-                if !header.iter().any(|h| h == "lp__") {
-                    return Err(bad(
-                        number,
-                        "header line has no lp__ column: not a CmdStan CSV".into(),
-                    ));
-                }
-                if let Some(message) = repeated_name(&header) {
-                    return Err(bad(number, message));
-                }
-                columns = vec![Vec::new(); header.len()];
-                names = Some(header);
-            }
-            Some(header) => {
-                let fields: Vec<&str> = text.split(',').collect();
-                if fields.len() != header.len() {
-                    return Err(bad(
-                        number,
-                        format!("{} fields, expected {}", fields.len(), header.len()),
-                    ));
-                }
-                rows += 1;
-                if config.save_warmup && rows <= config.num_warmup {
-                    continue;
-                }
-                for (k, field) in fields.iter().enumerate() {
-                    let value = field.trim().parse::<f64>().map_err(|_| {
-                        bad(
-                            number,
-                            format!("column {} ({}): not a number: {field:?}", k + 1, header[k]),
-                        )
-                    })?;
-                    columns[k].push(value);
-                }
-            }
+        let Some(header) = &names else {
+            let header = header_names(text).map_err(|message| bad(number, message))?;
+            columns = vec![Vec::new(); header.len()];
+            names = Some(header);
+            continue;
+        };
+        let fields: Vec<&str> = text.split(',').collect();
+        if fields.len() != header.len() {
+            return Err(bad(
+                number,
+                format!("{} fields, expected {}", fields.len(), header.len()),
+            ));
+        }
+        rows += 1;
+        if config.save_warmup && rows <= config.num_warmup {
+            continue;
+        }
+        for (k, field) in fields.iter().enumerate() {
+            let value = field.trim().parse::<f64>().map_err(|_| {
+                bad(
+                    number,
+                    format!("column {} ({}): not a number: {field:?}", k + 1, header[k]),
+                )
+            })?;
+            columns[k].push(value);
         }
     }
     let names = names.ok_or_else(|| bad(0, "no header line: not a CmdStan CSV".into()))?;
@@ -699,14 +663,57 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
         path: path.to_path_buf(),
         names,
         columns,
-        interrupted,
-        complete,
-        approximate,
-        transitions,
+        interrupted: comments.interrupted,
+        complete: comments.complete,
+        approximate: comments.approximate,
+        transitions: comments.transitions,
         settings: config.settings,
-        shmc,
+        shmc: comments.shmc,
         data_file: config.data_file,
     })
+}
+
+/// The column names of a CSV's header line, refused when it has no `lp__` column or names one
+/// twice.
+fn header_names(text: &str) -> std::result::Result<Vec<String>, String> {
+    let header: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
+    if !header.iter().any(|h| h == "lp__") {
+        return Err("header line has no lp__ column: not a CmdStan CSV".into());
+    }
+    match repeated_name(&header) {
+        Some(message) => Err(message),
+        None => Ok(header),
+    }
+}
+
+/// What a CSV's comment lines say besides the configuration: whether the run was interrupted
+/// or completed, its inference label, the surrogate transitions it chose, and shmc's own lines
+/// after the column header.
+#[derive(Default)]
+struct Comments {
+    interrupted: bool,
+    complete: bool,
+    approximate: Option<String>,
+    transitions: Option<String>,
+    shmc: Vec<String>,
+}
+
+impl Comments {
+    /// Reads the comment line `text`, `after_header` when the column header came before it.
+    fn read(&mut self, text: &str, after_header: bool) {
+        self.interrupted |= text.contains("Sampling interrupted");
+        self.complete |= text.contains("Elapsed Time");
+        let body = text.trim_start_matches('#').trim();
+        if let Some(label) = body.strip_prefix("inference = ") {
+            self.approximate = Some(label.to_string());
+        }
+        if let Some(rest) = body.strip_prefix(TRANSITIONS_COMMENT) {
+            self.transitions = rest.split_whitespace().next().map(str::to_string);
+        }
+        if after_header && let Some(line) = text.strip_prefix("# shmc ") {
+            self.shmc.push(line.to_string());
+        }
+    }
 }
 
 /// What the configuration lines before the column header say.
