@@ -185,9 +185,14 @@ impl Mlda {
         }
         let q = state.position.as_slice();
         let bottom = State::new(DVector::from_column_slice(q), &Exact(levels[0]))?;
-        let mut values: Vec<f64> = levels.iter().map(|level| level.value(q)).collect();
-        values[0] = bottom.potential;
-        values[levels.len() - 1] = state.potential;
+        // The bottom's value comes with its state and the top's is the chain's: only the
+        // levels between are evaluated here.
+        let top = levels.len() - 1;
+        let mut values = vec![bottom.potential; levels.len()];
+        for (value, level) in values.iter_mut().zip(levels).take(top).skip(1) {
+            *value = level.value(q);
+        }
+        values[top] = state.potential;
         Ok(Point {
             state: bottom,
             values,
