@@ -239,13 +239,17 @@ fn surrogate_row(
         method: Method::RnsHmc(surrogate),
         target_ess: Some(TARGET_ESS),
         ess_check_every: CHECK_EVERY,
+        design_level: plan.design_level(model),
         ..SampleConfig::default()
     };
     let start = Instant::now();
     let run = sample_quietly(model, &config)?;
     Ok(sampler_row(
         experiment,
-        format!("RNS-HMC on the Laplace approximation ({})", plan.describe()),
+        format!(
+            "RNS-HMC on the Laplace approximation ({})",
+            plan.describe(model)
+        ),
         &run,
         start.elapsed().as_secs_f64(),
     ))
