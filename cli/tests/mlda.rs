@@ -151,3 +151,74 @@ fn the_network_level_is_refused_in_one_line_where_it_cannot_run() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// `--design-level 6` on a 12×12 PDE: the Laplace approximation and the training draws run on
+/// the 6×6 mesh (the report says so, the header records it), the draws on the model.
+#[test]
+fn a_design_level_runs_the_design_on_the_coarser_mesh_and_says_so() {
+    let pde = ["elliptic-pde", "--mesh", "12", "--kl-modes", "4"];
+    let extra = [
+        "--method",
+        "rns-hmc",
+        "--train-from",
+        "laplace",
+        "--train-states",
+        "60",
+        "--hidden",
+        "20",
+        "--design-level",
+        "6",
+    ];
+    let (out, dir) = run("design", &pde, &extra);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let csv = std::fs::read_to_string(dir.join("elliptic-pde-1.csv")).unwrap();
+    assert!(csv.contains("design_level = 6"), "{csv}");
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("precompute: 61 evaluations of the model's level 6"),
+        "{report}"
+    );
+    assert!(report.contains("forward solves (6x6)"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_design_level_is_refused_in_one_line_where_it_cannot_apply() {
+    let pde: &[&str] = &["elliptic-pde", "--mesh", "12", "--kl-modes", "4"];
+    let laplace: &[&str] = &[
+        "--method",
+        "rns-hmc",
+        "--train-from",
+        "laplace",
+        "--design-level",
+    ];
+    let cases: [(&[&str], Vec<&str>, &str); 3] = [
+        (
+            &["banana"],
+            [laplace, &["5"]].concat(),
+            "--design-level needs a model with coarser levels; this model has none",
+        ),
+        (
+            pde,
+            [laplace, &["12"]].concat(),
+            "--design-level must lie between 2 and 11 elements per side (coarser than the \
+             12x12 mesh), got 12",
+        ),
+        (
+            pde,
+            vec!["--method", "hmc", "--design-level", "6"],
+            "--design-level evaluates the Laplace approximation and a surrogate fitted before \
+             sampling on a coarser level; this run has neither",
+        ),
+    ];
+    for (i, (model, extra, expected)) in cases.into_iter().enumerate() {
+        let (out, dir) = run(&format!("design-refused-{i}"), model, &extra);
+        let err = text(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expected),
+            "{extra:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!dir.exists(), "{}", dir.display());
+    }
+}

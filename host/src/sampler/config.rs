@@ -288,7 +288,10 @@ impl SampleConfig {
         levels
             .coarser(resolution, self.memory_limit)
             .map(Some)
-            .map_err(|e| Error::setting("design_level", e.to_string()))
+            .map_err(|e| match e {
+                Error::Setting { problem, .. } => Error::setting("design_level", problem),
+                other => other,
+            })
     }
 
     /// MLDA needs the model's levels, each coarser than the model and within the memory limit
