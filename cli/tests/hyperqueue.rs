@@ -191,6 +191,72 @@ fn hyperqueue_instances_give_the_in_process_draws_and_share_the_calls() {
     assert!(calls.iter().all(|&n| n >= total / 5), "{calls:?}");
 }
 
+/// The most calls in flight at once over the instances, and the instances, from the run's
+/// `model: at most K calls were in flight at once, over N instances` line.
+fn peak_in_flight(stdout: &str) -> (usize, usize) {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("model: at most "))
+        .unwrap_or_else(|| panic!("no calls in flight in {stdout}"));
+    let numbers: Vec<usize> = line
+        .split(' ')
+        .filter_map(|word| word.parse().ok())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+/// One chain whose surrogate trains on 200 Laplace draws before it starts, and then only a few
+/// exact calls: the draws are most of the run's calls.
+const LAPLACE_RUN: [&str; 14] = [
+    "--chains",
+    "1",
+    "--seed",
+    "8",
+    "--method",
+    "rns-hmc",
+    "--train-from",
+    "laplace",
+    "--train-states",
+    "200",
+    "--warmup",
+    "0",
+    "--draws",
+    "20",
+];
+
+/// The Laplace draws (and the Hessian's columns before them), independent calls, are spread
+/// over all 4 instances at once: the run names 4 calls in flight at once, where rayon's pool of
+/// one thread per core had 2 on this 2-core machine (on 4 cores or more the mutant of the old
+/// pool also reaches 4; the library's `the_laplace_draws_keep_every_served_instance_busy_at_once`
+/// asks for more instances than cores). The draws are the in-process run's.
+#[test]
+fn hyperqueue_the_laplace_draws_run_on_every_instance_at_once() {
+    if !python_hyperqueue() {
+        return;
+    }
+    let dir = temp_dir("laplace-batch");
+    let out = dir.join("out");
+    let options = [
+        "--instances",
+        "4",
+        "--local-workers",
+        "2",
+        "--worker-cpus",
+        "2",
+    ];
+    let run = spawn(driver(&options, &dir.join("instances"), &out, &LAPLACE_RUN));
+    let done = finish(run, Duration::from_secs(300));
+    let stdout = text(&done.stdout);
+    assert!(done.status.success(), "{stdout}{}", text(&done.stderr));
+    assert_eq!(peak_in_flight(&stdout), (4, 4), "{stdout}");
+    let calls = calls_per_instance(&stdout);
+    assert_eq!(calls.len(), 4, "{stdout}");
+    assert!(calls.iter().sum::<u64>() >= 201, "{calls:?}");
+    assert!(calls.iter().all(|&n| n > 0), "{calls:?}");
+    let reference = in_process(&LAPLACE_RUN, 1, "laplace-batch-reference");
+    assert!(rows(&out, "umbridge", 1) == reference);
+}
+
 /// The pids of the local cluster's worker processes, as the driver lists them.
 fn workers(folder: &Path) -> Vec<u32> {
     std::fs::read_to_string(folder.join("workers.txt"))

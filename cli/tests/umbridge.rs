@@ -1024,6 +1024,39 @@ fn instances_of_different_models_are_refused_naming_the_one_that_differs() {
     }
 }
 
+/// A batch runs a thread per instance, so the instances' count is sized against the memory
+/// limit (each thread's stack) before any is started: three of one server under 5 MB.
+#[test]
+fn more_instances_than_the_memory_limit_has_thread_stacks_for_are_refused_naming_url() {
+    let (_server, url) = shmc_serve(&["--model", "banana", "--workers", "1"]);
+    let urls = format!("{url},{url},{url}");
+    let dir = temp_dir("instances-memory");
+    let out = shmc(&[
+        "sample",
+        "--model",
+        "umbridge",
+        "--url",
+        &urls,
+        "--memory-limit",
+        "5000000",
+        "--quiet",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "error: the stacks of 3 threads, one per instance of model \"banana\" would need \
+             6291456 bytes"
+        ) && stderr
+            .trim_end()
+            .ends_with("raise --memory-limit or change --url"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn an_instance_that_dies_mid_run_stops_it_naming_that_instance() {
     let dir = temp_dir("instance-dies");

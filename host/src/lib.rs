@@ -26,6 +26,7 @@
 //! `examples/linear_regression.rs`.
 
 pub mod api;
+pub mod batch;
 pub mod data;
 pub mod diagnostics;
 pub mod error;

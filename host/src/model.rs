@@ -78,6 +78,15 @@ pub trait Model: Potential + Send + Sync {
         None
     }
 
+    /// How many calls the model serves at once, when that is more than this machine's cores:
+    /// a served model's instances, each computing elsewhere while a thread here waits on it.
+    /// A batch of independent evaluations (the Laplace draws, the Hessian's columns, a grid's
+    /// nodes) then runs on that many threads ([`crate::batch::spread`]). `None`, the default:
+    /// the model computes here, one call per core.
+    fn concurrency(&self) -> Option<usize> {
+        None
+    }
+
     /// The memory one more chain evaluating at the same time adds to the model's own: the
     /// scratch an evaluation works in (the elliptic PDE: a factorization workspace and its
     /// vectors), so that a run's chains are sized against the memory limit before they start.

@@ -138,6 +138,17 @@ fn connect(spec: &ModelSpec) -> Result<ServedPosterior> {
         crate::memory::dimension(served.dim()),
         spec.memory_limit,
     )?;
+    // A batch of independent calls runs on a thread per instance, each with its stack.
+    let instances = served.instances.capacity();
+    crate::memory::check(
+        &format!(
+            "the stacks of {instances} threads, one per instance of model {:?}",
+            served.name
+        ),
+        "url",
+        crate::batch::stack_bytes(instances),
+        spec.memory_limit,
+    )?;
     Ok(served)
 }
 
@@ -783,6 +794,11 @@ impl Model for ServedPosterior {
         self.failure.get().cloned()
     }
 
+    /// Every instance: a batch's calls wait here on HTTP while the instances compute.
+    fn concurrency(&self) -> Option<usize> {
+        Some(self.instances.capacity())
+    }
+
     fn history(&self) -> Vec<String> {
         let mut lines = self.instances.history();
         if self.instances.replaceable() {
@@ -793,6 +809,11 @@ impl Model for ServedPosterior {
                 .map(|(url, n)| format!("{url} {n}"))
                 .collect();
             lines.push(format!("Evaluate calls per instance: {}", calls.join(", ")));
+            lines.push(format!(
+                "at most {} calls were in flight at once, over {} instances",
+                self.instances.peak_in_flight(),
+                self.instances.capacity()
+            ));
         }
         lines
     }

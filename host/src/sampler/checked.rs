@@ -138,6 +138,10 @@ impl<M: Model + ?Sized> Model for Checked<'_, M> {
         self.model.bytes_per_chain()
     }
 
+    fn concurrency(&self) -> Option<usize> {
+        self.model.concurrency()
+    }
+
     fn work(&self) -> Vec<(&'static str, u64)> {
         self.model.work()
     }

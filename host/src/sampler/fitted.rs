@@ -52,8 +52,11 @@ pub fn precompute(settings: &SurrogateSettings, model: &dyn Model) -> Result<Opt
             (fitted, Some(Arc::new(training)))
         }
         None => {
+            // A grid's nodes (and its box's Hessian) are one batch: on every instance of a
+            // served model.
             let box_only = TrainingSet::new(model.dim());
-            (settings.fitter().fit(model, &box_only)?, None)
+            let fit = || settings.fitter().fit(model, &box_only);
+            (crate::batch::spread(model.concurrency(), fit)??, None)
         }
     };
     Ok(Some(Precomputed {

@@ -629,7 +629,9 @@ fn find_laplace(model: &dyn Model, config: &SampleConfig) -> Result<Laplace> {
         Init::Values(values) => values.clone(),
         Init::Random { .. } => vec![0.0; model.dim()],
     };
-    Laplace::find(model, &start).map_err(|e| {
+    // The Hessian's gradient columns are one batch: on every instance of a served model.
+    let found = crate::batch::spread(model.concurrency(), || Laplace::find(model, &start))?;
+    found.map_err(|e| {
         Error::setting(
             "metric",
             format!("laplace needs the Laplace approximation at the MAP, which failed: {e}"),

@@ -103,6 +103,10 @@ impl Model for Whitened<'_> {
     fn bytes_per_chain(&self) -> u128 {
         self.model.bytes_per_chain()
     }
+
+    fn concurrency(&self) -> Option<usize> {
+        self.model.concurrency()
+    }
 }
 
 /// The model's row sum at the points' `q`. Partial gradients (of segments, and of

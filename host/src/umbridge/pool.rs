@@ -57,6 +57,17 @@ pub struct Pool {
     folder: Option<(Folder, Patience)>,
     /// What happened to instances during the run, one sentence each.
     history: Mutex<Vec<String>>,
+    /// The instances the pool serves with: the fixed list's, or the folder's manifest's.
+    capacity: usize,
+    /// Calls in flight over all instances, now and at most.
+    in_flight: Arc<InFlight>,
+}
+
+/// Calls in flight over all of a pool's instances: now, and the most at once so far.
+#[derive(Debug, Default)]
+struct InFlight {
+    now: AtomicUsize,
+    peak: AtomicUsize,
 }
 
 /// One instance of a [`Pool`], leased for one evaluation (its value, and its gradient on the
@@ -64,6 +75,7 @@ pub struct Pool {
 #[derive(Debug)]
 pub struct Lease {
     slot: Arc<Slot>,
+    in_flight: Arc<InFlight>,
 }
 
 impl Pool {
@@ -88,11 +100,26 @@ impl Pool {
 
     fn with(slots: Vec<Arc<Slot>>, folder: Option<(Folder, Patience)>) -> Self {
         Self {
+            capacity: slots.len(),
+            in_flight: Arc::default(),
             slots: RwLock::new(slots),
             turn: AtomicUsize::new(0),
             folder,
             history: Mutex::new(Vec::new()),
         }
+    }
+
+    /// How many instances the pool serves with: the fixed list's, or the folder's manifest's
+    /// (what the engine was asked for), all of them once the pool starts. Not the live count:
+    /// an instance that dies is restarted by the engine, and the width of a batch sized on
+    /// this stays the same meanwhile (two calls wait on one instance instead).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The most calls that were in flight at once over all instances.
+    pub fn peak_in_flight(&self) -> usize {
+        self.in_flight.peak.load(Ordering::Relaxed)
     }
 
     /// Whether an instance that cannot be reached is dropped rather than ending the run.
@@ -138,7 +165,12 @@ impl Pool {
                     .min_by_key(|s| s.in_flight.load(Ordering::Relaxed))
                     .unwrap_or(&live[0]);
                 slot.in_flight.fetch_add(1, Ordering::Relaxed);
-                return Ok(Lease { slot: slot.clone() });
+                let now = self.in_flight.now.fetch_add(1, Ordering::Relaxed) + 1;
+                self.in_flight.peak.fetch_max(now, Ordering::Relaxed);
+                return Ok(Lease {
+                    slot: slot.clone(),
+                    in_flight: Arc::clone(&self.in_flight),
+                });
             }
             let Some((folder, _)) = &self.folder else {
                 return Err(Error::invalid("no instance of the served model is left"));
@@ -247,6 +279,7 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.slot.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.in_flight.now.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -278,6 +311,7 @@ mod tests {
         held[4].answered();
         let busy = index(&held[4]);
         drop(held);
+        assert_eq!((pool.peak_in_flight(), pool.capacity()), (6, 3));
         let answered = pool.answered();
         assert_eq!(answered.iter().map(|(_, n)| n).sum::<u64>(), 1);
         assert!(answered.iter().any(|(u, n)| *u == busy && *n == 1));
