@@ -58,12 +58,6 @@ pub(super) struct GradientEvidence<'a> {
     pub observations: &'a [f64],
 }
 
-/// `K_pq = K_qp = v`.
-fn set(k: &mut Mat<f64>, p: usize, q: usize, v: f64) {
-    k[(p, q)] = v;
-    k[(q, p)] = v;
-}
-
 /// One pair of distinct states `i`, `j` at some hyperparameters: `c = k(xᵢ, xⱼ)`,
 /// `r = xᵢ − xⱼ` and `sₐ = rₐ/ℓₐ²`.
 struct Pair {
@@ -87,7 +81,11 @@ impl GradientEvidence<'_> {
         Pair { c, r, s }
     }
 
-    /// The joint covariance of the values and derivatives, with the noise and the nugget.
+    /// The joint covariance of the values and derivatives, with the noise and the nugget: its
+    /// lower triangle alone (the upper is left zero), which is all the Cholesky factorization
+    /// and the evidence's gradient read. Each entry is written down its column (faer's
+    /// matrices are column-major): a pair's cross blocks go to the lower side, where the row
+    /// of the later state's value or derivatives is the larger.
     pub fn covariance(&self, hyper: &Hyper) -> Mat<f64> {
         let (n, d) = (self.states.len(), self.states.dim());
         let inverse = inverse_squares(&hyper.lengths);
@@ -101,20 +99,29 @@ impl GradientEvidence<'_> {
                 k[(p, p)] = prior * inverse[a] + hyper.noise;
             }
             for i in j + 1..n {
-                let Pair { c, s, .. } = self.pair(i, j, hyper.signal, &inverse);
-                set(&mut k, i, j, c);
-                for a in 0..d {
-                    set(&mut k, i, self.slope_row(j, a), c * s[a]);
-                    set(&mut k, self.slope_row(i, a), j, -c * s[a]);
-                    for b in 0..d {
-                        let delta = if a == b { inverse[a] } else { 0.0 };
-                        let v = c * (delta - s[a] * s[b]);
-                        set(&mut k, self.slope_row(i, a), self.slope_row(j, b), v);
-                    }
-                }
+                let pair = self.pair(i, j, hyper.signal, &inverse);
+                self.fill_pair(&mut k, i, j, &pair, &inverse);
             }
         }
         k
+    }
+
+    /// A pair `i > j`'s entries below the diagonal: `cov(fᵢ, f_j) = c`, `cov(∂_b f_j, fᵢ) =
+    /// c s_b`, `cov(∂ₐfᵢ, f_j) = −c sₐ` and `cov(∂ₐfᵢ, ∂_b f_j) = c (δₐ_b/ℓₐ² − sₐ s_b)`.
+    fn fill_pair(&self, k: &mut Mat<f64>, i: usize, j: usize, pair: &Pair, inverse: &[f64]) {
+        let Pair { c, s, .. } = pair;
+        let (di, dj) = (self.slope_row(i, 0), self.slope_row(j, 0));
+        k[(i, j)] = *c;
+        for a in 0..s.len() {
+            k[(dj + a, i)] = c * s[a];
+            k[(di + a, j)] = -c * s[a];
+        }
+        for b in 0..s.len() {
+            for a in 0..s.len() {
+                let delta = if a == b { inverse[a] } else { 0.0 };
+                k[(di + a, dj + b)] = c * (delta - s[a] * s[b]);
+            }
+        }
     }
 
     /// The observations less the mean: `ỹᵢ − m` for the values, the derivatives as they are.
@@ -172,11 +179,13 @@ impl Evidence for GradientEvidence<'_> {
         grad.fill(0.0);
         self.length_gradient(&hyper, &w, grad);
         let d = self.states.dim();
+        // Σ W∘K over the whole symmetric matrix from its lower triangle, down each column.
         let (mut trace, mut weighted) = (0.0, 0.0);
         for q in 0..w.ncols() {
             trace += w[(q, q)];
-            for p in 0..w.nrows() {
-                weighted += w[(p, q)] * f.covariance[(p, q)];
+            weighted += w[(q, q)] * f.covariance[(q, q)];
+            for p in q + 1..w.nrows() {
+                weighted += 2.0 * w[(p, q)] * f.covariance[(p, q)];
             }
         }
         // ∂K/∂log σ_f = 2(K − σ_n²I); ∂K/∂log σ_n = 2σ_n²I; ½ tr(W ·) of each.
@@ -222,12 +231,16 @@ impl GradientEvidence<'_> {
         let d = inverse.len();
         let Pair { c, r, s } = pair;
         let (di, dj) = (self.slope_row(i, 0), self.slope_row(j, 0));
-        // Σ W∘K over the block, and the s-weighted row and column sums of its W_{∂,∂} part.
+        // Σ W∘K over the block, and the s-weighted row and column sums of its W_{∂,∂} part,
+        // read down W's columns (column-major; W is symmetric, so `W_{i,∂_b j}` is read as
+        // `W_{∂_b j,i}`): across them, at d = 10 every read was a cache line of its own.
         let mut block = w[(i, j)] * c;
         let (mut rows, mut columns) = (vec![0.0; d], vec![0.0; d]);
         for a in 0..d {
-            block += c * s[a] * (w[(i, dj + a)] - w[(di + a, j)]);
-            for b in 0..d {
+            block += c * s[a] * (w[(dj + a, i)] - w[(di + a, j)]);
+        }
+        for b in 0..d {
+            for a in 0..d {
                 let wab = w[(di + a, dj + b)];
                 let delta = if a == b { inverse[a] } else { 0.0 };
                 block += wab * c * (delta - s[a] * s[b]);
@@ -236,7 +249,7 @@ impl GradientEvidence<'_> {
             }
         }
         for k in 0..d {
-            let cross = s[k] * (w[(di + k, j)] - w[(i, dj + k)]) - inverse[k] * w[(di + k, dj + k)]
+            let cross = s[k] * (w[(di + k, j)] - w[(dj + k, i)]) - inverse[k] * w[(di + k, dj + k)]
                 + s[k] * (rows[k] + columns[k]);
             grad[k] += r[k] * s[k] * block + 2.0 * c * cross;
         }
