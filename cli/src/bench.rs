@@ -109,9 +109,9 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     methods: Option<Vec<String>>,
     /// grid: run only these parts: logistic-2d, banana (both forms), gp-hyper, pde-5, lengths
-    /// (the summed banana against the trajectory length), sweep (the dimension sweep).
-    /// Default: all of them.
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = PARTS)]
+    /// (the summed banana against the trajectory length), sweep (the dimension sweep). ttr:
+    /// run only these problems: lr-sim, bank, a9a, pde, pde-fine. Default: all of them.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
     problems: Option<Vec<String>>,
     /// sbc: run only these models: gaussian-conjugate, gaussian-32, banana, beta-binomial,
     /// logistic, probit, gp-hyper, elliptic-pde.
@@ -242,8 +242,8 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
 
 /// Refuses the flags that belong to another experiment than the one asked for.
 fn check_experiment_flags(args: &BenchArgs) -> Result<()> {
-    if args.problems.is_some() && args.experiment != "grid" {
-        return Err(Error::invalid("--problems is for bench grid"));
+    if args.problems.is_some() && !["grid", "ttr"].contains(&args.experiment.as_str()) {
+        return Err(Error::invalid("--problems is for bench grid and bench ttr"));
     }
     if (args.figures.figure.is_some() || args.figures.training_sizes.is_some())
         && args.experiment != "surrogates"
@@ -495,7 +495,26 @@ fn run_sbc(args: &BenchArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Runs `shmc bench ttr` on the four problems.
+/// The names `--problems` picks among `known` (all of them without it), or one line naming
+/// the first unknown one, `what` it is not, and the known ones.
+fn picked_problems<'a>(
+    problems: &'a Option<Vec<String>>,
+    what: &str,
+    known: &[&'a str],
+) -> Result<Vec<&'a str>> {
+    let Some(list) = problems else {
+        return Ok(known.to_vec());
+    };
+    if let Some(unknown) = list.iter().find(|p| !known.contains(&p.as_str())) {
+        return Err(Error::invalid(format!(
+            "--problems: {what} \"{unknown}\"; it has {}",
+            known.join(", ")
+        )));
+    }
+    Ok(list.iter().map(String::as_str).collect())
+}
+
+/// Runs `shmc bench ttr` on its problems (`--problems`: some of them).
 fn run_ttr(args: &BenchArgs) -> Result<i32> {
     if args.methods.is_some()
         || args.step_size.is_some()
@@ -510,13 +529,19 @@ fn run_ttr(args: &BenchArgs) -> Result<i32> {
         ));
     }
     let log = |m: &str| eprintln!("{m}");
-    let experiments = [
+    let all = [
         Experiment::LrSim,
         Experiment::Bank,
         Experiment::A9a,
         Experiment::Pde,
         Experiment::PdeFine,
     ];
+    let names = all.map(Experiment::name);
+    let picked = picked_problems(&args.problems, "bench ttr has no problem", &names)?;
+    let experiments: Vec<Experiment> = all
+        .into_iter()
+        .filter(|e| picked.contains(&e.name()))
+        .collect();
     let rows = crate::experiments::ttr::run_ttr(
         &experiments,
         args.quick,
@@ -547,10 +572,7 @@ fn run_grid(args: &BenchArgs) -> Result<i32> {
         ));
     }
     let log = |m: &str| eprintln!("{m}");
-    let parts: Vec<&str> = match &args.problems {
-        Some(list) => list.iter().map(String::as_str).collect(),
-        None => PARTS.to_vec(),
-    };
+    let parts = picked_problems(&args.problems, "bench grid has no part", &PARTS)?;
     let mut rows = run_problems(args.quick, args.seed, &parts, &log)?;
     let mut tables = Vec::new();
     if !rows.is_empty() {

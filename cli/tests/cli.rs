@@ -1376,12 +1376,43 @@ fn bench_grid_runs_only_the_problems_named() {
     for other in ["lr-sim", "sbc"] {
         let err = stderr(&shmc(&["bench", other, "--quick", "--problems", "pde-5"]));
         assert!(
-            err.contains("--problems is for bench grid"),
+            err.contains("--problems is for bench grid and bench ttr"),
             "{other}: {err}"
         );
     }
     let err = stderr(&shmc(&["bench", "grid", "--problems", "banana,nope"]));
     assert!(err.contains("nope") && err.contains("gp-hyper"), "{err}");
+}
+
+/// `--problems` runs only the named problems of `bench ttr`: here the 30×30 PDE's four rows,
+/// its surrogate row on the Laplace plan with the cubic term; a grid part is refused there,
+/// naming the problems it has.
+#[test]
+fn bench_ttr_runs_only_the_problems_named() {
+    let dir = temp_dir("bench-ttr-problems");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("rows.json");
+    let out = shmc(&[
+        "bench",
+        "ttr",
+        "--quick",
+        "--problems",
+        "pde",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = json_rows(&json);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert!(rows.iter().all(|r| r["problem"] == "pde"), "{rows:?}");
+    let surrogate = rows[3]["method"].as_str().unwrap();
+    assert!(surrogate.contains("cubic"), "{surrogate}");
+    let err = stderr(&shmc(&["bench", "ttr", "--problems", "pde-5"]));
+    assert!(
+        err.contains("bench ttr has no problem \"pde-5\"") && err.contains("pde-fine"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -23,10 +23,10 @@ use serde::Serialize;
 use shmc::core::Steps;
 
 use super::nuts::run_nuts;
-use super::{BenchSettings, Experiment};
+use super::{BenchSettings, Experiment, LaplacePlan};
 use shmc::sampler::{
     DrawSink, EssCheck, MassMatrix, Method, NullSink, Phase, Run, SampleConfig, StepSize,
-    SurrogateSettings, SurrogateSteps, check_ess, sample,
+    SurrogateSteps, check_ess, sample,
 };
 use shmc::{Model, Result};
 
@@ -90,13 +90,6 @@ pub struct Split {
     /// The kept draws.
     pub sampling: f64,
 }
-
-/// The surrogate row's network: hidden units of the residual network, Laplace draws it trains
-/// on, and the warmup (step size only). 300 units fit what the Laplace approximation's
-/// quadratic misses on every problem (held-out gradient errors of the whole surrogate, at 300
-/// draws: LR simulation 0.004, Bank 0.037, a9a 0.063, PDE 0.13; more units changed the last
-/// two digits).
-const SURROGATE_PLAN: (usize, usize, usize) = (300, 200, 150);
 
 /// Runs the benchmark on `experiments`, logging progress to `log`.
 pub fn run_ttr(
@@ -234,14 +227,11 @@ fn surrogate_row(
     model: &dyn Model,
     settings: &BenchSettings,
 ) -> Result<TtrRow> {
-    let (hidden, states, warmup) = SURROGATE_PLAN;
-    let surrogate = SurrogateSettings {
-        trajectory: SurrogateSteps::Auto,
-        ..SurrogateSettings::laplace_trained(hidden, states, settings.seed)
-    };
+    let plan = LaplacePlan::for_experiment(experiment);
+    let surrogate = plan.surrogate(SurrogateSteps::Auto, settings.seed);
     let config = SampleConfig {
         chains: CHAINS,
-        warmup,
+        warmup: plan.warmup,
         draws: MAX_DRAWS,
         seed: settings.seed,
         step_size: StepSize::Adapt { target: 0.8 },
@@ -249,13 +239,17 @@ fn surrogate_row(
         method: Method::RnsHmc(surrogate),
         target_ess: Some(TARGET_ESS),
         ess_check_every: CHECK_EVERY,
+        design_level: plan.design_level(model),
         ..SampleConfig::default()
     };
     let start = Instant::now();
     let run = sample_quietly(model, &config)?;
     Ok(sampler_row(
         experiment,
-        format!("RNS-HMC on the Laplace approximation ({states} draws, s = {hidden})"),
+        format!(
+            "RNS-HMC on the Laplace approximation ({})",
+            plan.describe(model)
+        ),
         &run,
         start.elapsed().as_secs_f64(),
     ))

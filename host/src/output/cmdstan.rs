@@ -175,6 +175,9 @@ impl CsvHeader {
             };
             extra.push(("mlda_warmup_judge".into(), judge.into()));
         }
+        if let Some(level) = config.design_level {
+            extra.push(("design_level".into(), level.to_string()));
+        }
         if config.method.approximate() {
             extra.push(("inference".into(), approximate_label(method, None)));
         }

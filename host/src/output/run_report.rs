@@ -60,10 +60,14 @@ fn summary(out: &mut String, run: &Run, work: &[(&str, u64)]) {
 
 /// What the run did once before its chains: the Laplace metric's MAP search, a precompute.
 fn before_sampling(out: &mut String, run: &Run) {
+    let evaluations = match run.design_level {
+        Some(level) => format!("evaluations of the model's level {level}"),
+        None => "exact evaluations".to_string(),
+    };
     if let Some(p) = &run.laplace {
         let _ = writeln!(
             out,
-            "laplace metric: the MAP search and its Hessian took {} exact evaluations in {:.3} s \
+            "laplace metric: the MAP search and its Hessian took {} {evaluations} in {:.3} s \
              before sampling",
             p.evaluations, p.seconds
         );
@@ -71,7 +75,7 @@ fn before_sampling(out: &mut String, run: &Run) {
     if let Some(p) = &run.precompute {
         let _ = writeln!(
             out,
-            "precompute: {} exact evaluations in {:.3} s before sampling (shared by every chain; \
+            "precompute: {} {evaluations} in {:.3} s before sampling (shared by every chain; \
              sampling took {:.3} s)",
             p.evaluations,
             p.seconds,

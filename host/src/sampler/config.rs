@@ -1,5 +1,7 @@
 //! What a sampling run is asked to do, validated once before any chain starts.
 
+use std::sync::Arc;
+
 use shmc_core::Steps;
 
 use super::SAMPLER_COLUMNS;
@@ -85,6 +87,13 @@ pub struct SampleConfig {
     /// summary: chains × draws × (7 + parameters) × 8 bytes); a run above it is refused before
     /// it starts.
     pub memory_limit: u64,
+    /// The model's coarser level (a resolution, see [`crate::model::Levels`]) on which the
+    /// run's design is evaluated: the Laplace approximation's MAP search and Hessian, and a
+    /// surrogate's training evaluations made before sampling. The model itself judges every
+    /// draw, so the chains stay exact; a level close to the model gives nearly its design for a
+    /// fraction of the solves (pde-fine's 60×60 mesh: a fifth of a 120×120 solve, and MLDA's
+    /// fine acceptance from it is 0.999). `None`: the model itself.
+    pub design_level: Option<usize>,
 }
 
 impl Default for SampleConfig {
@@ -107,6 +116,7 @@ impl Default for SampleConfig {
             ess_check_every: 100,
             lockstep: true,
             memory_limit: u64::MAX,
+            design_level: None,
         }
     }
 }
@@ -245,7 +255,40 @@ impl SampleConfig {
         if let Method::Mlda(settings) = &self.method {
             self.validate_mlda(model, settings)?;
         }
+        self.design_model(model)?;
         Ok(())
+    }
+
+    /// The level [`Self::design_level`] names (built now, once: the model keeps it), or `None`
+    /// without one. Refused for a model without levels, a level that is not coarser, and a run
+    /// with no design to evaluate (neither the Laplace metric nor a surrogate fitted before
+    /// sampling).
+    pub(crate) fn design_model<M: Model + ?Sized>(
+        &self,
+        model: &M,
+    ) -> Result<Option<Arc<dyn Model>>> {
+        let Some(resolution) = self.design_level else {
+            return Ok(None);
+        };
+        let before_sampling = self.method.surrogate().is_some_and(|s| s.before_sampling());
+        if self.mass_matrix() != MassMatrix::Laplace && !before_sampling {
+            return Err(Error::setting(
+                "design_level",
+                "evaluates the Laplace approximation and a surrogate fitted before sampling on \
+                 a coarser level; this run has neither (use the Laplace metric or a surrogate \
+                 trained on the Laplace approximation)",
+            ));
+        }
+        let Some(levels) = model.levels() else {
+            return Err(Error::setting(
+                "design_level",
+                "needs a model with coarser levels; this model has none",
+            ));
+        };
+        levels
+            .coarser(resolution, self.memory_limit)
+            .map(Some)
+            .map_err(|e| Error::setting("design_level", e.to_string()))
     }
 
     /// MLDA needs the model's levels, each coarser than the model and within the memory limit

@@ -297,6 +297,9 @@ pub struct Run {
     /// What finding the Laplace approximation cost (the MAP search and its Hessian), for a run
     /// with the Laplace mass matrix ([`MassMatrix::Laplace`]); reported apart from sampling.
     pub laplace: Option<Precompute>,
+    /// The level `laplace` and `precompute` evaluated the model at
+    /// ([`SampleConfig::design_level`]); `None`: the model itself.
+    pub design_level: Option<usize>,
 }
 
 impl Run {
@@ -359,7 +362,9 @@ impl Run {
     /// (they are fused value-and-gradient calls).
     pub fn evaluations(&self) -> Evaluations {
         let mut total = Evaluations::default();
-        for before in [&self.laplace, &self.precompute].into_iter().flatten() {
+        // On a design level those were the level's evaluations, not the model's.
+        let before = [&self.laplace, &self.precompute].into_iter().flatten();
+        for before in before.filter(|_| self.design_level.is_none()) {
             total.exact_gradients += before.evaluations;
         }
         for c in &self.chains {
@@ -545,13 +550,28 @@ fn run_chains<M: Model + ?Sized>(
     };
     let checked = checked::Checked::new(model);
     let start = std::time::Instant::now();
-    let laplace = laplace_metric(&checked, config)?;
+    // The design (the Laplace approximation, a surrogate fitted before sampling) is evaluated
+    // on the design level if the run names one, the draws always on the model.
+    let level = config.design_model(model)?;
+    let level = level.as_deref().map(checked::Checked::new);
+    let design: &dyn Model = match &level {
+        Some(level) => level,
+        None => &checked,
+    };
+    let laplace = laplace_metric(design, config)?;
     let whitened = laplace
         .as_deref()
         .map(|laplace| whitened::Whitened::new(&checked, laplace));
+    let design_whitened = laplace
+        .as_deref()
+        .map(|laplace| whitened::Whitened::new(design, laplace));
     let model: &dyn Model = match &whitened {
         Some(whitened) => whitened,
         None => &checked,
+    };
+    let design: &dyn Model = match &design_whitened {
+        Some(whitened) => whitened,
+        None => design,
     };
     let (config, sinks) = match &laplace {
         Some(laplace) => (
@@ -561,7 +581,7 @@ fn run_chains<M: Model + ?Sized>(
         None => (Cow::Borrowed(config), sinks),
     };
     check_checkpoints(model, &config, resumed)?;
-    let precomputed = precompute(model, &config)?;
+    let precomputed = precompute(design, &config)?;
     let monitor = ess_monitor(model, &config);
     let chains = Chains {
         config: &config,
@@ -585,6 +605,7 @@ fn run_chains<M: Model + ?Sized>(
         precompute: precomputed.map(|p| before_sampling(p.evaluations, p.seconds)),
         target_ess: monitor.and_then(|m| m.last_check()),
         laplace: laplace.map(|l| before_sampling(l.evaluations(), l.seconds())),
+        design_level: config.design_level,
     })
 }
 

@@ -15,7 +15,8 @@
 //! involves only the terms holding `x_i`. A cubic has `d(d+1)(d+2)/6` coefficients, 1540 at
 //! d = 20, so it is for small `d` only ([`MAX_TERMS`]).
 
-use nalgebra::{DMatrix, DVector};
+use faer::linalg::solvers::Solve;
+use faer::{Mat, Side};
 use serde::{Deserialize, Serialize};
 
 use super::states::TrainingSet;
@@ -72,35 +73,25 @@ impl Cubic {
                  a fit can hold"
             )));
         }
-        // The terms holding each coordinate, by index.
-        let mut holding: Vec<Vec<usize>> = vec![Vec::new(); d];
-        for_each_term(d, |t, a, b, c| {
-            holding[a].push(t);
-            if b != a {
-                holding[b].push(t);
-            }
-            if c != b {
-                holding[c].push(t);
-            }
-        });
-        let mut triples = vec![[0usize; 3]; n];
-        for_each_term(d, |t, a, b, c| triples[t] = [a, b, c]);
-        let mut normal = DMatrix::<f64>::zeros(n, n);
-        let mut right = DVector::<f64>::zeros(n);
-        let mut row: Vec<(usize, f64)> = Vec::new();
-        for s in (0..states.len()).filter(|&s| use_state(s)) {
-            let x = states.position(s);
-            let target = targets(s);
-            for i in 0..d {
-                row.clear();
-                for &t in &holding[i] {
-                    row.push((t, term_derivative(triples[t], i, x)));
-                }
-                for &(t, v) in &row {
-                    right[t] += v * target[i];
-                    for &(u, w) in &row {
-                        normal[(t, u)] += v * w;
-                    }
+        let used: Vec<usize> = (0..states.len()).filter(|&s| use_state(s)).collect();
+        let targets: Vec<Vec<f64>> = used.iter().map(|&s| targets(s)).collect();
+        let mut normal = Mat::<f64>::zeros(n, n);
+        let mut right = Mat::<f64>::zeros(n, 1);
+        // Component `i` of a gradient involves only the terms holding `x_i`: each coordinate
+        // adds one dense block `AᵢᵀAᵢ` (states × those terms), a matrix product rather than a
+        // scattered sum per state (0.4 s of the 30×30 PDE's 0.6 s training at 400 states).
+        let triples = term_triples(d);
+        for (i, holding) in terms_holding(&triples, d).iter().enumerate() {
+            let a = Mat::<f64>::from_fn(used.len(), holding.len(), |r, k| {
+                term_derivative(triples[holding[k]], i, states.position(used[r]))
+            });
+            let b = Mat::<f64>::from_fn(used.len(), 1, |r, _| targets[r][i]);
+            let block = a.transpose() * &a;
+            let rhs = a.transpose() * &b;
+            for (k, &t) in holding.iter().enumerate() {
+                right[(t, 0)] += rhs[(k, 0)];
+                for (l, &u) in holding.iter().enumerate() {
+                    normal[(t, u)] += block[(k, l)];
                 }
             }
         }
@@ -108,16 +99,14 @@ impl Cubic {
             normal[(t, t)] += RIDGE;
         }
         let weights = normal
-            .cholesky()
-            .ok_or_else(|| Error::invalid("the cubic term's normal equations are singular"))?
+            .llt(Side::Lower)
+            .map_err(|_| Error::invalid("the cubic term's normal equations are singular"))?
             .solve(&right);
+        let weights: Vec<f64> = (0..n).map(|t| weights[(t, 0)]).collect();
         if weights.iter().any(|w| !w.is_finite()) {
             return Err(Error::invalid("the cubic term's fit is not finite"));
         }
-        Ok(Self {
-            dim: d,
-            weights: weights.as_slice().to_vec(),
-        })
+        Ok(Self { dim: d, weights })
     }
 
     /// The dimension.
@@ -155,6 +144,28 @@ impl Cubic {
             grad[c] += w * x[a] * x[b];
         });
     }
+}
+
+/// The coordinates `[a, b, c]` of every term, in order.
+fn term_triples(d: usize) -> Vec<[usize; 3]> {
+    let mut triples = Vec::with_capacity(terms(d));
+    for_each_term(d, |_, a, b, c| triples.push([a, b, c]));
+    triples
+}
+
+/// For each coordinate, the indices of the terms holding it.
+fn terms_holding(triples: &[[usize; 3]], d: usize) -> Vec<Vec<usize>> {
+    let mut holding: Vec<Vec<usize>> = vec![Vec::new(); d];
+    for (t, &[a, b, c]) in triples.iter().enumerate() {
+        holding[a].push(t);
+        if b != a {
+            holding[b].push(t);
+        }
+        if c != b {
+            holding[c].push(t);
+        }
+    }
+    holding
 }
 
 /// `∂(x_a x_b x_c)/∂x_i`.
