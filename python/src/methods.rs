@@ -9,6 +9,7 @@ use shmc::sampler::{
     Method, MldaSettings, NutsSettings, RmhmcSettings, SgldSettings, StepSize, SurrogateSettings,
     SurrogateSteps, TrainFrom, Transitions, VhmcSettings,
 };
+use shmc::surrogates::gp::{Approximation, GpFitter, GpOptions, MeanFunction};
 use shmc::surrogates::grids::{Domain, DomainChoice, GridFitter, GridKind, Interpolation};
 use shmc::surrogates::network::{Inputs, NetworkFitter, Scale, TrainOptions};
 use shmc::surrogates::{FitMethod, SurrogateKind};
@@ -32,6 +33,10 @@ pub const NAMES: [&str; 11] = [
 
 /// The most leapfrog steps of a trajectory when `steps` is not given (the command line's).
 const DEFAULT_STEPS: u32 = 20;
+
+/// FITC's inducing points when `inducing` is not given (the command line's `--inducing`; the
+/// test giving the command line's draws with FITC leaves it unset, so the two cannot drift).
+const DEFAULT_INDUCING: usize = 500;
 
 /// The trajectory options every method but NUTS reads: `step_size`, `steps`, `fixed_steps`,
 /// `target_accept`.
@@ -80,6 +85,12 @@ pub fn method(
     memory_limit: u64,
 ) -> PyResult<Method> {
     let surrogate = |opts: &mut Options| surrogate(opts, seed, memory_limit);
+    // The network's methods may take a Gaussian process instead (the library refuses it where
+    // the method needs the network's weights: arns-hmc, rns-rmhmc); the grids may not.
+    let or_gp = |opts: &mut Options| {
+        let settings = surrogate(opts)?;
+        gp(settings, opts, seed, memory_limit)
+    };
     let defaults = Method::named(name).map_err(|_| {
         PyValueError::new_err(format!(
             "unknown method {name:?}; methods: {}",
@@ -98,15 +109,15 @@ pub fn method(
             settings.kind = SurrogateKind::Grid(grid(name, opts, memory_limit)?);
             Method::RnsHmc(settings)
         }
-        Method::RnsHmc(_) => Method::RnsHmc(surrogate(opts)?),
-        Method::ArnsHmc(_) => Method::ArnsHmc(surrogate(opts)?),
+        Method::RnsHmc(_) => Method::RnsHmc(or_gp(opts)?),
+        Method::ArnsHmc(_) => Method::ArnsHmc(or_gp(opts)?),
         Method::Vhmc(_) => Method::Vhmc(VhmcSettings {
             train: network(opts, seed, memory_limit, false)?,
             tau: opts.take("tau")?.unwrap_or(200.0),
             exact_acceptance: !opts.flag("approximate_acceptance")?,
         }),
         Method::Rmhmc(_) => Method::Rmhmc(rmhmc(opts, trajectory, true)?),
-        Method::RnsRmhmc(..) => Method::RnsRmhmc(surrogate(opts)?, rmhmc(opts, trajectory, false)?),
+        Method::RnsRmhmc(..) => Method::RnsRmhmc(or_gp(opts)?, rmhmc(opts, trajectory, false)?),
         Method::Mlda(defaults) => Method::Mlda(mlda(defaults, opts)?),
         Method::Sgld(defaults) => Method::Sgld(SgldSettings {
             batch: opts.take("sgld_batch")?.unwrap_or(defaults.batch),
@@ -175,6 +186,60 @@ fn surrogate(opts: &mut Options, seed: u64, memory_limit: u64) -> PyResult<Surro
         surrogate_file: opts.take("surrogate")?,
         approximate_acceptance: opts.flag("approximate_acceptance")?,
     })
+}
+
+/// `settings` with a Gaussian process as the surrogate when `gp` is given (`"full"` or
+/// `"fitc"`, with `inducing`, `gp_mean` and `gp_gradients`), as the command line's `--gp`
+/// does; without `gp` its companions are refused by name rather than silently ignored.
+fn gp(
+    mut settings: SurrogateSettings,
+    opts: &mut Options,
+    seed: u64,
+    memory_limit: u64,
+) -> PyResult<SurrogateSettings> {
+    let approximation = opts.take::<String>("gp")?;
+    let inducing = opts.take::<usize>("inducing")?;
+    let mean = gp_mean(opts.take::<String>("gp_mean")?.as_deref())?;
+    let gradients = opts.flag("gp_gradients")?;
+    let approximation = match approximation.as_deref() {
+        Some(_) if settings.surrogate_file.is_some() => {
+            Err("gp does not apply with surrogate=, a saved surrogate of its own kind".into())
+        }
+        Some("full") if inducing.is_some() => Err("inducing is for gp=\"fitc\"".into()),
+        Some("full") => Ok(Approximation::Full),
+        Some("fitc") => Ok(Approximation::Fitc {
+            inducing: inducing.unwrap_or(DEFAULT_INDUCING),
+        }),
+        Some(other) => Err(format!("option gp={other:?}: must be \"full\" or \"fitc\"")),
+        None if inducing.is_some() => Err("inducing is for gp=\"fitc\"".into()),
+        None if mean.is_some() => Err("gp_mean is for gp=\"full\" or \"fitc\"".into()),
+        None if gradients => Err("gp_gradients is for gp=\"full\"".into()),
+        None => return Ok(settings),
+    }
+    .map_err(PyValueError::new_err::<String>)?;
+    settings.kind = SurrogateKind::Gp(GpFitter {
+        options: GpOptions {
+            approximation,
+            mean: mean.unwrap_or_default(),
+            gradients,
+            seed,
+            memory_limit,
+            ..GpOptions::default()
+        },
+    });
+    Ok(settings)
+}
+
+/// `gp_mean`: `"constant"` or `"quadratic"`, if given.
+fn gp_mean(given: Option<&str>) -> PyResult<Option<MeanFunction>> {
+    match given {
+        None => Ok(None),
+        Some("constant") => Ok(Some(MeanFunction::Constant)),
+        Some("quadratic") => Ok(Some(MeanFunction::Quadratic)),
+        Some(other) => Err(PyValueError::new_err(format!(
+            "option gp_mean={other:?}: must be \"constant\" or \"quadratic\""
+        ))),
+    }
 }
 
 /// `surrogate_steps_factor`: a whole number, `auto` or `nuts` (default 1).

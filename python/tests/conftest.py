@@ -4,6 +4,7 @@ it under CI=true, where .ci/run installs them), the CLI binary, small models."""
 import importlib
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -49,3 +50,28 @@ def gaussian(q):
     r = q - MEAN
     g = PRECISION @ r
     return -0.5 * r @ g, -g
+
+
+def within_4_mcse(idata):
+    """Each coordinate's mean and sd within 4 MCSE of the correlated Gaussian's."""
+    az = need("arviz")
+    summary = az.summary(idata, round_to="none")
+    for k in range(2):
+        row = summary.loc[f"x[{k}]"]
+        assert abs(row["mean"] - MEAN[k]) <= 4 * row["mcse_mean"], (k, row)
+        assert abs(row["sd"] - np.sqrt(COV[k, k])) <= 4 * row["mcse_sd"], (k, row)
+
+
+def cli_draws(tmp_path, model, args, warmup=100):
+    """The command line's draws of built-in `model` (seed 3, one chain, `warmup` warmup
+    iterations, 60 draws) with `args`, as ArviZ reads them."""
+    az = need("arviz")
+    out = tmp_path / "cli"
+    run = subprocess.run(
+        [shmc_binary(), "sample", "--model", model, "--seed", "3", "--chains", "1",
+         "--warmup", str(warmup), "--draws", "60", "--output", str(out), "--quiet", *args],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    return az.from_cmdstan([str(out / f"{model}-1.csv")])

@@ -11,18 +11,7 @@ import numpy as np
 import pytest
 
 import shmc
-from conftest import COV, MEAN, gaussian
-
-
-def _within_4_mcse(idata):
-    """Each coordinate's mean and sd within 4 MCSE of the truth."""
-    import arviz as az
-
-    summary = az.summary(idata, round_to="none")
-    for k in range(2):
-        row = summary.loc[f"x[{k}]"]
-        assert abs(row["mean"] - MEAN[k]) <= 4 * row["mcse_mean"], (k, row)
-        assert abs(row["sd"] - np.sqrt(COV[k, k])) <= 4 * row["mcse_sd"], (k, row)
+from conftest import gaussian, within_4_mcse
 
 
 @pytest.mark.parametrize("method", ["nuts", "rns-hmc"])
@@ -33,7 +22,7 @@ def test_correlated_gaussian_moments_within_4_mcse(method):
     )
     assert idata.posterior["x"].shape == (4, 1000, 2)
     assert idata.posterior.attrs["method"] == method
-    _within_4_mcse(idata)
+    within_4_mcse(idata)
     if method == "rns-hmc":
         stats = idata.sample_stats
         assert (stats["surrogate_acceptance"] > 0.3).all()

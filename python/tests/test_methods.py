@@ -1,33 +1,18 @@
 """mlda and sgld in the package: mapped to the command line's methods with its options."""
 
-import subprocess
 import warnings
 
 import numpy as np
 import pytest
 
 import shmc
-from conftest import gaussian, need, shmc_binary
-
-
-def _cli_draws(tmp_path, model, args):
-    """The command line's draws of `model` (one chain) with `args`, as ArviZ reads them."""
-    az = need("arviz")
-    out = tmp_path / "cli"
-    run = subprocess.run(
-        [shmc_binary(), "sample", "--model", model, "--seed", "3", "--chains", "1",
-         "--warmup", "100", "--draws", "60", "--output", str(out), "--quiet", *args],
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode == 0, run.stderr
-    return az.from_cmdstan([str(out / f"{model}-1.csv")])
+from conftest import cli_draws, gaussian
 
 
 @pytest.mark.parametrize("fine_warmup", [False, True])
 def test_mlda_on_the_builtin_pde_gives_the_command_lines_draws(tmp_path, fine_warmup):
     flags = ["--fine-warmup"] if fine_warmup else []
-    cli = _cli_draws(
+    cli = cli_draws(
         tmp_path, "elliptic-pde", ["--mesh", "20", "--method", "mlda", "--levels", "10",
                                    "--subchains", "3", *flags])
     idata = shmc.sample(
@@ -48,7 +33,7 @@ def test_mlda_on_a_python_model_is_one_value_error():
 
 
 def test_sgld_is_labelled_approximate_and_gives_the_command_lines_draws(tmp_path):
-    cli = _cli_draws(tmp_path, "logistic", ["--method", "sgld", "--sgld-batch", "40"])
+    cli = cli_draws(tmp_path, "logistic", ["--method", "sgld", "--sgld-batch", "40"])
     with pytest.warns(UserWarning, match="method sgld's draws are APPROXIMATE"):
         idata = shmc.sample(
             shmc.model("logistic"), method="sgld", sgld_batch=40, seed=3, chains=1,

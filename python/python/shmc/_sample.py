@@ -27,6 +27,14 @@ Methods (``method=``), all with the command line's defaults:
   ``"nuts"``), ``surrogate_transitions`` (K, ``"W:S"`` or ``"auto"``: the chosen W:S per chain
   in ``attrs["surrogate_transitions"]``), ``fit`` (``"potential"``/``"score"``), ``ridge``,
   ``activation``, ``surrogate_scale``, ``inputs``, ``train_after``, ``cubic``.
+  ``gp="full"`` or ``gp="fitc"``: a Gaussian process instead of the network (Rasmussen
+  2003's surrogate; squared-exponential ARD kernel, hyperparameters by maximising the
+  marginal likelihood; the exact MH step keeps the chain exact). The full GP uses every
+  training state (O(n^3) to fit, 3 n^2 x 8 bytes); FITC ``inducing`` points (500) drawn from
+  them (O(n M^2)). ``gp_mean``: ``"constant"`` (default) or ``"quadratic"`` (a least-squares
+  quadratic, the GP on its residuals); ``gp_gradients=True`` (full GP only) fits the states'
+  gradients too, n(d+1) observations. The command line's ``--gp``, ``--inducing``,
+  ``--gp-mean``, ``--gp-gradients``; recorded in ``attrs["method_settings"]``.
 - ``"arns-hmc"``: the network updated online through warmup (``start_after`` 300,
   ``start_error`` 0.1, ``adapt_rate`` 0.5).
 - ``"vhmc"``: the network trained online by score matching inside a Laplace approximation,
