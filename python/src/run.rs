@@ -58,8 +58,7 @@ fn config(plan: &Plan, opts: &mut Options) -> PyResult<SampleConfig> {
             .unwrap_or(defaults.ess_check_every),
         lockstep: true,
         memory_limit,
-        // The command line's --design-level has no keyword here yet: the model itself.
-        design_level: defaults.design_level,
+        design_level: opts.take("design_level")?,
     })
 }
 

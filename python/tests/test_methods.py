@@ -50,3 +50,23 @@ def test_an_exact_method_gives_no_approximate_warning():
         warnings.simplefilter("error")
         shmc.sample(shmc.from_logp(gaussian, 2), method="hmc", chains=1, tune=50, draws=20,
                     progress=False)
+
+
+def test_a_design_level_gives_the_command_lines_draws(tmp_path):
+    flags = ["--mesh", "20", "--method", "rns-hmc", "--train-from", "laplace",
+             "--train-states", "60", "--hidden", "20", "--design-level", "10"]
+    cli = cli_draws(tmp_path, "elliptic-pde", flags)
+    idata = shmc.sample(
+        shmc.model("elliptic-pde", mesh=20), method="rns-hmc", train_from="laplace",
+        train_states=60, hidden=20, design_level=10, seed=3, chains=1, tune=100, draws=60,
+        progress=False,
+    )
+    assert "design_level: Some(10)" in idata.posterior.attrs["method_settings"]
+    name = list(idata.posterior.data_vars)[0]
+    assert np.array_equal(idata.posterior[name].values, cli.posterior[name].values)
+
+
+def test_a_design_level_on_a_model_without_levels_is_one_value_error():
+    with pytest.raises(ValueError, match="design_level needs a model with coarser levels"):
+        shmc.sample(shmc.from_logp(gaussian, 2), method="rns-hmc", train_from="laplace",
+                    design_level=4, chains=1, tune=10, draws=10, progress=False)

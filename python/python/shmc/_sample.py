@@ -63,7 +63,10 @@ Methods (``method=``), all with the command line's defaults:
 
 Options for every method: ``metric`` (``"diagonal"`` or ``"laplace"``), ``adapt_mass``,
 ``init`` (unconstrained start values), ``init_radius`` (2), ``ess_check_every`` (100),
-``memory_limit`` (bytes; default half the machine's), ``overwrite`` (with ``output_dir``).
+``memory_limit`` (bytes; default half the machine's), ``overwrite`` (with ``output_dir``),
+``design_level`` (a coarser level of a model that has levels, e.g. ``8`` on
+``shmc.model("elliptic-pde", mesh=16)``: the Laplace approximation and a surrogate fitted before
+sampling are evaluated there, every draw still judged by the model).
 An option that does not apply to the method is refused by name.
 """
 
