@@ -19,6 +19,7 @@ pub mod logistic;
 pub mod probit;
 mod regression;
 mod spec;
+pub mod stan;
 pub mod umbridge;
 
 use rand::SeedableRng;
@@ -32,7 +33,7 @@ pub(crate) use regression::{regression, regression_options};
 pub use spec::{ModelOption, ModelSpec};
 
 /// Every built-in model, in the order `shmc models` lists them.
-pub const CATALOGUE: [ModelEntry; 9] = [
+pub const CATALOGUE: [ModelEntry; 10] = [
     logistic::ENTRY,
     probit::ENTRY,
     banana::ENTRY,
@@ -42,6 +43,7 @@ pub const CATALOGUE: [ModelEntry; 9] = [
     elliptic_pde::ENTRY,
     umbridge::ENTRY,
     gp_hyper::ENTRY,
+    stan::ENTRY,
 ];
 
 /// A built-in model as the registry knows it.

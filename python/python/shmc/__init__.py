@@ -1,6 +1,7 @@
 """shmc: surrogate-accelerated Hamiltonian Monte Carlo for Python.
 
-Sample a Python log density (``from_logp``), a PyMC model (``from_pymc``), or one of shmc's
+Sample a Python log density (``from_logp``), a PyMC model (``from_pymc``), a Stan program
+(``from_stan``), or one of shmc's
 built-in or UM-Bridge-served models (``model``, ``umbridge``) with NUTS, HMC or the surrogate
 methods (RNS-HMC, ARNS-HMC, VHMC, RMHMC, grids), and get ArviZ InferenceData back::
 
@@ -10,7 +11,7 @@ methods (RNS-HMC, ARNS-HMC, VHMC, RMHMC, grids), and get ArviZ InferenceData bac
 See ``help(shmc.sample)`` for the methods and their options.
 """
 
-from ._model import Model, from_logp, model, models, umbridge
+from ._model import Model, from_logp, from_stan, model, models, umbridge
 from ._pymc import from_pymc
 from ._sample import sample
 from ._shmc import method_names as _method_names
@@ -25,4 +26,4 @@ except Exception:  # pragma: no cover - a source tree without metadata
 #: The method names ``sample`` takes.
 METHODS = tuple(_method_names())
 
-__all__ = ["Model", "METHODS", "from_logp", "from_pymc", "model", "models", "sample", "umbridge"]
+__all__ = ["Model", "METHODS", "from_logp", "from_pymc", "from_stan", "model", "models", "sample", "umbridge"]

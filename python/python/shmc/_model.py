@@ -3,6 +3,9 @@ model, each the native model plus how its parameter vector becomes named variabl
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -82,6 +85,69 @@ def model(name: str, **options: Any) -> Model:
     (``shmc.model("logistic", data="a9a")``, ``shmc.model("gaussian-conjugate", d=10)``); see
     ``shmc.models()`` for the names and each one's options."""
     return Model(_shmc.builtin(name, options))
+
+
+def from_stan(
+    program: str,
+    data: Optional[Mapping[str, Any]] = None,
+    *,
+    seed: int = 1,
+    stan_home: Optional[str] = None,
+) -> Model:
+    """A Stan program as a model: ``program`` is a ``.stan`` file's path or the program's text,
+    compiled on first use with a Stan toolchain already on the machine (``stan_home``, else
+    ``SHMC_STAN_HOME``, else the httpstan package of this interpreter; no download) and cached
+    (``SHMC_CACHE_DIR``, else ``~/.cache/shmc``). A compiled library with BridgeStan's C
+    interface (``.so``) loads as it is.
+
+    ``data``: a dict of numbers, lists and NumPy arrays, or a CmdStan JSON file's path. Draws
+    come back on the constrained scale under Stan's names (``theta``, ``Sigma`` with their
+    shapes), transformed parameters and generated quantities included; ``seed`` seeds the
+    model's construction and its generated quantities, as ``--stan-seed`` does.
+    """
+    options: Dict[str, Any] = {"stan_seed": int(seed)}
+    if stan_home is not None:
+        options["stan_home"] = str(stan_home)
+    program = str(program)
+    if program.endswith(".so") and os.path.isfile(program):
+        options["stan_lib"] = program
+    elif program.endswith(".stan") and os.path.isfile(program):
+        options["stan_file"] = program
+    elif "{" in program:
+        options["stan_file"] = _stash(program, ".stan")
+    else:
+        raise FileNotFoundError(f"no Stan program at {program!r} (nor is it a program's text)")
+    if isinstance(data, (str, os.PathLike)):
+        options["data"] = str(data)
+    elif data is not None:
+        options["data"] = _stash(json.dumps(dict(data), default=_json_value), ".json")
+    return Model(_shmc.builtin("stan", options))
+
+
+def _json_value(value: Any) -> Any:
+    """NumPy values as Stan's JSON takes them (arrays as nested lists, row-major)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"Stan data cannot hold a {type(value).__name__}")
+
+
+def _stash(text: str, suffix: str) -> str:
+    """``text`` in a file of the cache named by its hash, so the same program or data is one
+    file (and the compiled library's cache finds it again)."""
+    root = os.environ.get("SHMC_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "shmc"
+    )
+    folder = os.path.join(root, "stan", "inputs")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, hashlib.sha256(text.encode()).hexdigest()[:32] + suffix)
+    if not os.path.isfile(path):
+        partial = f"{path}.{os.getpid()}.partial"
+        with open(partial, "w") as out:
+            out.write(text)
+        os.replace(partial, path)
+    return path
 
 
 def umbridge(url: str, name: Optional[str] = None, **options: Any) -> Model:
