@@ -111,11 +111,13 @@ pub fn library(
     }
 }
 
-/// The cache key: a SHA-256, in hex, of what decides the library's bytes.
+/// The cache key: a SHA-256, in hex, of what decides the library's bytes (the origin too: it
+/// names the model and the file in Stan's messages).
 fn cache_key(program: &Program, toolchain: &Toolchain) -> String {
     let mut hash = Sha256::new();
     for part in [
         program.code,
+        program.origin,
         BRIDGE,
         &FLAGS.join(" "),
         &LIBRARIES.join(" "),

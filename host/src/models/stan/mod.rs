@@ -9,7 +9,7 @@ pub mod toolchain;
 
 use std::path::{Path, PathBuf};
 
-pub use compile::{Program, cache_root};
+pub use compile::{Program, cache_root, library};
 #[cfg(feature = "stan")]
 pub use library::StanModel;
 pub use toolchain::Toolchain;

@@ -1,0 +1,6 @@
+parameters {
+  real x
+}
+model {
+  x ~ std_normal();
+}
