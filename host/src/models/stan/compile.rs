@@ -98,12 +98,11 @@ pub fn library(
         program.origin,
         root.display()
     ));
-    let built = compile(program, toolchain, &build);
-    match built {
+    let log = root.join(format!("{key}.failed.log"));
+    match compile(program, toolchain, &build, &log) {
         Ok(()) => publish(&build, &entry),
         Err(e) => {
             // The failed build's log stays for the user; its other files go.
-            let log = root.join(format!("{key}.failed.log"));
             let _ = std::fs::rename(build.join("build.log"), &log);
             let _ = std::fs::remove_dir_all(&build);
             Err(e)
@@ -155,8 +154,14 @@ fn publish(build: &Path, entry: &Path) -> Result<PathBuf> {
     })
 }
 
-/// stanc, then the C++ compiler, in `build`; their messages go to `build/build.log`.
-fn compile(program: &Program, toolchain: &Toolchain, build: &Path) -> Result<()> {
+/// stanc, then the C++ compiler, in `build`; their messages go to `build/build.log`, which a
+/// failed build leaves at `failed_log` (the compiler's error names it).
+fn compile(
+    program: &Program,
+    toolchain: &Toolchain,
+    build: &Path,
+    failed_log: &Path,
+) -> Result<()> {
     let stan = build.join("model.stan");
     std::fs::write(&stan, program.code).map_err(|e| Error::io(&stan, e))?;
     let hpp = build.join("model.hpp");
@@ -184,10 +189,6 @@ fn compile(program: &Program, toolchain: &Toolchain, build: &Path) -> Result<()>
         .arg(toolchain.lib())
         .args(LIBRARIES)
         .arg(format!("-Wl,-rpath,{}", toolchain.lib().display()));
-    let log_path = build
-        .parent()
-        .unwrap_or(build)
-        .join(format!("{}.failed.log", key_of(build)));
     run(&mut cxx, build, |log| {
         let first = log
             .lines()
@@ -195,7 +196,7 @@ fn compile(program: &Program, toolchain: &Toolchain, build: &Path) -> Result<()>
             .unwrap_or("(no line says error)");
         format!(
             "the C++ compiler failed on the Stan program's code: {first}\n(the full log: {})",
-            log_path.display()
+            failed_log.display()
         )
     })
 }
@@ -213,12 +214,6 @@ fn model_name(origin: &str) -> String {
         name.insert(0, 'm');
     }
     name + "_model"
-}
-
-/// The cache key a build folder belongs to (its name up to `.build-`).
-fn key_of(build: &Path) -> String {
-    let name = build.file_name().unwrap_or_default().to_string_lossy();
-    name.split(".build-").next().unwrap_or_default().to_string()
 }
 
 /// Runs `command`, appending its output to `build/build.log`; on failure, the error `explain`
