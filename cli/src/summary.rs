@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use shmc::Result;
-use shmc::output::{StanCsv, format_summary, read_stan_csv};
+use shmc::output::{StanCsv, format_summary, format_warnings, read_stan_csv};
 use shmc::report::{Chains, one_run};
 
 pub(crate) mod shards;
@@ -78,7 +78,9 @@ pub fn run(args: &SummaryArgs) -> Result<i32> {
     if let Some(line) = transitions {
         println!("{line}");
     }
-    print!("{}", format_summary(&chains.summary(), &chains.totals()));
+    let summary = chains.summary();
+    print!("{}", format_summary(&summary, &chains.totals()));
+    print!("{}", format_warnings(&chains.warnings(&summary)));
     if interrupted {
         eprintln!("note: some files record an interrupted run");
     }

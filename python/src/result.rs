@@ -61,6 +61,12 @@ pub fn to_python<'py>(
     out.set_item("approximate", config.method.approximate())?;
     out.set_item("settings", format!("{config:?}"))?;
     out.set_item("report", fit.report(&model.model.work()))?;
+    let warnings: Vec<(&str, String)> = fit
+        .warnings()
+        .into_iter()
+        .map(|w| (w.check.name(), w.message))
+        .collect();
+    out.set_item("warnings", warnings)?;
     out.set_item("wall_seconds", run.wall_seconds)?;
     if let Some(check) = &run.target_ess {
         out.set_item("target_ess_reached", check.reached)?;

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import traceback
+import warnings
 
 import numpy as np
 import pytest
@@ -28,6 +29,17 @@ def test_correlated_gaussian_moments_within_4_mcse(method):
         assert (stats["surrogate_acceptance"] > 0.3).all()
         # One exact U per surrogate trajectory when sampling, not a trajectory of gradients.
         assert (stats["exact_evaluations"] < 2 * 1000).all(), stats["exact_evaluations"].values
+
+
+def test_a_run_that_cannot_converge_warns_and_a_converged_one_does_not():
+    short = dict(method="hmc", seed=1, chains=2, tune=10, draws=40, progress=False)
+    with pytest.warns(shmc.ConvergenceWarning, match="ess_bulk: bulk ESS below 200"):
+        idata = shmc.sample(shmc.from_logp(gaussian, 2), **short)
+    assert "bulk ESS below 200 (100 per chain)" in idata.posterior.attrs["warnings"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", shmc.ConvergenceWarning)
+        idata = shmc.sample(shmc.from_logp(gaussian, 2), seed=11, progress=False)
+    assert idata.posterior.attrs["warnings"] == ""
 
 
 def test_same_seed_same_draws():

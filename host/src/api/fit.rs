@@ -3,8 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::diagnostics::ParameterSummary;
-use crate::output::{CsvHeader, CsvSink, RunTotals, chain_path, format_run, format_summary};
+use crate::diagnostics::{ParameterSummary, Warning};
+use crate::output::{
+    CsvHeader, CsvSink, RunTotals, chain_path, format_run, format_summary, run_warnings,
+};
 use crate::sampler::{ChainResult, DrawSink, InverseMetric, Run, SampleConfig};
 use crate::{Error, Result};
 
@@ -95,6 +97,13 @@ impl Fit {
     /// The summary as `shmc sample` prints it: CmdStan's `stansummary` layout, then the totals.
     pub fn summary_table(&self) -> String {
         format_summary(&self.summary(), &RunTotals::of(&self.run))
+    }
+
+    /// The convergence checks the draws fail (R̂, bulk and tail ESS per chain, divergences,
+    /// tree depth, E-BFMI), one [`Warning`] each; none for a run that passed them all. The
+    /// report ([`Fit::report`]) prints them after its summary.
+    pub fn warnings(&self) -> Vec<Warning> {
+        run_warnings(&self.run, &self.config, &self.summary())
     }
 
     /// The run underneath: every chain's columns, timings, costs and adaptation.

@@ -9,6 +9,8 @@
 //!   and posterior compute them.
 //! - [`mcse_mean`], [`quantile`] (type 7), [`summarize`] for a whole run (one
 //!   [`ParameterSummary`] per parameter) and [`ess_summary`] (min/median/max of many ESS).
+//! - [`convergence_warnings`]: the checks of CmdStan's `diagnose` and PyMC (R̂, bulk and tail
+//!   ESS per chain, divergences, tree depth, [`e_bfmi`]), one [`Warning`] per failed check.
 //! - [`relative_error_mean`] and [`relative_error_covariance`]: the REM and REC of the variational
 //!   HMC paper, against a reference run.
 //!
@@ -21,6 +23,7 @@
 //! which can differ in the last bit; that matters only if a draw sits exactly on the threshold).
 
 mod autocovariance;
+mod convergence;
 mod draws;
 mod error_metrics;
 mod ess;
@@ -34,6 +37,10 @@ mod summary;
 mod workspace;
 
 pub use autocovariance::{autocorrelation, autocovariance};
+pub use convergence::{
+    ChainColumns, Check, EBFMI_LIMIT, ESS_PER_CHAIN, RHAT_LIMIT, Warning, convergence_warnings,
+    e_bfmi,
+};
 pub use draws::Draws;
 pub use error_metrics::{
     SampleMoments, relative_error_covariance, relative_error_mean, sample_moments,

@@ -17,7 +17,8 @@ pub use cmdstan::{
     read_stan_csv,
 };
 pub use footer::{ChainFooter, trajectories_line};
-pub use run_report::format_run;
+pub use run_report::{format_run, run_warnings};
 pub use table::{
     Cost, RunTotals, format_comparison, format_kernel_work, format_model_work, format_summary,
+    format_warnings,
 };

@@ -7,14 +7,18 @@ use std::fmt::Write as _;
 
 use super::{
     RunTotals, approximate_label, format_kernel_work, format_model_work, format_summary,
-    trajectories_line,
+    format_warnings, trajectories_line,
 };
-use crate::sampler::{COLLAPSE_WINDOW, ChainResult, Evaluations, Run, SampleConfig};
+use crate::diagnostics::{ChainColumns, ParameterSummary, Warning, convergence_warnings};
+use crate::sampler::{
+    COLLAPSE_WINDOW, ChainResult, Evaluations, Method, Run, SAMPLER_COLUMNS, SURROGATE_MAX_DEPTH,
+    SampleConfig,
+};
 
 /// The run's report: `work` is the model's own count of its work ([`crate::Model::work`]).
 pub fn format_run(run: &Run, config: &SampleConfig, work: &[(&str, u64)]) -> String {
     let mut out = String::new();
-    summary(&mut out, run, work);
+    summary(&mut out, run, config, work);
     before_sampling(&mut out, run);
     if let Some(target) = config.target_ess {
         target_ess(&mut out, run, target);
@@ -38,14 +42,16 @@ pub fn format_run(run: &Run, config: &SampleConfig, work: &[(&str, u64)]) -> Str
     out
 }
 
-/// The summary table and the model's work per effective sample, over the chains that made
-/// enough draws (an interrupted run's, cut to the draws they all finished).
-fn summary(out: &mut String, run: &Run, work: &[(&str, u64)]) {
+/// The summary table, its failed convergence checks and the model's work per effective sample,
+/// over the chains that made enough draws (an interrupted run's, cut to the draws they all
+/// finished).
+fn summary(out: &mut String, run: &Run, config: &SampleConfig, work: &[(&str, u64)]) {
     if run.summarized().0.is_empty() {
         return;
     }
     let summary = run.summary();
     out.push_str(&format_summary(&summary, &RunTotals::of(run)));
+    out.push_str(&format_warnings(&run_warnings(run, config, &summary)));
     let iterations = run
         .chains
         .iter()
@@ -56,6 +62,37 @@ fn summary(out: &mut String, run: &Run, work: &[(&str, u64)]) {
         .map(|p| p.ess_bulk)
         .fold(f64::INFINITY, f64::min);
     out.push_str(&format_model_work(work, iterations, min_ess));
+}
+
+/// The convergence checks `run` fails ([`convergence_warnings`]), over the draws its
+/// `summary` ([`Run::summary`]) was made from. A surrogate plan's trees (delayed-acceptance
+/// NUTS) stop at [`SURROGATE_MAX_DEPTH`]; a fixed-length trajectory has depth 0.
+pub fn run_warnings(
+    run: &Run,
+    config: &SampleConfig,
+    summary: &[ParameterSummary],
+) -> Vec<Warning> {
+    let (chains, kept) = run.summarized();
+    fn sampler<'a>(c: &'a ChainResult, name: &str, kept: usize) -> &'a [f64] {
+        let k = SAMPLER_COLUMNS
+            .iter()
+            .position(|n| *n == name)
+            .expect("a sampler column");
+        &c.columns[k][..kept]
+    }
+    let columns: Vec<ChainColumns> = chains
+        .iter()
+        .map(|c| ChainColumns {
+            treedepth: sampler(c, "treedepth__", kept),
+            divergent: sampler(c, "divergent__", kept),
+            energy: sampler(c, "energy__", kept),
+        })
+        .collect();
+    let max_depth = match &config.method {
+        Method::Nuts(nuts) => nuts.max_depth,
+        _ => u64::from(SURROGATE_MAX_DEPTH),
+    };
+    convergence_warnings(summary, &columns, Some(max_depth))
 }
 
 /// What the run did once before its chains: the Laplace metric's MAP search, a precompute.

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::diagnostics::{ParameterSummary, ess_summary};
+use crate::diagnostics::{ParameterSummary, Warning, ess_summary};
 use crate::sampler::{KernelWork, Run};
 
 /// Whole-run figures shown under the table.
@@ -109,13 +109,15 @@ pub fn format_summary(params: &[ParameterSummary], totals: &RunTotals) -> String
         }
         out.push('\n');
     }
-    if params.iter().any(|p| p.rhat > 1.01) {
-        out.push_str("warning: R_hat above 1.01 for some parameters: the chains have not mixed; run longer\n");
-    }
-    if totals.divergences > 0 {
-        out.push_str("warning: divergent transitions: consider a smaller step size or a higher target acceptance\n");
-    }
     out
+}
+
+/// The failed convergence checks, one `warning: ` line each (nothing when every check passed).
+pub fn format_warnings(warnings: &[Warning]) -> String {
+    warnings
+        .iter()
+        .map(|w| format!("warning: {}\n", w.message))
+        .collect()
 }
 
 /// The model's own work over a run (see [`crate::Model::work`]; counters that stayed zero are

@@ -9,7 +9,9 @@
 use std::path::Path;
 
 use super::same_run::one_run;
-use crate::diagnostics::{ParameterSummary, summarize};
+use crate::diagnostics::{
+    ChainColumns, ParameterSummary, Warning, convergence_warnings, summarize,
+};
 use crate::output::{RunTotals, StanCsv, parse_stan_csv, read_stan_csv};
 use crate::records::{MIN_SUMMARY_DRAWS, SAMPLER_COLUMNS};
 use crate::{Error, Result};
@@ -164,6 +166,44 @@ impl Chains {
             })
             .collect();
         summarize(&names, &draws)
+    }
+
+    /// The convergence checks the parameters' draws fail ([`convergence_warnings`]; `lp__` is
+    /// left out, as `shmc sample` leaves it out), `summary` being [`Chains::summary`]. The tree
+    /// depth limit is the header's `max_depth`.
+    pub fn warnings(&self, summary: &[ParameterSummary]) -> Vec<Warning> {
+        let column = |file: &'_ StanCsv, name: &str| -> Vec<f64> {
+            file.column(name)
+                .map_or_else(Vec::new, |c| c[..self.draws].to_vec())
+        };
+        let sampler: Vec<[Vec<f64>; 3]> = self
+            .files
+            .iter()
+            .map(|f| {
+                [
+                    column(f, "treedepth__"),
+                    column(f, "divergent__"),
+                    column(f, "energy__"),
+                ]
+            })
+            .collect();
+        let columns: Vec<ChainColumns> = sampler
+            .iter()
+            .map(|[treedepth, divergent, energy]| ChainColumns {
+                treedepth,
+                divergent,
+                energy,
+            })
+            .collect();
+        let max_depth = self.files[0]
+            .setting("max_depth")
+            .and_then(|d| d.split_whitespace().next()?.parse().ok());
+        let parameters: Vec<ParameterSummary> = summary
+            .iter()
+            .filter(|p| p.name != "lp__")
+            .cloned()
+            .collect();
+        convergence_warnings(&parameters, &columns, max_depth)
     }
 
     /// The chains, draws, mean acceptance statistic and divergences of the summarized draws.

@@ -38,7 +38,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use chain::checkpoint::{self, Checkpoint, Resumed};
-pub use chain::{COLLAPSE_WINDOW, Collapse, KernelWork, Recorder, RiemannianReport};
+pub use chain::{
+    COLLAPSE_WINDOW, Collapse, KernelWork, MAX_DEPTH as SURROGATE_MAX_DEPTH, Recorder,
+    RiemannianReport,
+};
 pub use config::{Init, MassMatrix, SampleConfig};
 pub use method::{
     MIN_LAPLACE_STATES, Method, NutsSettings, RmhmcSettings, SgldSettings, StepSize, VhmcSettings,

@@ -13,7 +13,7 @@ See ``help(shmc.sample)`` for the methods and their options.
 
 from ._model import Model, from_logp, from_stan, model, models, umbridge
 from ._pymc import from_pymc
-from ._sample import sample
+from ._sample import ConvergenceWarning, sample
 from ._shmc import method_names as _method_names
 
 try:
@@ -26,4 +26,15 @@ except Exception:  # pragma: no cover - a source tree without metadata
 #: The method names ``sample`` takes.
 METHODS = tuple(_method_names())
 
-__all__ = ["Model", "METHODS", "from_logp", "from_pymc", "from_stan", "model", "models", "sample", "umbridge"]
+__all__ = [
+    "ConvergenceWarning",
+    "Model",
+    "METHODS",
+    "from_logp",
+    "from_pymc",
+    "from_stan",
+    "model",
+    "models",
+    "sample",
+    "umbridge",
+]

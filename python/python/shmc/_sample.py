@@ -71,6 +71,13 @@ An option that does not apply to the method is refused by name.
 """
 
 
+class ConvergenceWarning(UserWarning):
+    """A convergence check the draws failed (R-hat above 1.01, bulk or tail ESS below 100 per
+    chain, divergences, tree depth at its limit, E-BFMI below 0.3), as CmdStan's ``diagnose``
+    and PyMC warn: the estimates should not be trusted as they are. ``attrs["warnings"]`` holds
+    the same lines."""
+
+
 def sample(
     model: Model,
     *,
@@ -150,6 +157,8 @@ def sample(
         if "target_ess_reached" not in result
         else int(result["target_ess_reached"]),
         "report": result["report"],
+        # The failed convergence checks, one line each ("" when all passed).
+        "warnings": "\n".join(message for _, message in result["warnings"]),
         "output_dir": None if output_dir is None else os.fspath(output_dir),
         # The resolved W:S of each chain (what auto chose): rerunning with it makes the same draws.
         "surrogate_transitions": None
@@ -162,6 +171,8 @@ def sample(
             "corrects them (attrs['approximate'] = 1)",
             stacklevel=2,
         )
+    for check, message in result["warnings"]:
+        warnings.warn(f"{check}: {message}", ConvergenceWarning, stacklevel=2)
     if result["interrupted"]:
         warnings.warn(
             "interrupted: the InferenceData holds the draws made before the stop",

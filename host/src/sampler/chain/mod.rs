@@ -52,7 +52,7 @@ use std::time::Instant;
 use rand_pcg::Pcg64;
 use shmc_core::{DiagonalMetric, Dyn, Exact, Hmc, HmcConfig, Potential, State, Transition};
 
-pub use delayed_nuts::tree_depth;
+pub use delayed_nuts::{MAX_DEPTH, tree_depth};
 pub use guard::{Collapse, WINDOW as COLLAPSE_WINDOW};
 pub use learning::Recorder;
 pub use work::{KernelWork, RiemannianReport};
