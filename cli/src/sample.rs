@@ -55,7 +55,10 @@ pub struct SampleArgs {
     /// diagonal on top, a shorter one the step size only.
     /// For ill-conditioned posteriors: on Bank Marketing NUTS reached a bulk ESS of 4125 in
     /// 39 s with it, 173 in 222 s without. Random initial values are then drawn around the
-    /// mode (--init-radius Laplace standard deviations along each principal axis)
+    /// mode (--init-radius Laplace standard deviations along each principal axis).
+    /// Or `low-rank` (NUTS only): nutpie's adaptation, the diagonal corrected along the few
+    /// directions where the warmup draws' and gradients' covariances disagree most, learned in
+    /// warmup with no MAP search; the CSVs give its diagonal part (shmc_metric = low-rank)
     #[arg(long, value_enum, default_value_t = MetricArg::Diagonal)]
     metric: MetricArg,
     /// JSON file with initial values: an array of numbers on the unconstrained scale.
@@ -137,6 +140,7 @@ fn read_init(path: &Path) -> Result<Vec<f64>> {
 enum MetricArg {
     Diagonal,
     Laplace,
+    LowRank,
 }
 
 impl SampleArgs {
@@ -164,6 +168,7 @@ impl SampleArgs {
             metric: match self.metric {
                 MetricArg::Diagonal => MassMatrix::Diagonal,
                 MetricArg::Laplace => MassMatrix::Laplace,
+                MetricArg::LowRank => MassMatrix::LowRank,
             },
             init,
             save_warmup: self.save_warmup,

@@ -27,8 +27,9 @@ fn config(plan: &Plan, opts: &mut Options) -> PyResult<SampleConfig> {
         .unwrap_or_else(shmc::memory::machine_default_limit);
     let trajectory = methods::trajectory(&plan.method, opts)?;
     let method = methods::method(&plan.method, opts, &trajectory, plan.seed, memory_limit)?;
-    let metric = match opts.choice("metric", &["diagonal", "laplace"])? {
+    let metric = match opts.choice("metric", &["diagonal", "laplace", "low-rank"])? {
         "laplace" => MassMatrix::Laplace,
+        "low-rank" => MassMatrix::LowRank,
         _ => MassMatrix::Diagonal,
     };
     let init = match opts.take::<Vec<f64>>("init")? {

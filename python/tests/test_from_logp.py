@@ -42,6 +42,13 @@ def test_a_run_that_cannot_converge_warns_and_a_converged_one_does_not():
     assert idata.posterior.attrs["warnings"] == ""
 
 
+def test_nuts_with_the_low_rank_metric_has_the_moments_and_other_methods_refuse_it():
+    idata = shmc.sample(shmc.from_logp(gaussian, 2), metric="low-rank", seed=11, progress=False)
+    within_4_mcse(idata)
+    with pytest.raises(ValueError, match="low-rank is adapted by NUTS alone, not by hmc"):
+        shmc.sample(shmc.from_logp(gaussian, 2), method="hmc", metric="low-rank", progress=False)
+
+
 def test_same_seed_same_draws():
     model = shmc.from_logp(gaussian, 2, names=["a", "b"])
     runs = [

@@ -131,6 +131,10 @@ impl CsvHeader {
         };
         let method = config.method.name();
         let mut extra = vec![("shmc_method".to_string(), method.to_string())];
+        if config.metric == MassMatrix::LowRank {
+            // CmdStan has no low-rank metric: the adaptation block gives its diagonal part.
+            extra.push(("shmc_metric".into(), "low-rank".into()));
+        }
         let engine = match &config.method {
             Method::Nuts(nuts) => Engine::Nuts {
                 max_depth: nuts.max_depth,

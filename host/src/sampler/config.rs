@@ -37,6 +37,10 @@ pub enum MassMatrix {
     /// mostly noise in many dimensions. Random initial values are drawn around the mode,
     /// `radius` Laplace standard deviations along each principal axis.
     Laplace,
+    /// NUTS only: nutpie's low-rank adaptation (nuts-rs's), the diagonal corrected along the
+    /// directions where the warmup draws' and gradients' covariances disagree most; for a
+    /// correlated posterior, what a dense metric gives at the cost of a few directions.
+    LowRank,
 }
 
 /// The settings of a sampling run.
@@ -251,6 +255,16 @@ impl SampleConfig {
         }
         if self.mass_matrix() == MassMatrix::Laplace {
             self.validate_laplace()?;
+        }
+        if self.mass_matrix() == MassMatrix::LowRank && !matches!(self.method, Method::Nuts(_)) {
+            return Err(Error::setting(
+                "metric",
+                format!(
+                    "low-rank is adapted by NUTS alone, not by {}: use the diagonal or the \
+                     Laplace metric",
+                    self.method.name()
+                ),
+            ));
         }
         if let Method::Mlda(settings) = &self.method {
             self.validate_mlda(model, settings)?;

@@ -621,7 +621,7 @@ fn laplace_metric(model: &dyn Model, config: &SampleConfig) -> Result<Option<Arc
             // A served model's lost connection is the failure to report, not its effect.
             Err(e) => Err(model.failure().map_or(e, Error::ModelFailed)),
         },
-        MassMatrix::Diagonal => Ok(None),
+        MassMatrix::Diagonal | MassMatrix::LowRank => Ok(None),
     }
 }
 

@@ -8,7 +8,10 @@
 //! tree depth ([`NutsSettings::max_depth`], 10) and step size fixed after warmup; the rest are
 //! nuts-rs's defaults, among them its warmup schedule, which adapts a diagonal mass matrix from
 //! the draws *and* their gradients (nutpie's estimator) rather than from the draws alone in
-//! Stan's windows. It calls the model's own fused `U`/`∇U`.
+//! Stan's windows. With [`MassMatrix::LowRank`] it adapts nutpie's low-rank metric instead: the
+//! diagonal, corrected along the few directions where the draws' and gradients' covariances
+//! disagree most (Seyboldt, Carlson and Carpenter 2026), which a correlated posterior needs. It
+//! calls the model's own fused `U`/`∇U`.
 //!
 //! The sampler columns are filled as CmdStan fills them: `accept_stat__` is the mean acceptance
 //! over the tree, `treedepth__` and `n_leapfrog__` its doublings and steps, `energy__` the
@@ -20,12 +23,15 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use nuts_rs::{Chain, CpuLogpFunc, CpuMath, CpuMathError, DiagNutsSettings, LogpError, Settings};
+use nuts_rs::{
+    Chain, CpuLogpFunc, CpuMath, CpuMathError, DiagNutsSettings, LogpError, LowRankNutsSettings,
+    Settings,
+};
 use shmc_core::Potential;
 
 use super::chain::start::initial_state;
 use super::chain::{Leave, Outlets, tree_depth};
-use super::config::SampleConfig;
+use super::config::{MassMatrix, SampleConfig};
 use super::method::NutsSettings;
 use super::method::StepSize;
 use super::target_ess::Verdict;
@@ -92,27 +98,95 @@ impl CpuLogpFunc for LogDensity<'_> {
 
 /// nuts-rs's settings for a run of `config` with `nuts`: Stan's target acceptance and tree
 /// depth, and the adapted mass matrix reported with every change of it (for the CSV's
-/// adaptation block).
-fn settings(config: &SampleConfig, nuts: &NutsSettings) -> DiagNutsSettings {
-    let mut settings = DiagNutsSettings {
-        num_tune: config.warmup as u64,
-        num_draws: config.draws as u64,
-        maxdepth: nuts.max_depth,
-        max_energy_error: config.max_energy_error,
-        ..DiagNutsSettings::default()
-    };
-    let step_size = &mut settings.adapt_options.step_size_settings;
-    if let StepSize::Adapt { target } = config.step_size {
-        step_size.target_accept = target;
-    }
-    // Stan's step size is fixed once warmup ends (nutpie jitters it by ±10 % per draw).
-    step_size.jitter = None;
-    settings.adapt_options.mass_matrix_options.store_mass_matrix = true;
-    settings
+/// adaptation block), for either metric's adaptation.
+macro_rules! nuts_rs_settings {
+    ($kind:ty, $config:expr, $nuts:expr) => {{
+        let (config, nuts): (&SampleConfig, &NutsSettings) = ($config, $nuts);
+        let mut settings = <$kind>::default();
+        settings.num_tune = config.warmup as u64;
+        settings.num_draws = config.draws as u64;
+        settings.maxdepth = nuts.max_depth;
+        settings.max_energy_error = config.max_energy_error;
+        let step_size = &mut settings.adapt_options.step_size_settings;
+        if let StepSize::Adapt { target } = config.step_size {
+            step_size.target_accept = target;
+        }
+        // Stan's step size is fixed once warmup ends (nutpie jitters it by ±10 % per draw).
+        step_size.jitter = None;
+        settings.adapt_options.mass_matrix_options.store_mass_matrix = true;
+        settings
+    }};
 }
 
-/// The nuts-rs chain this module drives.
-type NutsRsChain<'a> = <DiagNutsSettings as Settings>::Chain<CpuMath<LogDensity<'a>>>;
+/// The nuts-rs chains this module drives: the diagonal metric's and the low-rank one's.
+type DiagChain<'a> = <DiagNutsSettings as Settings>::Chain<CpuMath<LogDensity<'a>>>;
+type LowRankChain<'a> = <LowRankNutsSettings as Settings>::Chain<CpuMath<LogDensity<'a>>>;
+
+/// A nuts-rs chain of either metric.
+enum NutsRsChain<'a> {
+    Diag(Box<DiagChain<'a>>),
+    LowRank(Box<LowRankChain<'a>>),
+}
+
+/// What a transition of nuts-rs reports that a row and the counts need.
+struct Transition {
+    position: Box<[f64]>,
+    logp: f64,
+    mean_tree_accept: f64,
+    kinetic_energy: f64,
+    /// The metric's standard deviations `σ`, when they changed in this transition.
+    std_devs: Option<Vec<f64>>,
+    progress: nuts_rs::Progress,
+}
+
+impl<'a> NutsRsChain<'a> {
+    /// A chain for `config`'s metric (the low-rank one, or nuts-rs's diagonal), started at
+    /// `start`.
+    fn new(
+        config: &SampleConfig,
+        nuts: &NutsSettings,
+        number: usize,
+        potential: &'a (dyn Potential + Sync),
+        start: &[f64],
+        rng: &mut rand_pcg::Pcg64,
+    ) -> anyhow::Result<Self> {
+        let math = CpuMath::new(LogDensity { potential });
+        let mut chain = if config.metric == MassMatrix::LowRank {
+            let settings = nuts_rs_settings!(LowRankNutsSettings, config, nuts);
+            Self::LowRank(Box::new(settings.new_chain(number as u64, math, rng)?))
+        } else {
+            let settings = nuts_rs_settings!(DiagNutsSettings, config, nuts);
+            Self::Diag(Box::new(settings.new_chain(number as u64, math, rng)?))
+        };
+        match &mut chain {
+            Self::Diag(c) => c.set_position(start)?,
+            Self::LowRank(c) => c.set_position(start)?,
+        }
+        Ok(chain)
+    }
+
+    /// One transition. The two metrics' statistics differ in type only where the metric is
+    /// reported (the diagonal's `mass_matrix_inv` holds `σ`, as the low-rank's `stds` do).
+    fn draw(&mut self) -> anyhow::Result<Transition> {
+        macro_rules! transition {
+            ($chain:expr, $std_devs:ident) => {{
+                let (position, _, stats, progress) = $chain.expanded_draw()?;
+                Transition {
+                    position,
+                    logp: stats.point.logp,
+                    mean_tree_accept: stats.adapt.step_size.mean_tree_accept,
+                    kinetic_energy: stats.point.kinetic_energy,
+                    std_devs: stats.hamiltonian.transformation.$std_devs,
+                    progress,
+                }
+            }};
+        }
+        Ok(match self {
+            Self::Diag(c) => transition!(c, mass_matrix_inv),
+            Self::LowRank(c) => transition!(c, mass_matrix_stds),
+        })
+    }
+}
 
 /// A nuts-rs error of chain `number`, as the driver reports a failed chain, in one line: the
 /// message's first paragraph. nuts-rs formats an error it wraps with `{:?}`, and an anyhow
@@ -139,16 +213,15 @@ pub(super) fn run_chain<M: Model + ?Sized>(
     let potential: &(dyn Potential + Sync) = &model;
     let mut rng = chain_rng(config.seed, number);
     let start = initial_state(potential, &config.init, number, &mut rng)?;
-    let mut sampler: NutsRsChain<'_> = settings(config, nuts)
-        .new_chain(
-            number as u64,
-            CpuMath::new(LogDensity { potential }),
-            &mut rng,
-        )
-        .map_err(|e| failed(number, e))?;
-    sampler
-        .set_position(start.position.as_slice())
-        .map_err(|e| failed(number, e))?;
+    let mut sampler = NutsRsChain::new(
+        config,
+        nuts,
+        number,
+        potential,
+        start.position.as_slice(),
+        &mut rng,
+    )
+    .map_err(|e| failed(number, e))?;
     let names = model.parameter_names().len();
     let _leave = Leave(outlets.monitor, number);
     let mut chain = NutsChain {
@@ -216,10 +289,15 @@ impl NutsChain<'_> {
             return Ok(false);
         }
         let warmup = self.done < config.warmup;
-        let (position, _, stats, progress) = sampler
-            .expanded_draw()
-            .map_err(|e| failed(self.result.chain, e))?;
-        if let Some(std_devs) = stats.hamiltonian.transformation.mass_matrix_inv {
+        let Transition {
+            position,
+            logp,
+            mean_tree_accept,
+            kinetic_energy,
+            std_devs,
+            progress,
+        } = sampler.draw().map_err(|e| failed(self.result.chain, e))?;
+        if let Some(std_devs) = std_devs {
             self.std_devs = std_devs;
         }
         let counts: &mut Evaluations = if warmup {
@@ -233,17 +311,16 @@ impl NutsChain<'_> {
             self.result.warmup_divergences += usize::from(progress.diverging);
         }
         if !warmup || config.save_warmup {
-            let point = &stats.point;
             self.row.clear();
             self.row.extend_from_slice(&[
-                point.logp,
-                stats.adapt.step_size.mean_tree_accept,
+                logp,
+                mean_tree_accept,
                 self.step_size,
                 f64::from(tree_depth(progress.num_steps)),
                 progress.num_steps as f64,
                 f64::from(u8::from(progress.diverging)),
                 // Stan's energy: nuts-rs's own subtracts log det M / 2, a constant per metric.
-                point.kinetic_energy - point.logp,
+                kinetic_energy - logp,
             ]);
             model.write_parameters(&position, &mut self.row);
             self.outlets.sink.draw(&self.row)?;

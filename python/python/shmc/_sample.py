@@ -61,7 +61,8 @@ Methods (``method=``), all with the command line's defaults:
   ``sgld_batch`` (500 rows), ``sgld_a`` (1e-4), ``sgld_b`` (1), ``sgld_gamma`` (0.55): the
   step size ``a (b + t)**-gamma``.
 
-Options for every method: ``metric`` (``"diagonal"`` or ``"laplace"``), ``adapt_mass``,
+Options for every method: ``metric`` (``"diagonal"`` or ``"laplace"``; ``"low-rank"``, nutpie's
+adaptation, for ``"nuts"`` alone), ``adapt_mass``,
 ``init`` (unconstrained start values), ``init_radius`` (2), ``ess_check_every`` (100),
 ``memory_limit`` (bytes; default half the machine's), ``overwrite`` (with ``output_dir``),
 ``design_level`` (a coarser level of a model that has levels, e.g. ``8`` on
