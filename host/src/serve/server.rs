@@ -573,8 +573,9 @@ mod tests {
         (answer.status().as_u16(), retry, body, start.elapsed())
     }
 
-    /// One worker, a queue of 2, evaluations of 0.6 s and a limit of 1 s, 12 requests at once:
-    /// the queue holds 2, the other 9 are refused at once (503, Retry-After); the first is
+    /// One worker, a queue of 2, evaluations of 0.6 s and a limit of 1 s, 12 requests (the
+    /// first being evaluated when the other 11 come at once): the queue holds 2, the other 9
+    /// are refused at once (503, Retry-After); the first is
     /// answered, the second overruns (500) and the third, still queued at its limit, is
     /// answered 503 and never evaluated. Before, the queue never filled, every request was
     /// answered 200, and those waiting in the HTTP library's own queue waited past the limit.
@@ -590,8 +591,20 @@ mod tests {
         };
         let server = Server::start(vec![("m".into(), model.clone() as _)], &settings).unwrap();
         let addr = server.addr();
-        let barrier = Arc::new(std::sync::Barrier::new(12));
-        let answers: Vec<_> = (0..12)
+        // The first request alone, until the worker is evaluating it; then the other 11 at
+        // once. (All 12 at once raced the worker: on a loaded machine it had not taken the
+        // first from the queue before the rest came, so the queue held two, not three.)
+        let first = std::thread::spawn(move || timed_post(addr));
+        let waiting = std::time::Instant::now();
+        while model.1.load(Ordering::SeqCst) == 0 {
+            assert!(
+                waiting.elapsed() < Duration::from_secs(10),
+                "the worker never started"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let barrier = Arc::new(std::sync::Barrier::new(11));
+        let rest: Vec<_> = (0..11)
             .map(|_| {
                 let barrier = Arc::clone(&barrier);
                 std::thread::spawn(move || {
@@ -599,8 +612,9 @@ mod tests {
                     timed_post(addr)
                 })
             })
-            .collect::<Vec<_>>()
-            .into_iter()
+            .collect();
+        let answers: Vec<_> = std::iter::once(first)
+            .chain(rest)
             .map(|t| t.join().unwrap())
             .collect();
         let count = |status| answers.iter().filter(|a| a.0 == status).count();
