@@ -14,27 +14,23 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// A logistic regression small enough for a few seconds of sampling: 2 chains, 60 000 draws
-/// after `warmup` iterations.
-fn run_args<'a>(method: &'a str, warmup: &'a str, dir: &'a Path) -> Vec<&'a str> {
+/// after `warmup` iterations, by `plan`: a method and its options, separated by spaces.
+fn run_args<'a>(plan: &'a str, warmup: &'a str, dir: &'a Path) -> Vec<&'a str> {
     let mut args = vec![
         "sample", "--model", "logistic", "--n", "2000", "--d", "5", "--chains", "2", "--warmup",
         warmup, "--draws", "60000", "--seed", "7", "--quiet", "--method",
     ];
-    // `rns-hmc-nuts`: RNS-HMC with NUTS's trees on its network.
-    // `rns-hmc-1:3`: RNS-HMC with 1 surrogate transition per judgement in warmup, 3 after.
-    match (method.strip_suffix("-nuts"), method.strip_suffix("-1:3")) {
-        (Some(method), _) => args.extend([method, "--surrogate-steps-factor", "nuts"]),
-        (_, Some(method)) => args.extend([method, "--exact-warmup", "150"]),
-        _ => args.push(method),
-    }
-    if method.ends_with("-1:3") {
-        args.extend(["--surrogate-transitions", "1:3"]);
-    }
-    if method != "hmc" {
+    args.extend(plan.split(' '));
+    if !plan.starts_with("hmc") {
         args.extend(["--hidden", "60"]);
     }
     args.extend(["--output", dir.to_str().unwrap()]);
     args
+}
+
+/// A folder name for `plan`.
+fn plan_name(plan: &str) -> String {
+    plan.replace([' ', ':'], "_")
 }
 
 fn spawn(args: &[&str]) -> Child {
@@ -54,12 +50,24 @@ fn rows(dir: &Path) -> Vec<Vec<String>> {
             let file = std::fs::read_to_string(dir.join(format!("logistic-{k}.csv"))).unwrap();
             file.lines()
                 .filter(|l| {
-                    !(l.contains("file = ") || l.contains(" seconds") || l.contains("surrogate:"))
+                    !(l.contains("file = ")
+                        || l.contains(" seconds")
+                        || l.contains("surrogate:")
+                        || l.contains("precompute:"))
                 })
-                .map(String::from)
+                .map(without_timings)
                 .collect()
         })
         .collect()
+}
+
+/// The `auto` transitions line states the timings it chose by; a resumed run keeps the
+/// choice, not the clock, so only the choice is compared.
+fn without_timings(line: &str) -> String {
+    match line.split_once(" (auto:") {
+        Some((choice, _)) => choice.to_string(),
+        None => line.to_string(),
+    }
 }
 
 /// Waits until `ready()` or a minute has passed.
@@ -98,8 +106,8 @@ fn resumed_equals_uninterrupted(
     stopped_as: impl Fn(&Output, &Path),
 ) -> String {
     let (whole, stopped) = (
-        temp_dir(&format!("{method}-{warmup}-{signal}-whole")),
-        temp_dir(&format!("{method}-{warmup}-{signal}-stopped")),
+        temp_dir(&format!("{}-{warmup}-{signal}-whole", plan_name(method))),
+        temp_dir(&format!("{}-{warmup}-{signal}-stopped", plan_name(method))),
     );
     let out = shmc(&run_args(method, warmup, &whole));
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -150,7 +158,14 @@ fn resumed_equals_uninterrupted(
 /// with `W:S` surrogate transitions, whose resumed kernel must go on with `S`, not `W`).
 #[test]
 fn a_killed_run_resumes_to_the_rows_of_an_uninterrupted_one() {
-    for method in ["hmc", "rns-hmc", "rns-hmc-nuts", "rns-hmc-1:3"] {
+    for method in [
+        "hmc",
+        "rns-hmc",
+        // NUTS's trees on the network.
+        "rns-hmc --surrogate-steps-factor nuts",
+        // 1 surrogate transition per judgement in warmup, 3 after.
+        "rns-hmc --exact-warmup 150 --surrogate-transitions 1:3",
+    ] {
         let stdout = resumed_equals_uninterrupted(
             method,
             "300",
@@ -204,6 +219,38 @@ fn a_terminated_run_stops_cleanly_and_resumes_to_the_rows_of_an_uninterrupted_on
         |dir| checkpointed(dir).iter().all(|&k| k > 0),
         stopped_cleanly(143),
     );
+}
+
+/// The plans whose files hold more than a diagonal's adaptation block between header and rows:
+/// a dense metric writes a row per parameter, `auto` transitions a line of their own (issue
+/// #48: these could not be resumed). Killed and terminated, they resume to the same rows.
+#[test]
+fn dense_metric_and_auto_transition_runs_resume_to_the_rows_of_an_uninterrupted_one() {
+    for (method, signal) in [
+        ("hmc --metric laplace", "-TERM"),
+        ("rns-hmc --train-from laplace --cubic", "-TERM"),
+        // The README's main job.
+        (
+            "rns-hmc --train-from laplace --surrogate-steps-factor nuts",
+            "-KILL",
+        ),
+        (
+            "rns-hmc --exact-warmup 150 --surrogate-transitions auto",
+            "-KILL",
+        ),
+    ] {
+        let stdout = resumed_equals_uninterrupted(
+            method,
+            "300",
+            signal,
+            |dir| checkpointed(dir).iter().all(|&k| k > 0),
+            |_, _| {},
+        );
+        assert!(
+            stdout.contains("chain 1: resumed after draw"),
+            "{method}: {stdout}"
+        );
+    }
 }
 
 /// Killed in warmup, before any checkpoint: the chains start again and, being seeded, make the

@@ -507,26 +507,21 @@ impl DrawSink for CsvSink {
     }
 }
 
-/// Cuts `csv` back to its header, its first `rows` rows and the adaptation block among them,
-/// through a temporary file renamed over it. An error if it holds fewer rows.
+/// Cuts `csv` back to its header, its first `rows` rows and the comments among them (the
+/// surrogate transitions `auto` chose, the adaptation block), through a temporary file renamed
+/// over it. An error if it holds fewer rows.
 fn cut(csv: &Path, rows: usize) -> Result<()> {
     let text = std::fs::read_to_string(csv).map_err(|e| Error::io(csv, e))?;
     let mut kept = String::with_capacity(text.len());
-    let (mut header_seen, mut seen, mut adaptation_lines) = (false, 0usize, 0usize);
+    let (mut header_seen, mut seen, mut block) = (false, 0usize, MiddleBlock::default());
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let comment = line.starts_with('#');
         if !header_seen {
             header_seen = !comment;
         } else if comment {
-            // The adaptation block is four comment lines; any other comment after the header
-            // starts the end block.
-            if line.starts_with("# Adaptation terminated") {
-                adaptation_lines = 4;
-            }
-            if adaptation_lines == 0 {
+            if !block.holds(line) {
                 break;
             }
-            adaptation_lines -= 1;
         } else {
             if seen == rows {
                 break;
@@ -546,6 +541,41 @@ fn cut(csv: &Path, rows: usize) -> Result<()> {
     let temporary = csv.with_extension("csv.tmp");
     std::fs::write(&temporary, kept).map_err(|e| Error::io(&temporary, e))?;
     std::fs::rename(&temporary, csv).map_err(|e| Error::io(csv, e))
+}
+
+/// Reads the comments a file holds between its draws, by what each declares: the surrogate
+/// transitions `auto` chose, and the adaptation block, whose matrix heading says whether one
+/// row (a diagonal) or a row per parameter (a dense matrix) follows. Any other comment starts
+/// the end block.
+#[derive(Default)]
+struct MiddleBlock {
+    /// Matrix rows still allowed: `Some(1)` after a diagonal's heading, `None` when none is.
+    rows_left: Option<usize>,
+}
+
+impl MiddleBlock {
+    /// Whether the comment `line` belongs among the draws.
+    fn holds(&mut self, line: &str) -> bool {
+        let text = line.trim_start_matches('#').trim();
+        if self.rows_left.is_some_and(|n| n > 0) && is_number_row(text) {
+            self.rows_left = self.rows_left.map(|n| n - 1);
+            return true;
+        }
+        self.rows_left = match text {
+            "Diagonal elements of inverse mass matrix:" => Some(1),
+            "Elements of inverse mass matrix:" => Some(usize::MAX),
+            _ => None,
+        };
+        self.rows_left.is_some()
+            || text == "Adaptation terminated"
+            || text.starts_with("Step size = ")
+            || text.starts_with(TRANSITIONS_COMMENT)
+    }
+}
+
+/// Whether `text` is a comma-separated list of numbers, as a metric's rows are.
+fn is_number_row(text: &str) -> bool {
+    !text.is_empty() && text.split(',').all(|x| x.trim().parse::<f64>().is_ok())
 }
 
 /// The draws of one CmdStan CSV file.
@@ -841,6 +871,58 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("# Step size = 0.1\n"));
         assert!(text.contains(",4,1,"), "integer columns: {text}");
+    }
+
+    /// A stopped file of `d` parameters with a dense metric, `auto`'s transitions and an end
+    /// block, cut back to `rows` of its 3 rows, keeps everything before them (issue #48: the
+    /// cut took any adaptation block for four lines).
+    #[test]
+    fn a_cut_keeps_a_dense_metric_and_the_transitions_whatever_the_dimension() {
+        for d in [1, 2, 50] {
+            let path = temp(&format!("cut-{d}"));
+            let header = CsvHeader {
+                model: "test".into(),
+                parameters: (1..=d).map(|k| format!("x.{k}")).collect(),
+                ..CsvHeader::default()
+            };
+            let mut sink = CsvSink::create(&path, &header).unwrap();
+            let chosen = Chosen {
+                warmup: 1,
+                sampling: 2,
+                measured: None,
+            };
+            sink.transitions_chosen(&chosen).unwrap();
+            let metric = nalgebra::DMatrix::from_fn(d, d, |i, j| 1.0 / (1 + i + j) as f64);
+            sink.adaptation(0.5, &InverseMetric::Dense(metric)).unwrap();
+            let row = |i: usize| -> Vec<f64> {
+                (0..SAMPLER_COLUMNS.len() + d)
+                    .map(|k| (i + k) as f64)
+                    .collect()
+            };
+            for i in 0..3 {
+                sink.draw(&row(i)).unwrap();
+            }
+            sink.finish(&ChainResult::new(1, 0, 0)).unwrap();
+            drop(sink);
+            let before = std::fs::read_to_string(&path).unwrap();
+            cut(&path, 2).unwrap();
+            let after = std::fs::read_to_string(&path).unwrap();
+            // Everything before the third row: the header line and two rows are the first
+            // three lines that are not comments.
+            let lines: Vec<&str> = before.lines().collect();
+            let third_row = (0..lines.len())
+                .filter(|&i| !lines[i].starts_with('#'))
+                .nth(3)
+                .unwrap();
+            assert_eq!(
+                after,
+                format!("{}\n", lines[..third_row].join("\n")),
+                "d = {d}"
+            );
+            let csv = read_stan_csv(&path).unwrap();
+            assert_eq!(csv.columns[0], [0.0, 1.0], "d = {d}");
+            assert!(cut(&path, 3).is_err(), "d = {d}: a row too many");
+        }
     }
 
     #[test]
