@@ -37,6 +37,20 @@ fn from_callable(
     }
 }
 
+/// Refuses `ndim` parameters that would not fit in `memory_limit` bytes (default half the
+/// machine's), as the command line does, before the caller makes anything of that size.
+#[pyfunction]
+#[pyo3(signature = (ndim, memory_limit = None))]
+fn check_dimension(ndim: usize, memory_limit: Option<u64>) -> PyResult<()> {
+    shmc::memory::check(
+        &format!("a {ndim}-parameter model's names and chain state"),
+        "ndim",
+        shmc::memory::dimension(ndim),
+        memory_limit.unwrap_or_else(shmc::memory::machine_default_limit),
+    )
+    .map_err(errors::to_python)
+}
+
 /// The method names `sample` takes.
 #[pyfunction]
 fn method_names() -> Vec<&'static str> {
@@ -48,6 +62,7 @@ fn _shmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Handle>()?;
     m.add_function(wrap_pyfunction!(from_callable, m)?)?;
     m.add_function(wrap_pyfunction!(method_names, m)?)?;
+    m.add_function(wrap_pyfunction!(check_dimension, m)?)?;
     m.add_function(wrap_pyfunction!(builtin::builtin, m)?)?;
     m.add_function(wrap_pyfunction!(builtin::builtin_models, m)?)?;
     m.add_function(wrap_pyfunction!(run::sample, m)?)?;

@@ -164,3 +164,57 @@ def test_a_nuts_rs_error_is_one_line_without_a_rust_backtrace():
     message = str(raised.value)
     assert message.startswith("chain 1: NUTS: "), message
     assert "\n" not in message and "backtrace" not in message.lower(), message
+
+
+def test_a_dimension_beyond_the_memory_limit_is_refused_before_anything_is_built():
+    with pytest.raises(MemoryError, match="a 1000000000-parameter model"):
+        shmc.from_logp(gaussian, ndim=10**9)
+    with pytest.raises(MemoryError, match="raise memory_limit or lower ndim"):
+        shmc.from_logp(gaussian, ndim=10**8, memory_limit=10**8)
+    with pytest.raises(MemoryError, match="more parameters than this machine can address"):
+        shmc.from_logp(gaussian, ndim=10**30)
+    with pytest.raises(TypeError, match="ndim must be a whole number of parameters, got 1.5"):
+        shmc.from_logp(gaussian, ndim=1.5)
+
+
+def test_a_billion_parameters_are_refused_in_under_100_mb():
+    # In a child process, which reports its own peak resident set: VmHWM of /proc/self/status,
+    # which starts afresh at exec (ru_maxrss would carry over this pytest process's peak).
+    code = (
+        "import shmc\n"
+        "try:\n    shmc.from_logp(lambda q: (0.0, q), ndim=10**9)\n"
+        "except MemoryError:\n    pass\n"
+        "else:\n    raise SystemExit('not refused')\n"
+        "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
+    )
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("no /proc/self/status to read a peak resident set from")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    peak_mib = int(out.stdout.split()[-1]) / 1024
+    assert peak_mib < 100, f"peak RSS {peak_mib:.0f} MiB"
+
+
+@pytest.mark.parametrize(
+    "names, message",
+    [
+        (["a.0", "a.1"], "'a.0': indices start at 1"),
+        (["a.1", "a.3"], "2 entries of a, whose largest indices \\(3\\) span 3"),
+        (["e.1", "e.3000000000"], "span 3000000000"),
+        (["a", "a.1"], "variable a indices of different ranks"),
+        (["m.1.1", "m.2"], "variable m indices of different ranks"),
+        (["a,b", "c"], "names\\[0\\] = 'a,b': a name must be non-empty"),
+        (["a\nb", "c"], "without a comma, quote or line break"),
+        (["lp__", "c"], "names ending in __ are the sampler's columns"),
+    ],
+)
+def test_names_that_would_not_come_back_as_their_draws_are_refused_at_once(names, message):
+    with pytest.raises(ValueError, match=message):
+        shmc.from_logp(gaussian, 2, names=names)
+
+
+def test_a_full_grid_of_indexed_names_comes_back_in_its_shape():
+    names = ["m.1.1", "m.2.1", "m.1.2", "m.2.2"]
+    model = shmc.from_logp(lambda q: (-0.5 * q @ q, -q), 4, names=names)
+    idata = shmc.sample(model, seed=3, chains=1, tune=100, draws=50, progress=False)
+    assert idata.posterior["m"].shape == (1, 50, 2, 2)
+    assert not np.isnan(idata.posterior["m"].values).any()

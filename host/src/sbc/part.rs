@@ -92,6 +92,60 @@ impl PartRecord {
         }
     }
 
+    /// Refuses in one line, naming the part `name`, a record no part writes: an empty one,
+    /// replications out of order, repeated or with a gap, and ranks that do not fit the names
+    /// (one per parameter) or the kept draws (each at most the draws it is ranked among).
+    fn check(&self, name: &str) -> Result<()> {
+        let bad = |what: String| Err(Error::invalid(format!("{name}: {what}")));
+        let Some(first) = self.replications.first() else {
+            return bad("holds no replication".into());
+        };
+        for (k, r) in self.replications.iter().enumerate() {
+            if r.number != first.number + k {
+                return bad(format!(
+                    "replication {} follows {}: a part holds consecutive replications, each once",
+                    r.number,
+                    self.replications[k - 1].number
+                ));
+            }
+            let rows: Vec<(&[usize], usize)> = match self.kept_by_thin.is_empty() {
+                true => vec![(&r.ranks, self.max_rank)],
+                false if r.ranks_by_thin.len() != self.kept_by_thin.len() => {
+                    return bad(format!(
+                        "replication {} has ranks at {} thinnings, the part names {}",
+                        r.number,
+                        r.ranks_by_thin.len(),
+                        self.kept_by_thin.len()
+                    ));
+                }
+                false => r
+                    .ranks_by_thin
+                    .iter()
+                    .map(Vec::as_slice)
+                    .zip(self.kept_by_thin.iter().copied())
+                    .collect(),
+            };
+            for (ranks, most) in rows {
+                if ranks.len() != self.names.len() {
+                    return bad(format!(
+                        "replication {} has {} ranks for {} parameters",
+                        r.number,
+                        ranks.len(),
+                        self.names.len()
+                    ));
+                }
+                if let Some(rank) = ranks.iter().find(|&&rank| rank > most) {
+                    return bad(format!(
+                        "replication {} has rank {rank}, above the {most} draws it is ranked \
+                         among",
+                        r.number
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// What parts of one run share: the replications and parameters, and the given thinning
     /// and kept draws, or the kept draws at every thinning the merge may choose.
     fn ranked_alike(&self, other: &Self) -> bool {
@@ -165,10 +219,20 @@ pub fn check_cover(parts: &[(String, Part)], of: usize) -> Result<()> {
 /// as one process chooses it. Its wall time is the parts' added up (the time one process would
 /// have taken, roughly).
 pub fn merge(mut parts: Vec<(String, PartRecord)>) -> Result<SbcRun> {
+    for (name, part) in &parts {
+        part.check(name)?;
+    }
     parts.sort_by_key(|(_, p)| p.replications.first().map_or(0, |r| r.number));
     let Some((first_name, first)) = parts.first() else {
         return Err(Error::invalid("no part of a calibration run to merge"));
     };
+    if let Some((name, part)) = parts.iter().find(|(_, p)| p.names != first.names) {
+        return Err(Error::invalid(format!(
+            "{name} and {first_name} are not parts of one calibration run: parameters {} vs {}",
+            part.names.join(", "),
+            first.names.join(", ")
+        )));
+    }
     if let Some((name, part)) = parts.iter().find(|(_, p)| !p.ranked_alike(first)) {
         return Err(Error::invalid(format!(
             "{name} and {first_name} are not parts of one calibration run: {} replications {} \
@@ -215,4 +279,98 @@ fn chosen_thin(replications: &[Replication], kept_by_thin: &[usize]) -> Result<(
     let draws = kept_by_thin[0] as f64;
     let per_draw = replications.iter().map(|r| r.min_ess / draws).collect();
     choose_thin(per_draw, kept_by_thin.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replication(number: usize, ranks: Vec<usize>) -> Replication {
+        Replication {
+            number,
+            data_seed: 1,
+            sampler_seed: 2,
+            ranks,
+            min_ess: 100.0,
+            divergences: 0,
+            seconds: 0.1,
+            ranks_by_thin: Vec::new(),
+        }
+    }
+
+    /// A whole run of 20 replications (the fewest the uniformity test takes) of 2 parameters
+    /// ranked among 9 draws, as one part: `edit` breaks it.
+    fn part_with(edit: impl FnOnce(&mut PartRecord)) -> Vec<(String, PartRecord)> {
+        let mut record = PartRecord {
+            of: 20,
+            names: vec!["a".into(), "b".into()],
+            thin: 1,
+            max_rank: 9,
+            kept_by_thin: Vec::new(),
+            wall_seconds: 1.0,
+            replications: (1..=20)
+                .map(|n| replication(n, vec![n % 10, 9 - n % 10]))
+                .collect(),
+        };
+        edit(&mut record);
+        vec![("part-1".into(), record)]
+    }
+
+    fn refused(parts: Vec<(String, PartRecord)>) -> String {
+        merge(parts).err().expect("refused").to_string()
+    }
+
+    #[test]
+    fn a_corrupt_part_is_one_error_naming_it_not_a_panic_or_a_pass() {
+        if let Err(e) = merge(part_with(|_| {})) {
+            panic!("a whole part: {e}");
+        }
+        let cases: [(fn(&mut PartRecord), &str); 6] = [
+            (
+                |p| p.replications[2].ranks[0] = 1_000_000,
+                "part-1: replication 3 has rank 1000000, above the 9 draws it is ranked among",
+            ),
+            (
+                |p| p.replications[1].ranks.pop().map(drop).unwrap_or(()),
+                "part-1: replication 2 has 1 ranks for 2 parameters",
+            ),
+            (
+                |p| p.replications[0].ranks.push(3),
+                "part-1: replication 1 has 3 ranks for 2 parameters",
+            ),
+            (
+                |p| p.replications[2].number = 2,
+                "part-1: replication 2 follows 2: a part holds consecutive replications, each once",
+            ),
+            (
+                |p| {
+                    p.replications.remove(1);
+                },
+                "part-1: replication 3 follows 1: a part holds consecutive replications, each once",
+            ),
+            (|p| p.replications.clear(), "part-1: holds no replication"),
+        ];
+        for (edit, message) in cases {
+            assert_eq!(refused(part_with(edit)), message);
+        }
+    }
+
+    #[test]
+    fn parts_that_rank_other_parameters_are_refused_naming_them() {
+        let mut parts = part_with(|p| {
+            p.of = 40;
+        });
+        let mut other = part_with(|p| {
+            p.of = 40;
+            p.names[1] = "c".into();
+            for r in &mut p.replications {
+                r.number += 20;
+            }
+        });
+        parts.push((String::from("part-2"), other.remove(0).1));
+        assert_eq!(
+            refused(parts),
+            "part-2 and part-1 are not parts of one calibration run: parameters a, c vs a, b"
+        );
+    }
 }

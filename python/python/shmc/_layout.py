@@ -33,6 +33,45 @@ def group_names(names: Sequence[str]) -> List[Tuple[str, List[int], List[Tuple[i
     return [(base, cols, idx) for base, (cols, idx) in groups.items()]
 
 
+def check_names(names: Sequence[str]) -> None:
+    """Refuses, in one line, names that would not come back as the draws they name: a comma,
+    quote or line break (CmdStan's CSV columns), a sampler column's ``__`` ending, an index
+    below 1, a variable named both alone and indexed or with indices of two ranks, and indices
+    that leave a gap (``a.1``, ``a.3``: there is no ``a.2`` to fill ``a[1]``). The extent is
+    checked by arithmetic alone, so ``e.3000000000`` allocates nothing."""
+    for k, name in enumerate(names):
+        if not name or any(c in name for c in ',"\n\r'):
+            raise ValueError(
+                f"names[{k}] = {name!r}: a name must be non-empty, without a comma, quote or "
+                "line break (it is a CSV column)"
+            )
+        if name.endswith("__"):
+            raise ValueError(f"names[{k}] = {name!r}: names ending in __ are the sampler's columns")
+    for base, columns, indices in group_names(names):
+        ranks = {len(i) for i in indices}
+        if len(ranks) > 1:
+            shown = ", ".join(repr(names[c]) for c in columns[:3])
+            raise ValueError(
+                f"{shown} give variable {base} indices of different ranks (or name it both "
+                "alone and indexed)"
+            )
+        if ranks == {0}:
+            continue
+        low = [names[c] for c, i in zip(columns, indices) if min(i) < 0]
+        if low:
+            raise ValueError(f"names: {low[0]!r}: indices start at 1, as in CmdStan")
+        shape = [max(i[d] for i in indices) + 1 for d in range(len(indices[0]))]
+        extent = 1
+        for n in shape:
+            extent *= n
+        if extent != len(columns):
+            raise ValueError(
+                f"names give {len(columns)} entries of {base}, whose largest indices "
+                f"({'.'.join(map(str, shape))}) span {extent}: every index from 1 to the "
+                "largest must be named once"
+            )
+
+
 def by_name(names: Sequence[str]) -> Expand:
     """The expansion that groups indexed names into arrays (``beta.1``.. -> ``beta``)."""
     groups = group_names(names)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -52,6 +53,8 @@ def from_logp(
     logp_and_grad: Callable[[np.ndarray], Tuple[float, Any]],
     ndim: int,
     names: Optional[Sequence[str]] = None,
+    *,
+    memory_limit: Optional[int] = None,
 ) -> Model:
     """A model from a Python function ``logp_and_grad(q) -> (logp, grad)``.
 
@@ -62,13 +65,22 @@ def from_logp(
     exception stops the run and is re-raised with the chain and iteration where it happened.
 
     ``names``: one per coordinate (``"beta.1"``, ``"beta.2"`` group into ``beta``); without
-    them the posterior holds one vector variable ``x``.
+    them the posterior holds one vector variable ``x``. Names that would not come back as the
+    draws they name (a gap in the indices, a comma, ``lp__``) are refused at once.
+
+    ``memory_limit`` (bytes; default half the machine's): ``ndim`` is checked against it before
+    anything of that size is made.
     """
     if not callable(logp_and_grad):
         raise TypeError(f"logp_and_grad must be callable, got {type(logp_and_grad).__name__}")
+    if isinstance(ndim, bool) or int(ndim) != ndim:
+        raise TypeError(f"ndim must be a whole number of parameters, got {ndim!r}")
     ndim = int(ndim)
     if ndim < 1:
         raise ValueError(f"ndim must be at least 1, got {ndim}")
+    if ndim > sys.maxsize:
+        raise MemoryError(f"ndim={ndim}: more parameters than this machine can address")
+    _shmc.check_dimension(ndim, memory_limit)
     if names is None:
         native = _shmc.from_callable(logp_and_grad, [f"x.{k + 1}" for k in range(ndim)])
         return Model(native, _layout.vector("x"))
@@ -77,6 +89,7 @@ def from_logp(
         raise ValueError(f"names has {len(names)} entries, ndim is {ndim}")
     if len(set(names)) != ndim:
         raise ValueError("names must be distinct")
+    _layout.check_names(names)
     return Model(_shmc.from_callable(logp_and_grad, names))
 
 
