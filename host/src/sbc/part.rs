@@ -317,15 +317,21 @@ mod tests {
     }
 
     fn refused(parts: Vec<(String, PartRecord)>) -> String {
-        merge(parts).err().expect("refused").to_string()
+        match merge(parts) {
+            Ok(_) => panic!("a broken part was merged"),
+            Err(e) => e.to_string(),
+        }
     }
+
+    /// An edit that breaks a part and the one line that should refuse it.
+    type Breakage = (fn(&mut PartRecord), &'static str);
 
     #[test]
     fn a_corrupt_part_is_one_error_naming_it_not_a_panic_or_a_pass() {
         if let Err(e) = merge(part_with(|_| {})) {
             panic!("a whole part: {e}");
         }
-        let cases: [(fn(&mut PartRecord), &str); 6] = [
+        let cases: [Breakage; 6] = [
             (
                 |p| p.replications[2].ranks[0] = 1_000_000,
                 "part-1: replication 3 has rank 1000000, above the 9 draws it is ranked among",
