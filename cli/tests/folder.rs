@@ -191,6 +191,67 @@ fn a_folder_holding_an_earlier_run_is_refused_unless_overwrite() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The folder's files but shmc's lock file, which a refused run leaves behind (the lock is
+/// taken before the folder is read, so that two runs cannot both find it free).
+fn users_listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = listing(dir);
+    files.retain(|(name, _)| name != ".shmc.lock");
+    files
+}
+
+/// The folder of a user's own files named as a run's would be (a CSV of notes, a
+/// checkpoint of another program): the run is refused, with `--overwrite` too, naming the
+/// file, and every file is as it was; a user's file beside an earlier run's is refused before
+/// the earlier run is removed.
+#[test]
+fn a_users_files_named_like_a_runs_are_never_written_over() {
+    let dir = temp_dir("users");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.to_str().unwrap();
+    let run = [
+        "sample", "--model", "banana", "--chains", "2", "--warmup", "10", "--draws", "10",
+        "--quiet", "--output", path,
+    ];
+    std::fs::write(dir.join("banana-1.csv"), "my precious notes\n").unwrap();
+    std::fs::write(dir.join("banana-1.checkpoint.json"), "{\"mine\":1}").unwrap();
+    let before = users_listing(&dir);
+    for overwrite in [&[][..], &["--overwrite"][..]] {
+        let err = refusal(&shmc(&[&run[..], overwrite].concat()));
+        assert!(
+            err.contains("banana-1.csv: not a file of an earlier shmc run"),
+            "{err}"
+        );
+        assert!(
+            users_listing(&dir) == before,
+            "a refused run changed the folder"
+        );
+    }
+    std::fs::remove_file(dir.join("banana-1.csv")).unwrap();
+    let err = refusal(&shmc(&run));
+    assert!(
+        err.contains("banana-1.checkpoint.json: not a file"),
+        "{err}"
+    );
+    // An earlier run of 2 chains, and the user's checkpoint of a third chain's name.
+    std::fs::remove_file(dir.join("banana-1.checkpoint.json")).unwrap();
+    assert!(shmc(&run).status.success());
+    std::fs::write(dir.join("banana-3.checkpoint.json"), "{\"mine\":3}").unwrap();
+    let before = users_listing(&dir);
+    let mut three = run.to_vec();
+    three[4] = "3";
+    three.push("--overwrite");
+    let err = refusal(&shmc(&three));
+    assert!(
+        err.contains("banana-3.checkpoint.json: not a file"),
+        "{err}"
+    );
+    assert!(
+        users_listing(&dir) == before,
+        "the earlier run was removed before the refusal"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Under `ulimit -n 64`, 100 chains (each holding its CSV open) are refused before any file is
 /// created, naming --chains and the limit, whether or not the folder exists.
 #[test]

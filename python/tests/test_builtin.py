@@ -43,3 +43,13 @@ def test_model_options_and_names():
 def test_an_unreachable_umbridge_server_is_one_clear_error():
     with pytest.raises(ConnectionError, match="UM-Bridge server http://127.0.0.1:9"):
         shmc.umbridge("http://127.0.0.1:9", "posterior", retries=0, timeout=1)
+
+
+def test_output_dir_never_writes_over_a_users_file_of_a_chains_name(tmp_path):
+    mine = tmp_path / "banana-1.csv"
+    mine.write_text("my precious notes\n")
+    for overwrite in (False, True):
+        with pytest.raises(ValueError, match="banana-1.csv: not a file of an earlier shmc run"):
+            shmc.sample(shmc.model("banana"), chains=2, tune=10, draws=10, progress=False,
+                        output_dir=tmp_path, overwrite=overwrite)
+        assert mine.read_text() == "my precious notes\n"

@@ -33,7 +33,7 @@ impl Files {
     /// created (with the folder, if needed) for a new run, cut back to its checkpoint for a
     /// resumed one. First the process's limits are checked, then the folder is locked, and a
     /// new run refuses a folder holding an earlier run's files, or with `overwrite` removes
-    /// them.
+    /// them; a file of a chain's name that is not shmc's is refused even with `overwrite`.
     pub fn open<M: Model + ?Sized>(
         &self,
         (name, data_file): (&str, Option<&str>),
@@ -51,7 +51,13 @@ impl Files {
         }
         let removed = match self.resume {
             true => Vec::new(),
-            false => folder::clear_earlier_run(&self.dir, overwrite)?,
+            false => {
+                let csvs: Vec<_> = config
+                    .chain_ids()
+                    .map(|c| chain_path(&self.dir, name, c))
+                    .collect();
+                folder::clear_earlier_run(&self.dir, &csvs, overwrite)?
+            }
         };
         let warmup_rows = if config.save_warmup { config.warmup } else { 0 };
         let (mut sinks, mut resumed) = (Vec::new(), Vec::new());

@@ -78,9 +78,15 @@ fn host_name() -> String {
 }
 
 /// Refuses a new run in `dir` if it holds an earlier run's files, or with `overwrite` removes
-/// them; the files removed.
-pub(super) fn clear_earlier_run(dir: &Path, overwrite: bool) -> Result<Vec<PathBuf>> {
+/// them; the files removed. Before either, a file the run would write (its chain files `csvs`
+/// and theirs beside them) that is not an earlier run's is refused, overwrite or not.
+pub(super) fn clear_earlier_run(
+    dir: &Path,
+    csvs: &[PathBuf],
+    overwrite: bool,
+) -> Result<Vec<PathBuf>> {
     let files = earlier_run(dir)?;
+    refuse_foreign(csvs, &files)?;
     if files.is_empty() {
         return Ok(files);
     }
@@ -94,6 +100,25 @@ pub(super) fn clear_earlier_run(dir: &Path, overwrite: bool) -> Result<Vec<PathB
         std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
     }
     Ok(files)
+}
+
+/// Refuses a new run whose chain files `csvs` (or the checkpoint, saved surrogate and
+/// temporary files beside them) exist and are not among the earlier run's files `earlier`:
+/// such a file is not shmc's (a user's notes named like a chain file, another program's
+/// checkpoint), and nothing can give it back, so not even an overwrite writes over it.
+fn refuse_foreign(csvs: &[PathBuf], earlier: &[PathBuf]) -> Result<()> {
+    let taken = csvs
+        .iter()
+        .flat_map(|csv| std::iter::once(csv.clone()).chain(companions(csv)))
+        .find(|path| path.exists() && !earlier.contains(path));
+    match taken {
+        None => Ok(()),
+        Some(path) => Err(Error::invalid(format!(
+            "{}: not a file of an earlier shmc run, and this run would write over it: move it, \
+             or write the run to another folder",
+            path.display()
+        ))),
+    }
 }
 
 /// Up to three of `files` by name, and how many more.
@@ -208,6 +233,28 @@ mod tests {
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["banana-1.checkpoint.json", "banana-1.csv"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_of_a_chains_name_that_is_not_shmcs_is_refused_even_with_overwrite() {
+        let dir = temp_dir("foreign");
+        let shmc_header = "# model = banana\n# shmc\n#   version = 0.1.0\nlp__,x\n";
+        std::fs::write(dir.join("banana-1.csv"), shmc_header).unwrap();
+        std::fs::write(dir.join("banana-1.checkpoint.json"), "{}").unwrap();
+        let csvs = [dir.join("banana-1.csv"), dir.join("banana-2.csv")];
+        std::fs::write(dir.join("banana-2.checkpoint.json"), "{\"mine\":2}").unwrap();
+        let text = clear_earlier_run(&dir, &csvs, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("banana-2.checkpoint.json: not a file of an earlier shmc run"),
+            "{text}"
+        );
+        assert!(dir.join("banana-1.csv").exists(), "removed before refusing");
+        std::fs::remove_file(dir.join("banana-2.checkpoint.json")).unwrap();
+        let removed = clear_earlier_run(&dir, &csvs, true).unwrap();
+        assert_eq!(removed.len(), 2, "{removed:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
