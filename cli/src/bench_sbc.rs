@@ -15,18 +15,20 @@ use crate::experiments::sbc::{
     SbcBenchSettings, SbcRow, replications, run_sbc_bench, run_sbc_cells,
 };
 use crate::sbc::PartArgs;
+use shmc::output::RUN_SETTINGS_FILE;
 use shmc::sampler::SampleConfig;
-use shmc::sbc::{self, Part, PartRecord, SbcSettings};
+use shmc::sbc::{self, Part, PartRecord, SbcFolder, SbcSettings};
 use shmc::{Error, Model, Result};
 
 /// The file in a part's folder that holds every cell's part, for --merge.
-const PART_FILE: &str = "bench-sbc-part.json";
+const PART_FILE: &str = sbc::TABLE_PART_FILE;
 
 /// The options that differ between the parts of one table and the command that merges them.
-const PER_PART: [&str; 6] = [
+const PER_PART: [&str; 7] = [
     "--first-replication",
     "--count",
     "--output",
+    "--overwrite",
     "--merge",
     "--json",
     "--jobs",
@@ -40,6 +42,10 @@ pub struct BenchSbcArgs {
     /// sbc, with --first-replication: the folder the part's cells are written to, for --merge.
     #[arg(long, value_name = "DIR", requires = "first_replication")]
     pub output: Option<PathBuf>,
+    /// With --output: remove an earlier part's files from the folder (those its shmc-sbc.json
+    /// lists, nothing else) before writing, instead of refusing the folder.
+    #[arg(long, requires = "output")]
+    pub overwrite: bool,
 }
 
 impl BenchSbcArgs {
@@ -86,7 +92,15 @@ pub fn rows(
     };
     let of = replications(settings.quick);
     part.within(of)?;
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let files = [PART_FILE, RUN_SETTINGS_FILE, "shmc-run.json.tmp"].map(String::from);
+    let folder = SbcFolder::claim(dir, files.to_vec(), args.overwrite)?;
+    if !folder.removed().is_empty() {
+        log(&format!(
+            "--overwrite: removed {} files of an earlier part from {}",
+            folder.removed().len(),
+            dir.display()
+        ));
+    }
     settings.part = Some(part);
     let cells = RefCell::new(Vec::new());
     let run = |model: &str, method: &str, m: &dyn Model, c: &SampleConfig, s: &SbcSettings| {

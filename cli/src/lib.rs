@@ -114,12 +114,22 @@ fn in_cli_terms(error: Error) -> Error {
             "{message}: raise --memory-limit or change {}",
             flag(driver)
         )),
-        Error::FolderHoldsRun { dir, files } => Error::invalid(format!(
+        Error::FolderHoldsRun {
+            dir,
+            files,
+            resumable,
+        } => Error::invalid(format!(
             "{}: holds the files of an earlier run ({files}); a new run would overwrite them: \
-             add --overwrite to remove them first (shmc's files only), resume that run if it \
-             was stopped (`shmc sample --resume {}`), or choose another --output",
+             add --overwrite to remove them first (shmc's files only), {}or choose another \
+             --output",
             dir.display(),
-            dir.display()
+            match resumable {
+                true => format!(
+                    "resume that run if it was stopped (`shmc sample --resume {}`), ",
+                    dir.display()
+                ),
+                false => String::new(),
+            }
         )),
         other => other,
     }

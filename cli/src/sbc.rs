@@ -11,7 +11,7 @@ use super::method_args::MethodArgs;
 use super::summary::shards::{only_in, options_but};
 use shmc::output::approximate_label;
 use shmc::sampler::SampleConfig;
-use shmc::sbc::{self, PART_FILE, Part, PartRecord, SbcRun, SbcSettings};
+use shmc::sbc::{self, PART_FILE, Part, PartRecord, SbcFolder, SbcRun, SbcSettings};
 use shmc::{Error, Result, models};
 
 /// Arguments of `shmc sbc`.
@@ -49,9 +49,16 @@ pub struct SbcArgs {
     /// Master seed; every replication's data and sampler seeds derive from it.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Folder for ranks.csv, rank-PARAMETER.svg (one per parameter) and summary.txt.
+    /// Folder for ranks.csv, rank-PARAMETER.svg (one per parameter) and summary.txt, listed in
+    /// shmc-sbc.json. The folder belongs to the run: one holding an earlier calibration is
+    /// refused (see --overwrite), and so is one holding a sample run or a file of those names
+    /// that is not an earlier calibration's.
     #[arg(long, value_name = "DIR")]
     output: Option<PathBuf>,
+    /// With --output: remove an earlier calibration's files from the folder (those its
+    /// shmc-sbc.json lists, nothing else) before writing, instead of refusing the folder.
+    #[arg(long, requires = "output")]
+    overwrite: bool,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -114,10 +121,11 @@ impl PartArgs {
 
 /// The options that differ between the parts of one calibration run and the command that
 /// merges them.
-const PER_PART: [&str; 6] = [
+const PER_PART: [&str; 7] = [
     "--first-replication",
     "--count",
     "--output",
+    "--overwrite",
     "--quiet",
     "--jobs",
     "--merge",
@@ -190,9 +198,17 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
     if let Some(label) = &approximate {
         eprintln!("{label}");
     }
-    let result = match args.parts.merge.is_empty() {
-        true => calibrate(args, model.as_ref(), &config, &settings)?,
-        false => merged(args)?,
+    // A run claims its folder before its first replication, a merge once it has read its parts.
+    let (result, folder) = match args.parts.merge.is_empty() {
+        true => {
+            let folder = claim(args, &model.parameter_names())?;
+            (calibrate(args, model.as_ref(), &config, &settings)?, folder)
+        }
+        false => {
+            let result = merged(args)?;
+            let folder = claim(args, &result.names)?;
+            (result, folder)
+        }
     };
     let mut title = format!(
         "{} with {} ({} chain(s) x {} draws after {} warmup, seed {})",
@@ -212,8 +228,9 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
     }
     let report = sbc::format_report(&result, &title, approximate.as_deref());
     print!("{report}");
-    if let Some(dir) = &args.output {
-        let files = sbc::write_files(&result, &report, dir)?;
+    if let Some(folder) = &folder {
+        let dir = folder.dir();
+        let files = sbc::write_files(&result, &report, folder)?;
         println!("{} files written to {}", files.len(), dir.display());
         if part.is_some() {
             PartRecord::of_run(&result, args.reps).write(dir)?;
@@ -225,6 +242,24 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The folder of --output claimed for a calibration of parameters `names` (see
+/// [`SbcFolder::claim`]), with a line on the files --overwrite removed; None without --output.
+fn claim(args: &SbcArgs, names: &[String]) -> Result<Option<SbcFolder>> {
+    let Some(dir) = &args.output else {
+        return Ok(None);
+    };
+    let files = sbc::calibration_files(names, args.parts.part().is_some());
+    let folder = SbcFolder::claim(dir, files, args.overwrite)?;
+    if !folder.removed().is_empty() {
+        eprintln!(
+            "--overwrite: removed {} files of an earlier calibration from {}",
+            folder.removed().len(),
+            dir.display()
+        );
+    }
+    Ok(Some(folder))
 }
 
 /// Runs the replications of `settings` (all, or a part) with a progress bar.

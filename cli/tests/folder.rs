@@ -307,3 +307,115 @@ fn chains_whose_write_buffers_exceed_the_memory_limit_are_refused() {
     );
     assert!(!dir.exists());
 }
+
+/// A short calibration of `model` into `dir`, with `extra`.
+fn calibration<'a>(model: &'a str, dir: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "sbc", "--model", model, "--reps", "20", "--draws", "100", "--warmup", "100", "--thin",
+        "5", "--jobs", "1", "--quiet", "--output",
+    ];
+    args.push(dir.to_str().unwrap());
+    args.extend(extra);
+    args
+}
+
+/// The calibration folders: a gaussian-conjugate calibration into a banana one's folder
+/// is refused and, with --overwrite, leaves no banana histogram beside its own; a user's
+/// `ranks.csv` is never written over; a calibration into a sample run's folder, and a sample
+/// run into a calibration's, are refused; a part run again with another seed is refused; and a
+/// manifest that lists a file outside the folder is refused before anything is removed.
+#[test]
+fn a_calibrations_folder_belongs_to_it() {
+    let dir = temp_dir("sbc");
+    assert!(shmc(&calibration("banana", &dir, &[])).status.success());
+    assert!(names(&dir).contains(&"rank-beta.1.svg".to_string()));
+    let before = users_listing(&dir);
+    let err = refusal(&shmc(&calibration("gaussian-conjugate", &dir, &[])));
+    assert!(err.contains("holds the files of an earlier run"), "{err}");
+    assert!(
+        users_listing(&dir) == before,
+        "a refused run changed the folder"
+    );
+    let done = shmc(&calibration("gaussian-conjugate", &dir, &["--overwrite"]));
+    assert!(done.status.success(), "{}", text(&done.stderr));
+    let after = names(&dir);
+    assert!(after.contains(&"rank-mu.1.svg".to_string()), "{after:?}");
+    assert!(
+        !after.iter().any(|n| n.starts_with("rank-beta")),
+        "{after:?}"
+    );
+
+    let users = temp_dir("sbc-users");
+    std::fs::create_dir_all(&users).unwrap();
+    std::fs::write(users.join("ranks.csv"), "my ranks\n").unwrap();
+    let before = users_listing(&users);
+    for overwrite in [&[][..], &["--overwrite"][..]] {
+        let err = refusal(&shmc(&calibration("banana", &users, overwrite)));
+        assert!(
+            err.contains("ranks.csv: not a file of an earlier shmc run"),
+            "{err}"
+        );
+        assert!(
+            users_listing(&users) == before,
+            "the user's ranks.csv changed"
+        );
+    }
+
+    let run = temp_dir("sbc-sample");
+    let sample = [
+        "sample", "--model", "banana", "--chains", "1", "--warmup", "10", "--draws", "10",
+        "--quiet", "--output",
+    ];
+    assert!(
+        shmc(&[&sample[..], &[run.to_str().unwrap()]].concat())
+            .status
+            .success()
+    );
+    let err = refusal(&shmc(&calibration("banana", &run, &["--overwrite"])));
+    assert!(err.contains("holds a sample run's files"), "{err}");
+    let err = refusal(&shmc(
+        &[&sample[..], &[dir.to_str().unwrap(), "--overwrite"]].concat(),
+    ));
+    assert!(err.contains("holds a calibration run's files"), "{err}");
+
+    let part = temp_dir("sbc-part");
+    let first = ["--first-replication", "1", "--count", "10"];
+    assert!(shmc(&calibration("banana", &part, &first)).status.success());
+    let before = users_listing(&part);
+    let err = refusal(&shmc(&calibration(
+        "banana",
+        &part,
+        &[&first[..], &["--seed", "9"]].concat(),
+    )));
+    assert!(err.contains("holds the files of an earlier run"), "{err}");
+    assert!(users_listing(&part) == before, "the part was replaced");
+
+    // The manifest of the run in `dir`, tampered to list a file outside the folder too.
+    let outside = temp_dir("sbc-outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("notes.txt"), "not shmc's").unwrap();
+    let escape = format!(
+        "../{}/notes.txt",
+        outside.file_name().unwrap().to_str().unwrap()
+    );
+    let text = std::fs::read_to_string(dir.join("shmc-sbc.json")).unwrap();
+    let mut manifest: serde_json::Value = serde_json::from_str(&text).unwrap();
+    manifest["files"]
+        .as_array_mut()
+        .unwrap()
+        .push(escape.into());
+    std::fs::write(dir.join("shmc-sbc.json"), manifest.to_string()).unwrap();
+    let err = refusal(&shmc(&calibration(
+        "gaussian-conjugate",
+        &dir,
+        &["--overwrite"],
+    )));
+    assert!(err.contains("not a file a calibration writes"), "{err}");
+    assert!(
+        outside.join("notes.txt").exists(),
+        "an overwrite removed a file outside the folder"
+    );
+    for folder in [&dir, &users, &run, &part, &outside] {
+        let _ = std::fs::remove_dir_all(folder);
+    }
+}

@@ -68,14 +68,17 @@ pub enum Error {
     /// front end names its ways out: resume that run, write elsewhere, or overwrite it.
     #[error(
         "{}: holds the files of an earlier run ({files}); a new run would overwrite them: \
-         resume that run, write elsewhere, or overwrite it (its files only)",
-        dir.display()
+         {}write elsewhere, or overwrite it (its files only)",
+        dir.display(),
+        if *resumable { "resume that run, " } else { "" }
     )]
     FolderHoldsRun {
         /// The folder.
         dir: PathBuf,
         /// The earlier run's files found there, named in a short list.
         files: String,
+        /// Whether the earlier run can be resumed (a sample run can; a calibration cannot).
+        resumable: bool,
     },
     /// The core rejected a configuration.
     #[error(transparent)]

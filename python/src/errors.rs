@@ -28,7 +28,7 @@ pub fn to_python(error: Error) -> PyErr {
         Error::Io { .. } => PyOSError::new_err(error.to_string()),
         Error::Served { .. } => PyConnectionError::new_err(error.to_string()),
         Error::ModelFailed(_) => PyRuntimeError::new_err(error.to_string()),
-        Error::FolderHoldsRun { dir, files } => PyOSError::new_err(format!(
+        Error::FolderHoldsRun { dir, files, .. } => PyOSError::new_err(format!(
             "{}: holds the files of an earlier run ({files}); write elsewhere, or pass \
              overwrite=True to remove them (its files only)",
             dir.display()

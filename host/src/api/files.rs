@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::folder::{self, FolderLock};
 use super::limits;
+use crate::output::folder::{self, FolderLock};
 use crate::output::{CsvHeader, CsvSink, chain_path, resume};
 use crate::sampler::{DrawSink, MassMatrix, Resumed, SampleConfig};
 use crate::{Error, Model, Result};

@@ -27,19 +27,18 @@
 
 mod files;
 mod fit;
-mod folder;
 mod limits;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::output::folder::FolderLock;
 use crate::sampler::{self, DrawSink, MassMatrix, Method, Resumed, SampleConfig};
 use crate::{Error, Model, Result};
 use files::{Files, OpenFiles};
 pub use fit::Fit;
 use fit::{Recorder, Replay, Written};
-use folder::FolderLock;
 
 /// A sampling run to be made: the model and its settings. Each setter returns the sampler, so a
 /// run is one expression; [`Sampler::run`] makes it.

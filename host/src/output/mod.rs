@@ -2,6 +2,7 @@
 //! `stansummary` read unchanged, the summary table and the report printed at the end of a run.
 
 pub mod cmdstan;
+pub(crate) mod folder;
 pub mod footer;
 pub mod resume;
 mod run_report;
@@ -16,6 +17,7 @@ pub use cmdstan::{
     CsvHeader, CsvSink, Engine, StanCsv, approximate_label, chain_path, parse_stan_csv,
     read_stan_csv,
 };
+pub use folder::CALIBRATION_MANIFEST;
 pub use footer::{ChainFooter, trajectories_line};
 pub use run_report::{format_run, run_warnings};
 pub use table::{

@@ -14,6 +14,7 @@
 //! parallel (rayon), each with seeds derived from the master seed and its number, so a run is
 //! reproducible whatever the number of threads.
 
+mod folder;
 mod part;
 mod plot;
 mod ranks;
@@ -26,7 +27,8 @@ use std::time::Instant;
 use rand::Rng;
 use rayon::prelude::*;
 
-pub use part::{PART_FILE, Part, PartRecord, check_cover, merge};
+pub use folder::{SbcFolder, calibration_files};
+pub use part::{PART_FILE, Part, PartRecord, TABLE_PART_FILE, check_cover, merge};
 pub use plot::rank_histogram;
 pub use ranks::{ChainDraws, kept_per_chain, min_ess, ranks, thin_for};
 pub use report::{format_report, write_files};

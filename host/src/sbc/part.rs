@@ -17,6 +17,9 @@ use crate::{Error, Result};
 /// The file in a part's folder that holds its replications, for [`merge`].
 pub const PART_FILE: &str = "sbc-part.json";
 
+/// The file in a part's folder of `shmc bench sbc` that holds every cell's part.
+pub const TABLE_PART_FILE: &str = "bench-sbc-part.json";
+
 /// Which replications a part runs: `count` of them from number `first` (counted from 1, as the
 /// ranks file counts them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

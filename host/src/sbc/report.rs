@@ -2,8 +2,9 @@
 //! verdict, the times) and as files: the ranks as CSV, one rank histogram per parameter.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use super::folder::{SbcFolder, histogram_file};
 use super::plot::rank_histogram;
 use super::{MIN_KEPT, SbcRun, THINNED_ENOUGH, Thinning};
 use crate::{Error, Result};
@@ -145,25 +146,11 @@ fn write_times(out: &mut String, run: &SbcRun) {
     );
 }
 
-/// A file name for parameter `name`: its letters, digits, `.`, `-` and `_`, the rest `_`.
-fn file_stem(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// Writes `run` into folder `dir` (created if needed): `ranks.csv` (one row per replication:
-/// its seeds, smallest ESS, divergences, seconds and the rank of every parameter),
-/// `rank-NAME.svg` per parameter and `summary.txt` holding `report`. Returns the files written.
-pub fn write_files(run: &SbcRun, report: &str, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let csv_path = dir.join("ranks.csv");
+/// Writes `run` into the folder it claimed: `ranks.csv` (one row per replication: its seeds,
+/// smallest ESS, divergences, seconds and the rank of every parameter), `rank-NAME.svg` per
+/// parameter and `summary.txt` holding `report`. Returns the files written.
+pub fn write_files(run: &SbcRun, report: &str, folder: &SbcFolder) -> Result<Vec<PathBuf>> {
+    let csv_path = folder.path("ranks.csv")?;
     let csv_error = |e: csv::Error| Error::invalid(format!("{}: {e}", csv_path.display()));
     let mut csv = csv::Writer::from_path(&csv_path).map_err(csv_error)?;
     let mut header: Vec<String> = [
@@ -193,11 +180,11 @@ pub fn write_files(run: &SbcRun, report: &str, dir: &Path) -> Result<Vec<PathBuf
     csv.flush().map_err(|e| Error::io(&csv_path, e))?;
     let mut written = vec![csv_path];
     for (name, test) in run.names.iter().zip(&run.tests) {
-        let path = dir.join(format!("rank-{}.svg", file_stem(name)));
+        let path = folder.path(&histogram_file(name))?;
         rank_histogram(&path, name, test, run.bins, run.replications.len())?;
         written.push(path);
     }
-    let summary = dir.join("summary.txt");
+    let summary = folder.path("summary.txt")?;
     std::fs::write(&summary, report).map_err(|e| Error::io(&summary, e))?;
     written.push(summary);
     Ok(written)

@@ -3,29 +3,31 @@
 //! of interleaving its rows with the first's; the kernel drops the lock when the process ends,
 //! however it ends, so a lock file left by a killed run blocks nothing. And a new run never
 //! writes over an earlier run's files: it is refused, or, when asked to overwrite, removes
-//! those files (shmc's, recognised by name and header, never any other) first.
+//! those files (shmc's, recognised by name and header, never any other) first. One rule,
+//! [`take_over`], for every kind of run (a sample run's chains, a calibration's ranks): a file
+//! the new run would write that is not the earlier run's is refused, overwrite or not.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::output::RUN_SETTINGS_FILE;
-use crate::output::resume::{checkpoint_path, surrogate_path};
+use super::RUN_SETTINGS_FILE;
+use super::resume::{checkpoint_path, surrogate_path};
 use crate::{Error, Result};
 
 /// The lock file in a run's folder. It stays when the run ends: its lock, not its presence,
 /// says that a run is writing; it holds the pid and host of the last run that took it.
-pub(super) const LOCK_FILE: &str = ".shmc.lock";
+pub(crate) const LOCK_FILE: &str = ".shmc.lock";
 
 /// The lock on a run's folder: held while this value lives, released when it is dropped (or
 /// by the kernel when the process dies).
 #[derive(Debug)]
-pub(super) struct FolderLock {
+pub(crate) struct FolderLock {
     _file: File,
 }
 
 /// Takes the lock on `dir` (which must exist), or refuses, naming the run that holds it.
-pub(super) fn lock(dir: &Path) -> Result<FolderLock> {
+pub(crate) fn lock(dir: &Path) -> Result<FolderLock> {
     let path = dir.join(LOCK_FILE);
     let mut file = OpenOptions::new()
         .read(true)
@@ -77,52 +79,81 @@ fn host_name() -> String {
     }
 }
 
-/// Refuses a new run in `dir` if it holds an earlier run's files, or with `overwrite` removes
-/// them; the files removed. Before either, a file the run would write (its chain files `csvs`
-/// and theirs beside them) that is not an earlier run's is refused, overwrite or not.
-pub(super) fn clear_earlier_run(
+/// Refuses a new sample run in `dir` if it holds an earlier run's files, or with `overwrite`
+/// removes them; the files removed. Before either, a file the run would write (its chain files
+/// `csvs` and theirs beside them) that is not an earlier run's is refused, overwrite or not, and
+/// so is a folder holding a calibration run.
+pub(crate) fn clear_earlier_run(
     dir: &Path,
     csvs: &[PathBuf],
     overwrite: bool,
 ) -> Result<Vec<PathBuf>> {
-    let files = earlier_run(dir)?;
-    refuse_foreign(csvs, &files)?;
-    if files.is_empty() {
-        return Ok(files);
-    }
-    if !overwrite {
-        return Err(Error::FolderHoldsRun {
-            dir: dir.to_path_buf(),
-            files: short_list(&files),
-        });
-    }
-    for path in &files {
-        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
-    }
-    Ok(files)
-}
-
-/// Refuses a new run whose chain files `csvs` (or the checkpoint, saved surrogate and
-/// temporary files beside them) exist and are not among the earlier run's files `earlier`:
-/// such a file is not shmc's (a user's notes named like a chain file, another program's
-/// checkpoint), and nothing can give it back, so not even an overwrite writes over it.
-fn refuse_foreign(csvs: &[PathBuf], earlier: &[PathBuf]) -> Result<()> {
-    let taken = csvs
+    refuse_other_kind(dir, CALIBRATION_MANIFEST, "a calibration run's")?;
+    let will_write: Vec<PathBuf> = csvs
         .iter()
         .flat_map(|csv| std::iter::once(csv.clone()).chain(companions(csv)))
-        .find(|path| path.exists() && !earlier.contains(path));
-    match taken {
-        None => Ok(()),
-        Some(path) => Err(Error::invalid(format!(
-            "{}: not a file of an earlier shmc run, and this run would write over it: move it, \
-             or write the run to another folder",
+        .collect();
+    take_over(dir, &will_write, &earlier_run(dir)?, true, overwrite)
+}
+
+/// The file that lists a calibration run's files in its folder (`shmc sbc --output`); named
+/// here, where every kind of run learns which folders are not its own.
+pub const CALIBRATION_MANIFEST: &str = "shmc-sbc.json";
+
+/// Refuses `dir` when it holds `marker`, the file of another kind of run (`what`).
+pub(crate) fn refuse_other_kind(dir: &Path, marker: &str, what: &str) -> Result<()> {
+    let path = dir.join(marker);
+    match path.exists() {
+        false => Ok(()),
+        true => Err(Error::invalid(format!(
+            "{}: holds {what} files ({} lists or marks them): write this run to another folder",
+            dir.display(),
             path.display()
         ))),
     }
 }
 
+/// The one ownership rule: a new run that writes `will_write` into `dir`, which holds the
+/// earlier run's files `earlier`, is refused if any file it would write exists and is not among
+/// `earlier` (such a file is not shmc's, or not this kind of run's, and nothing can give it
+/// back, so not even an overwrite writes over it); then refused if `earlier` is not empty, or
+/// with `overwrite` removes `earlier` (all of them, so nothing of the old run stays beside the
+/// new one). `resumable`: whether the earlier run could be resumed instead. The files removed.
+pub(crate) fn take_over(
+    dir: &Path,
+    will_write: &[PathBuf],
+    earlier: &[PathBuf],
+    resumable: bool,
+    overwrite: bool,
+) -> Result<Vec<PathBuf>> {
+    if let Some(path) = will_write
+        .iter()
+        .find(|path| path.exists() && !earlier.contains(path))
+    {
+        return Err(Error::invalid(format!(
+            "{}: not a file of an earlier shmc run, and this run would write over it: move it, \
+             or write the run to another folder",
+            path.display()
+        )));
+    }
+    if earlier.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !overwrite {
+        return Err(Error::FolderHoldsRun {
+            dir: dir.to_path_buf(),
+            files: short_list(earlier),
+            resumable,
+        });
+    }
+    for path in earlier {
+        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+    }
+    Ok(earlier.to_vec())
+}
+
 /// Up to three of `files` by name, and how many more.
-fn short_list(files: &[PathBuf]) -> String {
+pub(crate) fn short_list(files: &[PathBuf]) -> String {
     let names: Vec<String> = files
         .iter()
         .take(3)
@@ -142,7 +173,7 @@ fn short_list(files: &[PathBuf]) -> String {
 /// The files shmc wrote for a run in `dir`, sorted: every chain CSV whose header is shmc's,
 /// with the checkpoint, saved surrogate and temporary files beside it, and the run settings
 /// file. Anything else (a user's notes, another program's CSV) is not counted.
-pub(super) fn earlier_run(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn earlier_run(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     let mut files = Vec::new();
     for entry in entries {
