@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use shmc::Result;
 use shmc::report::{DEFAULT_PARAMETERS, render};
-use shmc::{Error, Result};
 
 /// Arguments of `shmc report`.
 #[derive(Debug, Args)]
@@ -15,7 +15,8 @@ pub struct ReportArgs {
     /// holding them, read as one run once they are one (as `shmc summary` reads them).
     #[arg(required = true, value_name = "RUN_DIR")]
     run_dir: Vec<PathBuf>,
-    /// Where to write the page [default: the first RUN_DIR/report.html].
+    /// Where to write the page [default: the first RUN_DIR/report.html]. An earlier report there
+    /// is replaced; any other file is refused.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// The parameters to plot (traces, histograms, pairs), by name [default: the first 4].
@@ -34,7 +35,7 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
         .output
         .clone()
         .unwrap_or_else(|| args.run_dir[0].join("report.html"));
-    std::fs::write(&path, &report.html).map_err(|e| Error::io(&path, e))?;
+    report.write_to(&path)?;
     for note in &report.notes {
         eprintln!("note: {note}");
     }

@@ -353,3 +353,39 @@ fn bad_folders_get_one_line_or_a_report_that_says_what_it_left_out() {
     assert!(!html.contains("data-plot=\"pair"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The issue's reports written over files that are not reports: `--output RUN/banana-1.csv`
+/// and a user's own `report.html` are refused naming the file, their bytes unchanged; an
+/// earlier report is replaced by the new one.
+#[test]
+fn a_report_writes_over_an_earlier_report_and_nothing_else() {
+    let dir = temp_dir("owned");
+    let run = sample(&dir, "run", &["--method", "hmc"]);
+    let run_arg = run.to_str().unwrap();
+    for (file, bytes) in [
+        (run.join("banana-1.csv"), None),
+        (
+            run.join("report.html"),
+            Some(&b"<html>my own report</html>"[..]),
+        ),
+    ] {
+        if let Some(bytes) = bytes {
+            std::fs::write(&file, bytes).unwrap();
+        }
+        let before = std::fs::read(&file).unwrap();
+        let name = file.to_str().unwrap();
+        let mut args = vec!["report", run_arg];
+        if bytes.is_none() {
+            args.extend(["--output", name]);
+        }
+        assert_one_line_error(&args, &format!("{name}: not a report shmc wrote"));
+        assert!(std::fs::read(&file).unwrap() == before, "{name} changed");
+    }
+    std::fs::remove_file(run.join("report.html")).unwrap();
+    ok(&["report", run_arg]);
+    let first = std::fs::read_to_string(run.join("report.html")).unwrap();
+    ok(&["report", run_arg, "--parameters", "beta.2"]);
+    let second = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(first != second, "the earlier report was not replaced");
+    let _ = std::fs::remove_dir_all(&dir);
+}

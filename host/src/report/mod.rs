@@ -20,7 +20,7 @@ mod same_run;
 use std::path::Path;
 
 pub use chains::{Chains, csv_files};
-use page::{Page, escape, figure, number};
+use page::{GENERATOR, Page, escape, figure, number};
 pub use same_run::one_run;
 
 use crate::diagnostics::ParameterSummary;
@@ -44,6 +44,50 @@ pub struct Report {
     pub html: String,
     /// What the page says was left out, one line each (for the caller to repeat).
     pub notes: Vec<String>,
+}
+
+impl Report {
+    /// Writes the page to `path`. A file there is written over only if it is a page shmc wrote
+    /// (marked by [`GENERATOR`]: an earlier report, made again from the run by this one); any
+    /// other (a chain's CSV, a user's own `report.html`, a folder) is refused. The page goes
+    /// through a new temporary file beside `path`, so a stop never leaves half a page.
+    pub fn write_to(&self, path: &Path) -> Result<()> {
+        if path.exists() && !is_shmc_page(path) {
+            return Err(Error::invalid(format!(
+                "{}: not a report shmc wrote, and the report would write over it: move it, or \
+                 write the report elsewhere",
+                path.display()
+            )));
+        }
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, self.html.as_bytes()));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(Error::io(&temporary, e));
+        }
+        std::fs::rename(&temporary, path).map_err(|e| {
+            let _ = std::fs::remove_file(&temporary);
+            Error::io(path, e)
+        })
+    }
+}
+
+/// Whether the file at `path` is a page shmc wrote: its head, in the first 4 KiB, holds
+/// [`GENERATOR`].
+fn is_shmc_page(path: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut head = Vec::new();
+    match std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut head) {
+        Ok(_) => String::from_utf8_lossy(&head).contains(GENERATOR),
+        Err(_) => false,
+    }
 }
 
 /// The report of the run in folder `dirs`, plotting `parameters` (by default the first
