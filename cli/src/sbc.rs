@@ -201,6 +201,7 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
     // A run claims its folder before its first replication, a merge once it has read its parts.
     let (result, folder) = match args.parts.merge.is_empty() {
         true => {
+            sbc::check(model.as_ref(), &settings)?;
             let folder = claim(args, &model.parameter_names())?;
             (calibrate(args, model.as_ref(), &config, &settings)?, folder)
         }

@@ -294,6 +294,21 @@ fn replicate(
     })
 }
 
+/// Checks that `settings` can calibrate `model` — before any work, and before a caller claims
+/// a folder for a run that would be refused.
+pub fn check(model: &dyn Model, settings: &SbcSettings) -> Result<()> {
+    model
+        .generative()
+        .ok_or_else(|| Error::invalid("the model has no generative form to calibrate against"))?;
+    if settings.thin == Some(0) {
+        return Err(Error::setting("thin", "must be at least 1"));
+    }
+    settings.indices()?;
+    // A part's bins are the whole run's; their count follows once `L` is known.
+    Bins::new(settings.replications, 1)?;
+    Ok(())
+}
+
 /// Runs the calibration of `sampler` on `model`'s generative form.
 ///
 /// Every replication's draws are kept until all have run (the thinning may depend on them
@@ -307,16 +322,9 @@ pub fn run(
     progress: &(dyn Fn(usize) + Sync),
     interrupt: Option<&AtomicBool>,
 ) -> Result<SbcRun> {
-    let generative = model
-        .generative()
-        .ok_or_else(|| Error::invalid("the model has no generative form to calibrate against"))?;
-    if settings.thin == Some(0) {
-        return Err(Error::setting("thin", "must be at least 1"));
-    }
+    check(model, settings)?;
+    let generative = model.generative().expect("checked");
     let indices = settings.indices()?;
-    // Checked before any work (a part's bins are the whole run's); their count follows once
-    // `L` is known.
-    Bins::new(settings.replications, 1)?;
     let start = Instant::now();
     let sampled = sample_all(generative, sampler, settings, indices, progress, interrupt)?;
     let most = sampled.first().map_or(1, Sampled::most_thin);
