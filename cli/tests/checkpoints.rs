@@ -32,9 +32,9 @@ fn finished_run(name: &str) -> PathBuf {
     dir
 }
 
-/// `field`'s value (a string or an array of strings) in chain 2's checkpoint replaced by the
-/// JSON `value`, in the text: a JSON value parsed and written again would lose the random
-/// stream's 128-bit state.
+/// `field`'s value (a string, an array of strings, a number or a bool) in chain 2's checkpoint
+/// replaced by the JSON `value`, in the text: a JSON value parsed and written again would lose
+/// the random stream's 128-bit state.
 fn edit(dir: &Path, field: &str, value: &str) {
     let path = dir.join("banana-2.checkpoint.json");
     let json = std::fs::read_to_string(&path).unwrap();
@@ -43,7 +43,8 @@ fn edit(dir: &Path, field: &str, value: &str) {
     let rest = &json[start..];
     let end = match rest.as_bytes()[0] {
         b'[' => rest.find(']').unwrap() + 1,
-        _ => rest[1..].find('"').unwrap() + 2,
+        b'"' => rest[1..].find('"').unwrap() + 2,
+        _ => rest.find([',', '}']).unwrap(),
     };
     let edited = format!("{}{value}{}", &json[..start], &rest[end..]);
     std::fs::write(&path, edited).unwrap();
@@ -110,6 +111,42 @@ fn resume_refuses_a_checkpoint_with_a_broken_state() {
         assert!(
             chain_files(&dir) == files,
             "{field}: the files are left as they were"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The issue's edited counts: a checkpoint of another chain, iterations that are not warmup
+/// plus kept draws, and a chain marked finished short of its draws (in a run without a target
+/// ESS) are refused naming the file, before any file is cut back (before, the CSV was cut and
+/// a failure appended first, and `finished: true` closed a chain early and reported success).
+#[test]
+fn resume_refuses_a_checkpoint_that_is_not_this_runs_before_any_file_changes() {
+    let cases: [(&[(&str, &str)], &str); 3] = [
+        (&[("chain", "1")], "its checkpoint (chain 1, 200 iterations"),
+        (
+            &[("done", "7")],
+            "does not fit this run (100 warmup iterations, 100 draws",
+        ),
+        (
+            &[("kept", "50"), ("done", "150")],
+            "the chain finished after 50 of its 100 draws, which only a target ESS does",
+        ),
+    ];
+    for (edits, expected) in cases {
+        let dir = finished_run(edits[0].0);
+        let files = chain_files(&dir);
+        for (field, value) in edits {
+            edit(&dir, field, value);
+        }
+        let err = resume(&dir).expect_err(expected);
+        assert!(
+            err.contains("banana-2.checkpoint.json") && err.contains(expected),
+            "{edits:?}: {err}"
+        );
+        assert!(
+            chain_files(&dir) == files,
+            "{edits:?}: the files are left as they were"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

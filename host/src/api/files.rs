@@ -82,8 +82,9 @@ impl Files {
     }
 
     /// Reads every chain's checkpoint before any file is cut back to one: a broken checkpoint
-    /// ([`crate::sampler::Checkpoint::problem`]), or one whose saved `U` is not `model`'s at its
-    /// position, is refused with the run's files as they were. (Under the Laplace mass matrix
+    /// ([`crate::sampler::Checkpoint::problem`]), one that is not this run's
+    /// ([`crate::sampler::Checkpoint::run_problem`]), or one whose saved `U` is not `model`'s at
+    /// its position, is refused with the run's files as they were. (Under the Laplace mass matrix
     /// the saved position is in the approximation's coordinates, and under an approximate rule
     /// the saved value is the surrogate's: the sampler checks those once it has them.)
     fn check_checkpoints<M: Model + ?Sized>(
@@ -99,9 +100,13 @@ impl Files {
             let Some(checkpoint) = resume::read_checkpoint(&csv, model.dim())? else {
                 continue;
             };
-            let problem = exact_coordinates
-                .then(|| checkpoint.potential_problem(&model))
-                .flatten();
+            let problem = checkpoint
+                .run_problem(chain, model.dim(), config)
+                .or_else(|| {
+                    exact_coordinates
+                        .then(|| checkpoint.potential_problem(&model))
+                        .flatten()
+                });
             if let Some(problem) = problem {
                 let path = resume::checkpoint_path(&csv);
                 return Err(Error::invalid(format!("{}: {problem}", path.display())));

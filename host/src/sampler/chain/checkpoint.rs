@@ -26,7 +26,7 @@ use super::learning::Recorder;
 use super::work::RiemannianReport;
 use crate::sampler::proposer::{Collapse, SurrogateReport};
 use crate::sampler::transitions::Chosen;
-use crate::sampler::{Evaluations, PhaseReport};
+use crate::sampler::{Evaluations, PhaseReport, SampleConfig};
 use crate::surrogates::{Surrogate, exact_floats};
 
 /// How often a sampling chain saves its checkpoint: a killed run makes again at most this much
@@ -219,6 +219,38 @@ impl Checkpoint {
                     zero.setting()
                 ))
             })
+    }
+
+    /// Why this checkpoint of chain `chain` cannot be this run's (`config`'s), if it cannot:
+    /// another chain's, counts that do not add up (iterations other than warmup plus kept
+    /// draws, more kept draws than the run makes), a metric of another dimension `dim`, or a
+    /// chain marked finished short of its draws in a run with no target ESS to stop it early.
+    /// Read before any file is cut back to the checkpoint, so a refusal leaves them as they were.
+    pub fn run_problem(&self, chain: usize, dim: usize, config: &SampleConfig) -> Option<String> {
+        let (warmup, draws) = (config.warmup, config.draws);
+        if self.chain != chain
+            || self.kept > draws
+            || self.done != warmup.saturating_add(self.kept)
+            || self.inv_mass.len() != dim
+        {
+            return Some(format!(
+                "chain {chain}: its checkpoint (chain {}, {} iterations, {} kept draws, a metric \
+                 of {} entries) does not fit this run ({warmup} warmup iterations, {draws} \
+                 draws, {dim} parameters)",
+                self.chain,
+                self.done,
+                self.kept,
+                self.inv_mass.len()
+            ));
+        }
+        if self.finished && self.kept < draws && config.target_ess.is_none() {
+            return Some(format!(
+                "chain {chain}: its checkpoint says the chain finished after {} of its {draws} \
+                 draws, which only a target ESS does, and this run has none",
+                self.kept
+            ));
+        }
+        None
     }
 
     /// Whether `model`'s `U` at the saved position is the saved one (the state was saved, not

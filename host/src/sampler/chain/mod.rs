@@ -428,23 +428,20 @@ impl<'b, 'o, M: Model + ?Sized> Chain<'b, 'o, M> {
     /// rows made before.
     fn restore(&mut self, resumed: &Resumed) -> Result<()> {
         let c = &resumed.checkpoint;
-        let warmup = self.config.warmup;
-        if c.chain != self.number
-            || c.done != warmup + c.kept
-            || c.kept != resumed.rows.len()
-            || c.kept > self.config.draws
-            || c.inv_mass.len() != self.model.dim()
-        {
-            return Err(Error::invalid(format!(
-                "chain {}: its checkpoint (chain {}, {} iterations, {} kept draws, {} rows read \
-                 back) does not fit this run ({warmup} warmup iterations, {} draws)",
-                self.number,
-                c.chain,
-                c.done,
-                c.kept,
-                resumed.rows.len(),
-                self.config.draws
-            )));
+        let problem = c
+            .run_problem(self.number, self.model.dim(), self.config)
+            .or_else(|| {
+                (c.kept != resumed.rows.len()).then(|| {
+                    format!(
+                        "chain {}: its checkpoint counts {} kept draws, its file {}",
+                        self.number,
+                        c.kept,
+                        resumed.rows.len()
+                    )
+                })
+            });
+        if let Some(problem) = problem {
+            return Err(Error::invalid(problem));
         }
         self.rng = c.rng.clone();
         self.metric = DiagonalMetric::new(nalgebra::DVector::from_column_slice(&c.inv_mass))?;
