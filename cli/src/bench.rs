@@ -15,6 +15,9 @@ use crate::experiments::figure3::{
 use crate::experiments::grid::{
     PARTS, format_lengths, format_problems, format_sweep, run_lengths, run_problems, run_sweep,
 };
+use crate::experiments::posteriordb::{
+    DEFAULT_ROWS, PosteriordbSettings, ROWS, format_posteriordb, run_posteriordb,
+};
 use crate::experiments::sbc::{SbcBenchSettings, format_sbc_table};
 use crate::experiments::surrogates::{Figure1, format_figure1, plot_figure1, run_figure1};
 use crate::experiments::vhmc::{format_vhmc_table, plot_errors, run_vhmc};
@@ -53,8 +56,13 @@ pub struct BenchArgs {
     /// Figure 1 with its Gaussian-process baselines (U = x^2/2 fitted from 10, 20, 40 points by
     /// the full GP, FITC with 5 inducing points and networks of 5 softplus and 5 RBF units;
     /// 100 fits averaged, 20 with --quick; --plots draws the curves) and Figure 3 (see
-    /// --figure).
-    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "pde-fine", "grid", "ttr", "umbridge", "vhmc", "sbc", "surrogates"])]
+    /// --figure), or posteriordb: the reference posteriors of a posteriordb checkout (see
+    /// --posteriordb), each Stan program compiled once and sampled by shmc's NUTS (diagonal
+    /// and low-rank), RNS-HMC with its defaults and nutpie on the same library, every
+    /// parameter checked against the reference draws: mean within 4 combined MCSE, sd within
+    /// 4 standard errors, R-hat at most 1.01, bulk and tail ESS at least 400; with gradients
+    /// and seconds to ESS 400, warmup included.
+    #[arg(value_parser = ["lr-sim", "bank", "a9a", "pde", "pde-fine", "grid", "ttr", "umbridge", "vhmc", "sbc", "surrogates", "posteriordb"])]
     experiment: String,
     /// A smaller run, several times faster: fewer observations, replicates, iterations and
     /// hidden units.
@@ -132,6 +140,9 @@ pub struct BenchArgs {
     /// sbc: the table in parts, as `shmc sbc`'s (boxed, as --figure's).
     #[command(flatten)]
     sbc: Box<BenchSbcArgs>,
+    /// posteriordb: the checkout and the runs' sizes (boxed, as --figure's).
+    #[command(flatten)]
+    posteriordb: Box<PosteriordbArgs>,
     /// lr-sim, bank, a9a, pde: also run RNS-HMC with a full Gaussian process (gp row) and
     /// with FITC of 500 inducing points (fitc row) as its surrogate, beside the network (the
     /// rows --methods gp,fitc picks; off by default: the full GP's fit is O(n^3) in the
@@ -170,6 +181,37 @@ pub struct FigureArgs {
     pub training_sizes: Option<Vec<usize>>,
 }
 
+/// `bench posteriordb`'s checkout, posteriors and run sizes.
+#[derive(Debug, Args)]
+pub struct PosteriordbArgs {
+    /// posteriordb: the checkout (its posterior_database/ folder, or the folder holding it),
+    /// in the database's own layout: posteriors/*.json, models/stan/*.stan,
+    /// data/data/*.json.zip, reference_posteriors/draws/draws/*.json.zip. The Stan programs
+    /// are compiled with the toolchain `--model stan` finds (SHMC_STAN_HOME, else the httpstan
+    /// package of SHMC_PYTHON or python3) and cached; nutpie's rows run in that interpreter
+    /// (pip install nutpie).
+    #[arg(long, value_name = "DIR")]
+    pub posteriordb: Option<PathBuf>,
+    /// posteriordb: run only these posteriors (default: every one with reference draws).
+    /// --methods picks the rows: nuts, nuts-low-rank, nuts-laplace, rns-hmc, nutpie,
+    /// nutpie-low-rank (default: nuts, nuts-low-rank, rns-hmc, nutpie-low-rank).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub posteriors: Option<Vec<String>>,
+    /// posteriordb: chains per row.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub chains: usize,
+    /// posteriordb: warmup iterations per chain.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub warmup: usize,
+    /// posteriordb: kept draws per chain.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub draws: usize,
+    /// posteriordb: the most bytes a file of the database or a run's draws may take
+    /// (default: half of this machine's memory).
+    #[arg(long, value_name = "BYTES")]
+    pub memory_limit: Option<u64>,
+}
+
 impl BenchArgs {
     /// The folder the real data sets are read from.
     fn data_dir(&self) -> PathBuf {
@@ -180,6 +222,9 @@ impl BenchArgs {
 /// Runs `shmc bench`.
 pub fn run(args: &BenchArgs) -> Result<i32> {
     check_experiment_flags(args)?;
+    if args.experiment == "posteriordb" {
+        return run_posteriordb_bench(args);
+    }
     if args.experiment == "sbc" {
         return run_sbc(args);
     }
@@ -242,6 +287,19 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
 
 /// Refuses the flags that belong to another experiment than the one asked for.
 fn check_experiment_flags(args: &BenchArgs) -> Result<()> {
+    let p = &args.posteriordb;
+    let sizes_given = p.chains != 4 || p.warmup != 1000 || p.draws != 1000;
+    if (p.posteriordb.is_some()
+        || p.posteriors.is_some()
+        || p.memory_limit.is_some()
+        || sizes_given)
+        && args.experiment != "posteriordb"
+    {
+        return Err(Error::invalid(
+            "--posteriordb, --posteriors, --chains, --warmup, --draws and --memory-limit are for \
+             bench posteriordb",
+        ));
+    }
     if args.problems.is_some() && !["grid", "ttr"].contains(&args.experiment.as_str()) {
         return Err(Error::invalid("--problems is for bench grid and bench ttr"));
     }
@@ -466,6 +524,71 @@ fn write_json<T: serde::Serialize>(args: &BenchArgs, rows: &[T]) -> Result<()> {
         std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
     }
     Ok(())
+}
+
+/// Runs `shmc bench posteriordb`: the table, each method's count of posteriors passed, the JSON
+/// rows.
+fn run_posteriordb_bench(args: &BenchArgs) -> Result<i32> {
+    let p = &args.posteriordb;
+    let Some(dir) = &p.posteriordb else {
+        return Err(Error::invalid(
+            "bench posteriordb needs --posteriordb DIR, a posteriordb checkout",
+        ));
+    };
+    let other = args.step_size.is_some()
+        || args.steps.is_some()
+        || args.hidden.is_some()
+        || args.nutpie.is_some()
+        || args.plots.is_some()
+        || args.quick
+        || args.with_gp
+        || args.problems.is_some()
+        || args.models.is_some()
+        || args.jobs.is_some();
+    if other {
+        return Err(Error::invalid(
+            "bench posteriordb runs each method with its defaults: of the other flags it takes \
+             --methods, --seed and --json",
+        ));
+    }
+    let keys: Vec<&str> = ROWS.iter().map(|(key, _)| *key).collect();
+    let rows = match &args.methods {
+        Some(methods) => {
+            if let Some(unknown) = methods.iter().find(|m| !keys.contains(&m.as_str())) {
+                return Err(Error::invalid(format!(
+                    "--methods: bench posteriordb has no row {unknown:?}; its rows are {}",
+                    keys.join(", ")
+                )));
+            }
+            methods.clone()
+        }
+        None => DEFAULT_ROWS.map(String::from).to_vec(),
+    };
+    for (name, n, least) in [
+        ("chains", p.chains, 1),
+        ("warmup", p.warmup, 1),
+        ("draws", p.draws, 4),
+    ] {
+        if n < least {
+            return Err(Error::invalid(format!("--{name} must be at least {least}")));
+        }
+    }
+    let settings = PosteriordbSettings {
+        dir: dir.clone(),
+        posteriors: p.posteriors.clone(),
+        rows,
+        chains: p.chains,
+        warmup: p.warmup,
+        draws: p.draws,
+        seed: args.seed,
+        memory_limit: p
+            .memory_limit
+            .unwrap_or_else(shmc::memory::machine_default_limit),
+    };
+    let rows = run_posteriordb(&settings, &|m| eprintln!("{m}"))?;
+    print!("{}", format_posteriordb(&rows));
+    write_json(args, &rows)?;
+    Ok(0)
 }
 
 /// Runs `shmc bench sbc`: the table, the labels of the approximate methods, the JSON rows.

@@ -55,7 +55,7 @@ enum Command {
     /// Explore with exact HMC, train a surrogate on the visited states, and save it.
     Train(Box<train::TrainArgs>),
     /// Run the papers' experiments: HMC and the surrogate methods side by side.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Simulation-based calibration: does a method's posterior put parameters drawn from the
     /// prior at uniform ranks? (Talts et al. 2018)
     Sbc(Box<sbc::SbcArgs>),

@@ -38,6 +38,7 @@ pub mod optimize;
 pub mod output;
 pub mod pde;
 pub mod plot;
+pub mod posteriordb;
 pub mod random;
 pub mod records;
 pub mod report;

@@ -52,6 +52,7 @@ mod figure3_plot;
 pub mod figures;
 pub mod grid;
 pub mod nuts;
+pub mod posteriordb;
 pub mod sbc;
 pub mod surrogates;
 pub mod ttr;
