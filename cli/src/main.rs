@@ -19,10 +19,9 @@ fn main() {
         }
     };
     let result = std::panic::catch_unwind(|| shmc_cli::run(cli)).unwrap_or_else(|payload| {
-        Err(shmc::Error::invalid(format!(
-            "internal error: {}",
-            shmc::sampler::panic_message(payload.as_ref())
-        )))
+        let message = shmc::sampler::panic_message(payload.as_ref());
+        Err(stdout_failure(&message)
+            .unwrap_or_else(|| shmc::Error::invalid(format!("internal error: {message}"))))
     });
     match result {
         Ok(code) => std::process::exit(code),
@@ -31,4 +30,17 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// `print!` panics when standard output cannot be written: that is the user's pipe or disk, not
+/// a bug. A reader that closed the pipe early (`shmc summary … | head`) ends the run as SIGPIPE
+/// would, silently with status 141; any other failure (a full disk) is one line naming it.
+fn stdout_failure(message: &str) -> Option<shmc::Error> {
+    let cause = message.strip_prefix("failed printing to stdout: ")?;
+    if cause.starts_with("Broken pipe") {
+        std::process::exit(141);
+    }
+    Some(shmc::Error::invalid(format!(
+        "cannot write to standard output: {cause}"
+    )))
 }

@@ -356,3 +356,33 @@ fn a_surrogate_trained_on_another_model_or_data_is_refused_naming_both() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Standard output that cannot be written is the user's disk or pipe, not a bug: a full disk is
+/// one line naming it (exit 1), a reader that closed the pipe early (`| head`) ends the run
+/// silently with SIGPIPE's status, 141; neither prints "internal error".
+#[test]
+fn standard_output_that_cannot_be_written_is_one_line_or_a_quiet_sigpipe() {
+    let run = |stdout: std::process::Stdio| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_shmc"))
+            .arg("models")
+            .stdout(stdout)
+            .env_remove("RUST_BACKTRACE") // which brings Rust's panic report back
+            .output()
+            .expect("the shmc binary runs")
+    };
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let out = run(full.into());
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.starts_with("error: cannot write to standard output: "),
+            "{err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    }
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = run(writer.into());
+    assert_eq!(out.status.code(), Some(141), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+}
