@@ -121,11 +121,14 @@ fn run(
     let done: Vec<AtomicUsize> = (0..config.chains).map(|_| AtomicUsize::new(0)).collect();
     let total = config.chains * (config.warmup + config.draws);
     let approximate = config.method.approximate();
+    // The files are named for the model (`banana-1.csv`), as the command line names them.
+    let name = model.name.as_str();
     let model: &dyn Model = model.model.as_ref();
     py.detach(|| {
         std::thread::scope(|scope| {
             let chains = scope.spawn(|| {
                 let sampler = Sampler::new(model)
+                    .name(name)
                     .settings(config)
                     .on_progress(|chain, n| {
                         record_progress(chain, n);

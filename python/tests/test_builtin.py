@@ -53,3 +53,11 @@ def test_output_dir_never_writes_over_a_users_file_of_a_chains_name(tmp_path):
             shmc.sample(shmc.model("banana"), chains=2, tune=10, draws=10, progress=False,
                         output_dir=tmp_path, overwrite=overwrite)
         assert mine.read_text() == "my precious notes\n"
+
+
+def test_output_dir_names_the_files_for_the_model_as_the_command_line_does(tmp_path):
+    shmc.sample(shmc.model("banana"), chains=2, tune=10, draws=10, progress=False,
+                output_dir=tmp_path)
+    written = sorted(p.name for p in tmp_path.glob("*.csv"))
+    assert written == ["banana-1.csv", "banana-2.csv"], written
+    assert "model = banana" in (tmp_path / "banana-1.csv").read_text()
