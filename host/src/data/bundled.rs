@@ -89,6 +89,17 @@ fn resolve_from(cwd: &Path, dir: &Path, path: &Path) -> Result<PathBuf> {
     if local.exists() {
         return Ok(local);
     }
+    // A link whose target is gone (an unmounted disk) names the user's file, not the bundled one.
+    if let Ok(target) = std::fs::read_link(&local) {
+        return Err(not_found(
+            path,
+            format!(
+                "a symbolic link to {}, which does not exist (the bundled data set of this \
+                 name is not read in its place)",
+                target.display()
+            ),
+        ));
+    }
     match path.to_str().and_then(canonical) {
         Some(name) => bundled_in(dir, name),
         None => Err(not_found(
@@ -149,6 +160,20 @@ mod tests {
         );
         assert!(!shown.contains('\n'), "{shown}");
         shown
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_dangling_link_of_a_bundled_name_is_refused_not_replaced_by_the_bundled_file() {
+        let cwd = folder("dangling-cwd", &[]);
+        let data = folder("dangling-data", &["a9a.gz"]);
+        std::os::unix::fs::symlink("/nonexistent/mydata.svm", cwd.join("a9a")).unwrap();
+        let err = resolve_from(&cwd, &data, Path::new("a9a")).unwrap_err();
+        let shown = one_line(err, Path::new("a9a"));
+        assert!(
+            shown.contains("a symbolic link to /nonexistent/mydata.svm, which does not exist"),
+            "{shown}"
+        );
     }
 
     #[test]
