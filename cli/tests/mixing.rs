@@ -195,3 +195,80 @@ fn report_leaves_out_another_runs_files_and_goes_on() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A chain given again through a hard link, a copy of a chain, and a chain's file renamed for
+/// another chain are each refused: one chain is not two.
+#[test]
+fn a_link_a_copy_or_a_renamed_chain_is_not_another_chain() {
+    let dir = temp_dir("copies");
+    let first = run(&dir, "b", "banana", &["--chains", "2"]);
+    let second = dir.join("b").join("banana-2.csv");
+    let link = dir.join("link.csv");
+    std::fs::hard_link(&first, &link).unwrap();
+    refused(
+        &[&first, &link],
+        &[&[&format!("{} is {} again", path(&link), path(&first))]],
+    );
+    let copy = dir.join("copy.csv");
+    std::fs::copy(&first, &copy).unwrap();
+    refused(
+        &[&first, &copy],
+        &[&[&format!(
+            "{} holds the same draws as {}",
+            path(&copy),
+            path(&first)
+        )]],
+    );
+    std::fs::create_dir_all(dir.join("x")).unwrap();
+    let renamed = dir.join("x").join("banana-3.csv");
+    std::fs::rename(&second, &renamed).unwrap();
+    refused(
+        &[&first, &renamed],
+        &[&[&format!(
+            "{} is named for chain 3, but its header says chain 2",
+            path(&renamed)
+        )]],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two runs given the same data path (`--data d.csv`) from two working directories, where the
+/// path names other bytes, are refused by their data's SHA-256; the same bytes under another
+/// name are one data set.
+#[test]
+fn the_same_data_path_holding_other_bytes_is_another_data_set() {
+    let dir = temp_dir("data-bytes");
+    let sampled_in = |cwd: &str, data: &str, rows: &str, seed: &str| {
+        let cwd = dir.join(cwd);
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::write(cwd.join(data), rows).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_shmc"))
+            .args([
+                "sample", "--model", "logistic", "--data", data, "--chains", "1",
+            ])
+            .args(["--warmup", "40", "--draws", "40", "--seed", seed, "--quiet"])
+            .args(["--output", "run"])
+            .current_dir(&cwd)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        cwd.join("run").join("logistic-1.csv")
+    };
+    let a = "y,x\n1,0.5\n0,1.5\n1,-0.2\n0,2.0\n1,0.1\n0,1.1\n";
+    let b = "y,x\n0,0.5\n1,1.5\n1,-0.2\n1,2.0\n0,0.1\n0,1.1\n";
+    let on_a = sampled_in("w1", "d.csv", a, "1");
+    let on_b = sampled_in("w2", "d.csv", b, "1");
+    refused(
+        &[&on_a, &on_b],
+        &[&[
+            path(&on_b),
+            path(&on_a),
+            "data file \"d.csv\" vs \"d.csv\": other bytes (sha256 ",
+        ]],
+    );
+    // Another seed: the same seed on the same bytes would be the same chain again.
+    let on_copy = sampled_in("w3", "copy-of-d.csv", a, "2");
+    let out = shmc(&["summary", path(&on_a), path(&on_copy)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -156,3 +156,21 @@ fn chain_ids_that_cannot_be_a_shard_are_refused() {
         assert!(!out.exists());
     }
 }
+
+/// A folder of shards in which one shard lost its settings file is refused naming that folder,
+/// where it used to be skipped without a word (two of four chains reported).
+#[test]
+fn a_shard_without_its_settings_file_is_refused_not_skipped() {
+    let dir = binary::temp_dir("shards", "lost-settings");
+    sample(&dir.join("a"), &["--chains", "2"]);
+    sample(&dir.join("b"), &["--chains", "2", "--chain-id", "3"]);
+    std::fs::remove_file(dir.join("b").join("shmc-run.json")).unwrap();
+    let err = refusal(&[&dir]);
+    assert!(
+        err.contains(&format!(
+            "{}: holds chain files but no shmc-run.json",
+            dir.join("b").display()
+        )),
+        "{err}"
+    );
+}

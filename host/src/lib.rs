@@ -29,6 +29,7 @@ pub mod api;
 pub mod batch;
 pub mod data;
 pub mod diagnostics;
+pub mod digest;
 pub mod error;
 pub mod memory;
 pub mod metric;

@@ -62,15 +62,40 @@ pub fn folders(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(shards.into_iter().map(|s| s.dir).chain(plain).collect())
 }
 
-/// The subfolders of `dir` that hold a run's settings file, in name order.
+/// The subfolders of `dir` that hold a run's settings file, in name order. When there are any,
+/// a subfolder holding chain files but no settings file is refused: it looks like a shard whose
+/// settings file went missing, and leaving its chains out would report a part of the run.
 fn shard_folders(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    let mut found: Vec<PathBuf> = entries
+    let subfolders: Vec<PathBuf> = entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.join(RUN_SETTINGS_FILE).is_file())
+        .filter(|p| p.is_dir())
         .collect();
+    let (mut found, others): (Vec<PathBuf>, Vec<PathBuf>) = subfolders
+        .into_iter()
+        .partition(|p| p.join(RUN_SETTINGS_FILE).is_file());
+    if !found.is_empty()
+        && let Some(stray) = others.iter().find(|p| holds_chain_files(p))
+    {
+        return Err(Error::invalid(format!(
+            "{}: holds chain files but no {RUN_SETTINGS_FILE}, beside shards that have one: \
+             a shard of this run that lost its settings file, or another run's folder; restore \
+             it or move the folder out of {}",
+            stray.display(),
+            dir.display()
+        )));
+    }
     found.sort();
     Ok(found)
+}
+
+/// Whether `dir` holds a CSV file (a chain's, as far as a name tells).
+fn holds_chain_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .filter_map(|entry| entry.ok())
+            .any(|e| e.path().extension().is_some_and(|x| x == "csv"))
+    })
 }
 
 /// The shard whose folder is `dir`, from its saved command line.

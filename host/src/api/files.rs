@@ -60,11 +60,13 @@ impl Files {
             }
         };
         let warmup_rows = if config.save_warmup { config.warmup } else { 0 };
+        let data_sha256 = data_file.map(crate::data::digest).transpose()?;
         let (mut sinks, mut resumed) = (Vec::new(), Vec::new());
         for chain in config.chain_ids() {
             let path = chain_path(&self.dir, name, chain);
             let mut header = CsvHeader::for_run(name, chain, config, model.parameter_names());
             header.data_file = data_file.map(str::to_string);
+            header.data_sha256 = data_sha256.clone();
             let (sink, chain_resumed) = if self.resume {
                 CsvSink::resume(&path, &header, model.dim(), warmup_rows)?
             } else {

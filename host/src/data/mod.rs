@@ -31,6 +31,13 @@ pub use transform::{INTERCEPT_NAME, Preprocessing, Projection, Standardization};
 
 use crate::{Error, Result};
 
+/// The SHA-256 of the bytes of the data file `name` ([`resolve`]d as a model reads it), in
+/// lowercase hex: a run's header records it, so that runs given the same path for different
+/// files (another working directory, an edited file) are told apart, and copies are one.
+pub fn digest(name: &str) -> Result<String> {
+    crate::digest::file_sha256(&resolve(std::path::Path::new(name))?)
+}
+
 /// Whether the data files named `a` and `b` (as a run's CSV header or a surrogate file records
 /// them, as the user gave them) are one: the same name, or names that [`resolve`] to the same
 /// file from here (`a9a` and `data/a9a.gz`; a relative path and an absolute one).

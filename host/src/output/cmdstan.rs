@@ -65,6 +65,9 @@ pub struct CsvHeader {
     pub dense_metric: bool,
     /// The data file, if any.
     pub data_file: Option<String>,
+    /// The SHA-256 of the data file's bytes (lowercase hex), if there is one: what makes two
+    /// runs' data one, whatever path each was given ([`crate::data::digest`]).
+    pub data_sha256: Option<String>,
     /// Further `key = value` lines (method settings), written under `shmc`.
     pub extra: Vec<(String, String)>,
     /// The parameter names.
@@ -198,6 +201,7 @@ impl CsvHeader {
             engine,
             dense_metric: config.mass_matrix() == MassMatrix::Laplace,
             data_file: None,
+            data_sha256: None,
             extra,
             parameters,
         }
@@ -356,6 +360,9 @@ fn header_text(h: &CsvHeader, path: &Path) -> String {
     if let Some(file) = &h.data_file {
         line("data".into());
         line(format!("  file = {file}"));
+        if let Some(sha256) = &h.data_sha256 {
+            line(format!("  sha256 = {sha256}"));
+        }
     }
     line("init = 2 (Default)".into());
     line("random".into());
@@ -608,6 +615,8 @@ pub struct StanCsv {
     /// The data file the header names (`file` under `data`), if any: the `file` key alone is
     /// ambiguous, since the output file is one too.
     pub data_file: Option<String>,
+    /// The SHA-256 of the data file's bytes the header records (`sha256` under `data`), if any.
+    pub data_sha256: Option<String>,
 }
 
 impl StanCsv {
@@ -707,6 +716,7 @@ pub fn parse_stan_csv(input: impl BufRead, path: &Path) -> Result<StanCsv> {
         settings: config.settings,
         shmc: comments.shmc,
         data_file: config.data_file,
+        data_sha256: config.data_sha256,
     })
 }
 
@@ -764,6 +774,8 @@ struct Configuration {
     section: String,
     /// `file` under `data` (the output file is a `file` too).
     data_file: Option<String>,
+    /// `sha256` under `data`.
+    data_sha256: Option<String>,
 }
 
 impl Configuration {
@@ -782,8 +794,10 @@ impl Configuration {
         }
         if let Some((key, value)) = entry.split_once(" = ") {
             let (key, value) = (key.trim().to_string(), value.trim().to_string());
-            if self.section == "data" && key == "file" {
-                self.data_file = Some(value.clone());
+            match (self.section.as_str(), key.as_str()) {
+                ("data", "file") => self.data_file = Some(value.clone()),
+                ("data", "sha256") => self.data_sha256 = Some(value.clone()),
+                _ => {}
             }
             self.settings.push((key, value));
         }

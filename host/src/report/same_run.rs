@@ -12,9 +12,9 @@
 //! model's size or data seed, a standardization) cannot be told apart here, nor can the model
 //! of a file that names none.
 //!
-//! The same file given twice (by one path or two: the same canonical path) is not a second chain.
-
-use std::path::PathBuf;
+//! The same file given twice (by one path or two, or through a hard link) is not a second chain,
+//! nor is a copy of one (the same draws, row for row), nor a file shmc named for one chain
+//! whose header says it is another.
 
 use crate::data::same_source;
 use crate::output::StanCsv;
@@ -22,20 +22,12 @@ use crate::output::StanCsv;
 /// The files of `csvs` that are one run with the first, in order, and one line for each other
 /// file naming it, the file it was compared with, and what differs.
 pub fn one_run(csvs: Vec<StanCsv>) -> (Vec<StanCsv>, Vec<String>) {
-    let mut kept: Vec<(Option<PathBuf>, StanCsv)> = Vec::new();
+    let mut kept: Vec<StanCsv> = Vec::new();
     let mut refused = Vec::new();
     for csv in csvs {
-        let canonical = std::fs::canonicalize(&csv.path).ok();
-        let again = kept
-            .iter()
-            .find(|(c, _)| canonical.is_some() && *c == canonical);
-        let problem = match (again, kept.first()) {
-            (Some((_, earlier)), _) => Some(format!(
-                "{} is {} again (the same file given twice): one chain is not two",
-                csv.path.display(),
-                earlier.path.display()
-            )),
-            (None, Some((_, first))) => differences(first, &csv).map(|what| {
+        let problem = match (again(&kept, &csv), kept.first()) {
+            (Some(problem), _) => Some(problem),
+            (None, Some(first)) => differences(first, &csv).map(|what| {
                 format!(
                     "{} and {} are not one run: {what}",
                     csv.path.display(),
@@ -46,10 +38,50 @@ pub fn one_run(csvs: Vec<StanCsv>) -> (Vec<StanCsv>, Vec<String>) {
         };
         match problem {
             Some(line) => refused.push(line),
-            None => kept.push((canonical, csv)),
+            None => kept.push(csv),
         }
     }
-    (kept.into_iter().map(|(_, csv)| csv).collect(), refused)
+    (kept, refused)
+}
+
+/// Whether `csv` is a chain of `kept` again: the same file (by another path, or a hard link
+/// to it), or a copy of one (the same draws, row for row).
+fn again(kept: &[StanCsv], csv: &StanCsv) -> Option<String> {
+    let same_file = |earlier: &StanCsv| same_file::is_same_file(&earlier.path, &csv.path);
+    if let Some(earlier) = kept.iter().find(|k| same_file(k).unwrap_or(false)) {
+        return Some(format!(
+            "{} is {} again (the same file given twice, or a link to it): one chain is not two",
+            csv.path.display(),
+            earlier.path.display()
+        ));
+    }
+    let copy = |earlier: &StanCsv| {
+        earlier.columns.first().is_some_and(|c| !c.is_empty()) && earlier.columns == csv.columns
+    };
+    if let Some(earlier) = kept.iter().find(|k| copy(k)) {
+        return Some(format!(
+            "{} holds the same draws as {}, row for row (a copy of that chain): one chain is not \
+             two",
+            csv.path.display(),
+            earlier.path.display()
+        ));
+    }
+    renamed(csv)
+}
+
+/// Whether `csv` is named as shmc names a chain's file (`MODEL-K.csv`, its header's model)
+/// for another chain than its header's `id`: a file renamed, or copied over another chain's.
+fn renamed(csv: &StanCsv) -> Option<String> {
+    let (model, id) = (csv.setting("model")?, csv.setting("id")?);
+    let stem = csv.path.file_stem()?.to_str()?;
+    let named = stem.strip_prefix(model)?.strip_prefix('-')?;
+    (named.parse::<usize>().is_ok() && named != id).then(|| {
+        format!(
+            "{} is named for chain {named}, but its header says chain {id} (renamed, or copied \
+             over another chain's file): one chain is not another",
+            csv.path.display()
+        )
+    })
 }
 
 /// What makes `other` another run than `first`, each as `other`'s value vs `first`'s, or
@@ -67,17 +99,8 @@ fn differences(first: &StanCsv, other: &StanCsv) -> Option<String> {
             quoted(first_model)
         ));
     }
-    let (data, first_data) = (other.data_file.as_deref(), first.data_file.as_deref());
-    let same_data = match (data, first_data) {
-        (Some(a), Some(b)) => same_source(a, b),
-        (a, b) => a == b,
-    };
-    if !same_data {
-        found.push(format!(
-            "data file {} vs {}",
-            quoted(data),
-            quoted(first_data)
-        ));
+    if let Some(data) = other_data(first, other) {
+        found.push(data);
     }
     if let Some(columns) = other_columns(first, other) {
         found.push(columns);
@@ -90,6 +113,33 @@ fn differences(first: &StanCsv, other: &StanCsv) -> Option<String> {
         (a, b) => found.push(format!("{} inference vs {}", kind(a), kind(b))),
     }
     (!found.is_empty()).then(|| found.join("; "))
+}
+
+/// How `other`'s data differs from `first`'s, if it does. Files whose headers record their
+/// data's digest are judged by it: the same bytes under any path are one data set, and the same
+/// path holding other bytes (another working directory, an edited file) is not. Files that
+/// record none (earlier versions, CmdStan's) are judged by the path.
+fn other_data(first: &StanCsv, other: &StanCsv) -> Option<String> {
+    let (data, first_data) = (other.data_file.as_deref(), first.data_file.as_deref());
+    let quoted =
+        |value: Option<&str>| value.map_or_else(|| "none".to_string(), |v| format!("{v:?}"));
+    if let (Some(a), Some(b)) = (&other.data_sha256, &first.data_sha256) {
+        let short = |digest: &str| digest.chars().take(12).collect::<String>();
+        return (a != b).then(|| {
+            format!(
+                "data file {} vs {}: other bytes (sha256 {}… vs {}…)",
+                quoted(data),
+                quoted(first_data),
+                short(a),
+                short(b)
+            )
+        });
+    }
+    let same_data = match (data, first_data) {
+        (Some(a), Some(b)) => same_source(a, b),
+        (a, b) => a == b,
+    };
+    (!same_data).then(|| format!("data file {} vs {}", quoted(data), quoted(first_data)))
 }
 
 /// How `other`'s columns differ from `first`'s: the first column that differs, or the count.

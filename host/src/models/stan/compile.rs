@@ -15,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use super::toolchain::{Toolchain, compiler};
+use crate::digest::{file_sha256, hex};
 use crate::{Error, Result};
 
 /// shmc's implementation of BridgeStan's C interface over stanc's model class.
@@ -134,15 +135,14 @@ fn cache_key(program: &Program, toolchain: &Toolchain) -> String {
 fn sound_entry(entry: &Path) -> Option<PathBuf> {
     let library = entry.join("model.so");
     let recorded = std::fs::read_to_string(entry.join("model.sha256")).ok()?;
-    let bytes = std::fs::read(&library).ok()?;
-    (hex(&Sha256::digest(&bytes)) == recorded.trim()).then_some(library)
+    (file_sha256(&library).ok()? == recorded.trim()).then_some(library)
 }
 
 /// Moves a finished build into place; a concurrent run that got there first wins, and ours goes.
 fn publish(build: &Path, entry: &Path) -> Result<PathBuf> {
-    let bytes = std::fs::read(build.join("model.so")).map_err(|e| Error::io(build, e))?;
+    let digest = file_sha256(&build.join("model.so"))?;
     let sum = build.join("model.sha256");
-    std::fs::write(&sum, hex(&Sha256::digest(&bytes))).map_err(|e| Error::io(&sum, e))?;
+    std::fs::write(&sum, digest).map_err(|e| Error::io(&sum, e))?;
     if std::fs::rename(build, entry).is_err() {
         let _ = std::fs::remove_dir_all(build);
     }
@@ -238,8 +238,4 @@ fn nanos() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
