@@ -315,3 +315,69 @@ fn resume_refuses_other_options_a_folder_without_a_run_and_changed_files() {
     assert_eq!(err.lines().count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A run whose data file's bytes changed after it stopped is not resumed onto the other data:
+/// its header records the data's SHA-256, and the refusal leaves the run's files as they were.
+#[test]
+fn a_resume_after_the_data_file_changed_is_refused_with_the_files_untouched() {
+    for metric in ["diagonal", "laplace"] {
+        resume_after_the_data_changed(metric);
+    }
+}
+
+fn resume_after_the_data_changed(metric: &str) {
+    let dir = temp_dir(&format!("data-changed-{metric}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("d.csv");
+    let rows = |flip: usize| {
+        let lines: String = (0..200)
+            .map(|i| format!("{},{}\n", (i % 2 == 0) ^ (i == flip), i as f64 / 50.0 - 2.0))
+            .collect::<String>()
+            .replace("true", "1")
+            .replace("false", "0");
+        format!("y,x\n{lines}")
+    };
+    std::fs::write(&data, rows(usize::MAX)).unwrap();
+    let out = dir.join("run");
+    let (data_arg, out_arg) = (data.to_str().unwrap(), out.to_str().unwrap());
+    let child = spawn(&[
+        "sample", "--model", "logistic", "--data", data_arg, "--chains", "2", "--warmup", "50",
+        "--draws", "50000000", "--seed", "7", "--quiet", "--output", out_arg, "--metric", metric,
+    ]);
+    wait_until(|| checkpointed(&out).iter().all(|&k| k > 0));
+    let signalled = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    let stopped = child.wait_with_output().unwrap();
+    assert_eq!(
+        stopped.status.code(),
+        Some(143),
+        "{}",
+        text(&stopped.stderr)
+    );
+    let files = || -> Vec<String> {
+        [
+            "logistic-1.csv",
+            "logistic-2.csv",
+            "logistic-1.checkpoint.json",
+        ]
+        .map(|f| std::fs::read_to_string(out.join(f)).unwrap())
+        .to_vec()
+    };
+    let before = files();
+    std::fs::write(&data, rows(3)).unwrap();
+    let resumed = shmc(&["sample", "--resume", out_arg]);
+    let err = text(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(1), "{err}");
+    // The saved U at the saved position tells first, where it is checked (HMC's diagonal
+    // metric, here); the header's data digest tells for every run.
+    assert!(
+        err.contains("a data file whose bytes changed")
+            || err.contains("is not the model's U at the saved position"),
+        "{err}"
+    );
+    assert!(files() == before, "the stopped run's files are untouched");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -251,8 +251,9 @@ impl CsvSink {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         if !text.starts_with(&header_text(header, path)) {
             return Err(Error::invalid(format!(
-                "{}: its header is not the one this run writes (other settings, or another \
-                 version of shmc): it cannot be resumed",
+                "{}: its header is not the one this run writes (other settings, a data file \
+                 whose bytes changed since the run stopped, or another version of shmc): it \
+                 cannot be resumed",
                 path.display()
             )));
         }
