@@ -18,7 +18,6 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 use shmc::api::Sampler;
 use shmc::core::Potential;
-use shmc::diagnostics::summarize;
 use shmc::models::stan::{Program, StanModel, Toolchain, cache_root, library};
 use shmc::posteriordb::{self, Checks, Database, Reference};
 use shmc::sampler::{MassMatrix, Method};
@@ -197,7 +196,8 @@ fn shmc_row(
         .draws(settings.draws)
         .seed(settings.seed)
         .run()?;
-    let checks = posteriordb::check(&fit.summary(), reference);
+    let chains = fit_chains(&fit);
+    let checks = posteriordb::check(fit.names(), &chains, reference)?;
     let run = fit.run();
     let evaluations = run.evaluations();
     let sampling = run.sampling_seconds();
@@ -221,6 +221,19 @@ struct Cost {
     values: u64,
     seconds: f64,
     warmup_seconds: f64,
+}
+
+/// A fit's kept draws as `chains[c][p]`, in the fit's parameter order.
+fn fit_chains(fit: &shmc::api::Fit) -> Vec<Vec<Vec<f64>>> {
+    let series: Vec<Vec<&[f64]>> = fit
+        .names()
+        .iter()
+        .map(|name| fit.draws(name).unwrap_or_default())
+        .collect();
+    let chains = series.first().map_or(0, Vec::len);
+    (0..chains)
+        .map(|c| series.iter().map(|p| p[c].to_vec()).collect())
+        .collect()
 }
 
 /// The row of `checks` and `cost`.
@@ -333,7 +346,7 @@ fn nutpie_row(
     }
     let run: NutpieRun = serde_json::from_slice(&output.stdout)
         .map_err(|e| Error::invalid(format!("nutpie's script answered unreadably: {e}")))?;
-    let checks = posteriordb::check(&summarize(&run.names, &run.chains), reference);
+    let checks = posteriordb::check(&run.names, &run.chains, reference)?;
     let share = run.warmup_gradients as f64 / run.gradients.max(1) as f64;
     Ok(judged(
         key,

@@ -6,7 +6,8 @@
 use serde::Serialize;
 
 use super::Reference;
-use crate::diagnostics::ParameterSummary;
+use crate::diagnostics::{Draws, ParameterSummary, ess, try_summarize};
+use crate::{Error, Result};
 
 /// How many combined standard errors a mean or an sd may be off.
 pub const Z: f64 = 4.0;
@@ -89,10 +90,13 @@ impl Checks {
     }
 }
 
-/// The draws summarized in `summary` against `reference`, for each of the reference's
-/// parameters (the draws' others — transformed parameters, generated quantities the reference
-/// lacks — are not compared).
-pub fn check(summary: &[ParameterSummary], reference: &Reference) -> Checks {
+/// The draws `chains[c][p]` of the parameters `names` against `reference`, for each of the
+/// reference's parameters (the draws' others — transformed parameters, generated quantities the
+/// reference lacks — are not compared). Chains of unequal lengths, or holding another count
+/// of parameters than `names`, are refused.
+pub fn check(names: &[String], chains: &[Vec<Vec<f64>>], reference: &Reference) -> Result<Checks> {
+    let summary = try_summarize(names, chains)
+        .map_err(|e| Error::invalid(format!("the draws cannot be summarized: {e}")))?;
     let expected = reference.summary();
     let mut order: Vec<(usize, usize)> = (0..expected.len())
         .map(|r| {
@@ -104,21 +108,53 @@ pub fn check(summary: &[ParameterSummary], reference: &Reference) -> Checks {
     let parameters = order
         .into_iter()
         .map(|(at, r)| match summary.get(at) {
-            Some(drawn) => compare(drawn, &expected[r], reference.kurtosis(r)),
+            Some(drawn) => {
+                let noise = SdNoise {
+                    kurtosis: reference.kurtosis(r),
+                    ess: square_ess(chains, at),
+                    reference_ess: square_ess(&reference.chains, r),
+                };
+                compare(drawn, &expected[r], noise)
+            }
             None => missing(&expected[r]),
         })
         .collect();
-    Checks { parameters }
+    Ok(Checks { parameters })
 }
 
-/// One parameter's rules; `kurtosis` is the reference's, which sets the sd's noise.
-fn compare(drawn: &ParameterSummary, expected: &ParameterSummary, kurtosis: f64) -> ParameterCheck {
+/// What sets the noise of an sd estimate: the parameter's kurtosis (the reference's), and the
+/// ESS of its squared deviations from the mean in the draws and in the reference.
+struct SdNoise {
+    kurtosis: f64,
+    ess: f64,
+    reference_ess: f64,
+}
+
+/// The ESS of parameter `p`'s squared deviations from its mean over `chains`: the effective
+/// number of draws behind a variance estimate. It is not the bulk ESS: NUTS's draws are often
+/// antithetic for the mean (a bulk ESS above the draws' count) but not for the variance.
+fn square_ess(chains: &[Vec<Vec<f64>>], p: usize) -> f64 {
+    let all = || chains.iter().flat_map(|c| c[p].iter().copied());
+    let mean = all().sum::<f64>() / all().count() as f64;
+    let squares: Vec<Vec<f64>> = chains
+        .iter()
+        .map(|c| c[p].iter().map(|x| (x - mean).powi(2)).collect())
+        .collect();
+    Draws::new(&squares).map_or(f64::NAN, |draws| ess(&draws))
+}
+
+/// One parameter's rules.
+fn compare(
+    drawn: &ParameterSummary,
+    expected: &ParameterSummary,
+    noise: SdNoise,
+) -> ParameterCheck {
     let z = (drawn.mean - expected.mean) / drawn.mcse_mean.hypot(expected.mcse_mean);
     let sd_ratio = drawn.sd / expected.sd;
-    // The variance of a log sd estimate from n independent draws is (kurtosis - 1) / (4 n);
-    // the bulk ESS stands in for n.
-    let excess = (kurtosis - 1.0).max(0.0) / 4.0;
-    let sd_se = (excess * (1.0 / drawn.ess_bulk + 1.0 / expected.ess_bulk)).sqrt();
+    // The variance of a variance estimate from n independent draws is σ⁴ (kurtosis − 1) / n, so
+    // that of a log sd estimate is (kurtosis − 1) / (4 n); the squares' ESS stands in for n.
+    let excess = (noise.kurtosis - 1.0).max(0.0) / 4.0;
+    let sd_se = (excess * (1.0 / noise.ess + 1.0 / noise.reference_ess)).sqrt();
     let sd_z = sd_ratio.ln() / sd_se;
     let rules = [
         ("mean", z.abs() <= Z),
@@ -165,7 +201,6 @@ fn missing(expected: &ParameterSummary) -> ParameterCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnostics::summarize;
     use rand::SeedableRng;
     use rand_distr::{Distribution, StandardNormal};
 
@@ -195,33 +230,63 @@ mod tests {
     #[test]
     fn draws_of_the_reference_distribution_pass_and_others_fail_by_name() {
         let names = ["x".to_string()];
-        let good = summarize(&names, &normal_chains(4, 1000, 1.0, 2.0, 2));
-        let checks = check(&good, &reference());
+        let checks = check(&names, &normal_chains(4, 1000, 1.0, 2.0, 2), &reference()).unwrap();
         assert!(checks.passed(), "{checks:?}");
         // A mean shifted by 0.5 sd (6-7 combined MCSE at these sizes) and an sd 20% small.
-        let shifted = summarize(&names, &normal_chains(4, 1000, 2.0, 2.0, 2));
+        let shifted = normal_chains(4, 1000, 2.0, 2.0, 2);
         assert_eq!(
-            check(&shifted, &reference()).parameters[0].failures,
+            check(&names, &shifted, &reference()).unwrap().parameters[0].failures,
             ["mean"]
         );
-        let narrow = summarize(&names, &normal_chains(4, 1000, 1.0, 1.6, 2));
-        assert_eq!(check(&narrow, &reference()).parameters[0].failures, ["sd"]);
+        let narrow = normal_chains(4, 1000, 1.0, 1.6, 2);
+        assert_eq!(
+            check(&names, &narrow, &reference()).unwrap().parameters[0].failures,
+            ["sd"]
+        );
         // Two chains apart: R̂ and the mean break.
         let mut apart = normal_chains(4, 1000, 1.0, 2.0, 3);
         apart[0][0].iter_mut().for_each(|x| *x += 3.0);
-        let failures = &check(&summarize(&names, &apart), &reference()).parameters[0].failures;
+        let failures = &check(&names, &apart, &reference()).unwrap().parameters[0].failures;
         assert!(failures.contains(&"rhat"), "{failures:?}");
-        let other = summarize(&["y".to_string()], &normal_chains(4, 1000, 1.0, 2.0, 2));
+        let other = normal_chains(4, 1000, 1.0, 2.0, 2);
         assert_eq!(
-            check(&other, &reference()).parameters[0].failures,
+            check(&["y".to_string()], &other, &reference())
+                .unwrap()
+                .parameters[0]
+                .failures,
             ["missing"]
         );
     }
 
+    /// Draws antithetic for the mean (each draw followed by its mirror image about the mean, as
+    /// NUTS's often nearly are): a bulk ESS far above the draws' count, but only half as many
+    /// independent squares. Judged by the bulk ESS their sd looks far too precise, and a right sd
+    /// fails; judged by the squares' ESS it passes, at every seed tried.
+    #[test]
+    fn the_sd_of_antithetic_draws_is_judged_by_its_squares_ess() {
+        let names = ["x".to_string()];
+        let failed = (10..30)
+            .filter(|&seed| {
+                let mut chains = normal_chains(4, 1000, 1.0, 2.0, seed);
+                for chain in &mut chains {
+                    for k in (1..chain[0].len()).step_by(2) {
+                        chain[0][k] = 2.0 - chain[0][k - 1];
+                    }
+                }
+                let checks = check(&names, &chains, &reference()).unwrap();
+                checks.parameters[0].failures.contains(&"sd")
+            })
+            .count();
+        assert_eq!(failed, 0, "seeds whose right sd failed");
+    }
+
     #[test]
     fn few_draws_fail_the_ess_rules() {
-        let few = summarize(&["x".to_string()], &normal_chains(2, 150, 1.0, 2.0, 4));
-        let failures = &check(&few, &reference()).parameters[0].failures;
+        let few = normal_chains(2, 150, 1.0, 2.0, 4);
+        let failures = &check(&["x".to_string()], &few, &reference())
+            .unwrap()
+            .parameters[0]
+            .failures;
         assert!(
             failures.contains(&"ess_bulk") && failures.contains(&"ess_tail"),
             "{failures:?}"
