@@ -97,6 +97,16 @@ impl MethodArgs {
                 self.method
             )));
         }
+        if defaults.surrogate().is_none()
+            && !network_level
+            && let Some(flag) = self.surrogate.network_option()
+        {
+            return Err(Error::invalid(format!(
+                "{flag} is for the surrogate methods (rns-hmc, arns-hmc, vhmc, rns-rmhmc, mlda \
+                 with --levels net,...); {} trains no surrogate, so it would change nothing",
+                self.method
+            )));
+        }
         if self.method != "mlda"
             && (self.levels.is_some() || self.subchains.is_some() || self.fine_warmup)
         {

@@ -195,6 +195,41 @@ pub enum TrainFromArg {
 const DEFAULT_HIDDEN: (usize, usize) = (2000, 300);
 
 impl SurrogateArgs {
+    /// The first network or GP option given a value other than its default, if any: what a
+    /// method that trains no surrogate (hmc, nuts, rmhmc, sgld, mlda without `net`) would
+    /// otherwise ignore without a word. The defaults are clap's own, parsed from no arguments.
+    pub fn network_option(&self) -> Option<&'static str> {
+        let d = default_args();
+        [
+            ("--hidden", self.hidden != d.hidden),
+            ("--activation", self.activation != d.activation),
+            ("--rbf-width", self.rbf_width != d.rbf_width),
+            ("--ridge", self.ridge != d.ridge),
+            ("--fit", self.fit != d.fit),
+            ("--train-states", self.train_states != d.train_states),
+            ("--cubic", self.cubic != d.cubic),
+            (
+                "--surrogate-scale",
+                self.surrogate_scale != d.surrogate_scale,
+            ),
+            ("--inputs", self.inputs != d.inputs),
+            ("--train-after", self.train_after != d.train_after),
+            ("--exact-warmup", self.exact_warmup != d.exact_warmup),
+            (
+                "--surrogate-steps-factor",
+                self.surrogate_steps_factor != d.surrogate_steps_factor,
+            ),
+            (
+                "--surrogate-transitions",
+                self.surrogate_transitions != d.surrogate_transitions,
+            ),
+            ("--surrogate", self.surrogate != d.surrogate),
+            ("--gp", self.gp.gp != d.gp.gp),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
     /// `--memory-limit`, or half of this machine's memory.
     pub fn memory_limit(&self) -> u64 {
         self.memory_limit
@@ -290,12 +325,6 @@ impl SurrogateArgs {
 
     /// The validated settings for a run with seed `seed`.
     pub fn settings(&self, seed: u64) -> Result<SurrogateSettings> {
-        if self.cubic && self.train_from != TrainFromArg::Laplace {
-            return Err(Error::invalid(
-                "--cubic is for --train-from laplace (the cubic sits between the Laplace \
-                 approximation's quadratic and the network)",
-            ));
-        }
         if self.surrogate.is_some() {
             self.gp
                 .refuse("--surrogate loads a saved surrogate of its own kind")?;
@@ -334,4 +363,12 @@ impl SurrogateArgs {
             approximate_acceptance: self.approximate_acceptance,
         })
     }
+}
+
+/// The surrogate options as clap's defaults set them (no option given).
+fn default_args() -> SurrogateArgs {
+    use clap::FromArgMatches;
+    let command = SurrogateArgs::augment_args(clap::Command::new("defaults"));
+    let matches = command.get_matches_from(["defaults"]);
+    SurrogateArgs::from_arg_matches(&matches).expect("the options' defaults parse")
 }

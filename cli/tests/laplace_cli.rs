@@ -150,8 +150,9 @@ fn laplace_training_refuses_what_it_cannot_take() {
     assert!(!out.status.success(), "{stderr}");
     assert_eq!(
         stderr.trim(),
-        "error: --cubic is for --train-from laplace (the cubic sits between the Laplace \
-         approximation's quadratic and the network)"
+        "error: --cubic is for a network trained on the Laplace approximation (train from \
+         laplace), not on the warmup's states: the cubic sits between the approximation's \
+         quadratic and the network"
     );
     let out = shmc(&[
         "sample",

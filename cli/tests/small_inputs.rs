@@ -386,3 +386,33 @@ fn standard_output_that_cannot_be_written_is_one_line_or_a_quiet_sigpipe() {
     assert_eq!(out.status.code(), Some(141), "{}", stderr(&out));
     assert_eq!(stderr(&out), "");
 }
+
+/// A surrogate's option given to a method that trains none changed nothing and was accepted
+/// without a word; now it is one line naming the option and the method.
+#[test]
+fn a_surrogate_option_for_a_method_without_a_surrogate_is_refused() {
+    for (method, option) in [
+        ("hmc", &["--cubic"][..]),
+        ("hmc", &["--surrogate-transitions", "3"]),
+        ("nuts", &["--hidden", "30"]),
+        ("hmc", &["--gp", "full"]),
+        ("mlda", &["--fit", "score"]),
+    ] {
+        let mut args = vec!["sample", "--model", "banana", "--method", method];
+        args.extend_from_slice(option);
+        one_line_error(
+            &args,
+            &format!(
+                "{} is for the surrogate methods (rns-hmc, arns-hmc, vhmc, rns-rmhmc, mlda with \
+                 --levels net,...); {method} trains no surrogate",
+                option[0]
+            ),
+        );
+    }
+    one_line_error(
+        &[
+            "sample", "--model", "banana", "--method", "rns-hmc", "--cubic",
+        ],
+        "--cubic is for a network trained on the Laplace approximation",
+    );
+}

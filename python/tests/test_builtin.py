@@ -61,3 +61,9 @@ def test_output_dir_names_the_files_for_the_model_as_the_command_line_does(tmp_p
     written = sorted(p.name for p in tmp_path.glob("*.csv"))
     assert written == ["banana-1.csv", "banana-2.csv"], written
     assert "model = banana" in (tmp_path / "banana-1.csv").read_text()
+
+
+def test_cubic_without_laplace_training_is_refused_as_on_the_command_line():
+    with pytest.raises(ValueError, match="cubic.*is for a network trained on the Laplace"):
+        shmc.sample(shmc.model("banana"), method="rns-hmc", chains=1, tune=10, draws=10,
+                    progress=False, cubic=True)

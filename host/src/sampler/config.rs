@@ -244,6 +244,7 @@ impl SampleConfig {
         }
         self.method.validate(self.warmup)?;
         self.check_surrogate_memory(dim)?;
+        self.check_cubic()?;
         if matches!(self.method, Method::Rmhmc(_))
             && model.riemannian_metric(&vec![0.0; dim]).is_none()
         {
@@ -320,6 +321,23 @@ impl SampleConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Refuses a cubic term where nothing would fit it: only a network trained on the Laplace
+    /// approximation has the quadratic the cubic corrects (every front end gets this rule).
+    fn check_cubic(&self) -> Result<()> {
+        let Some(s) = self.method.surrogate() else {
+            return Ok(());
+        };
+        match s.cubic && !matches!(s.train_from, super::TrainFrom::Laplace { .. }) {
+            true => Err(Error::setting(
+                "cubic",
+                "is for a network trained on the Laplace approximation (train from laplace), not \
+                 on the warmup's states: the cubic sits between the approximation's quadratic \
+                 and the network",
+            )),
+            false => Ok(()),
+        }
     }
 
     /// Refuses, before the warmup runs, a surrogate fit on the warmup's states that the memory

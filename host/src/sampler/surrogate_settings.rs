@@ -42,7 +42,7 @@ pub struct SurrogateSettings {
     pub train_from: TrainFrom,
     /// A network trained on the Laplace approximation: also fit a cubic term to what its
     /// quadratic misses ([`crate::surrogates::cubic`]), before the network (small dimensions
-    /// only). Ignored for other training.
+    /// only). Refused for other training.
     pub cubic: bool,
     /// Warmup iterations before states are collected (the papers: 1000 of 5000); `None`, the
     /// default: a fifth of the warmup, or a third of the exact warmup when the surrogate
