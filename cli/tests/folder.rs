@@ -214,17 +214,15 @@ fn a_users_files_named_like_a_runs_are_never_written_over() {
     ];
     std::fs::write(dir.join("banana-1.csv"), "my precious notes\n").unwrap();
     std::fs::write(dir.join("banana-1.checkpoint.json"), "{\"mine\":1}").unwrap();
-    let before = users_listing(&dir);
+    // Every file, the lock file too: a refused run leaves no lock file of its own behind.
+    let before = listing(&dir);
     for overwrite in [&[][..], &["--overwrite"][..]] {
         let err = refusal(&shmc(&[&run[..], overwrite].concat()));
         assert!(
             err.contains("banana-1.csv: not a file of an earlier shmc run"),
             "{err}"
         );
-        assert!(
-            users_listing(&dir) == before,
-            "a refused run changed the folder"
-        );
+        assert!(listing(&dir) == before, "a refused run changed the folder");
     }
     std::fs::remove_file(dir.join("banana-1.csv")).unwrap();
     let err = refusal(&shmc(&run));

@@ -42,21 +42,25 @@ impl Files {
         overwrite: bool,
     ) -> Result<OpenFiles> {
         limits::check_files(config.chains, config.memory_limit)?;
+        let made_dir = !self.resume && !self.dir.exists();
         if !self.resume {
             std::fs::create_dir_all(&self.dir).map_err(|e| crate::Error::io(&self.dir, e))?;
         }
+        let made_lock = !self.dir.join(folder::LOCK_FILE).exists();
         let lock = folder::lock(&self.dir)?;
-        if self.resume {
-            self.check_checkpoints(name, config, model)?;
-        }
-        let removed = match self.resume {
-            true => Vec::new(),
-            false => {
-                let csvs: Vec<_> = config
-                    .chain_ids()
-                    .map(|c| chain_path(&self.dir, name, c))
-                    .collect();
-                folder::clear_earlier_run(&self.dir, &csvs, overwrite)?
+        let removed = match self.claim(name, config, model, overwrite) {
+            Ok(removed) => removed,
+            Err(e) => {
+                // A refused run leaves the folder as it found it: no lock file of its own, and
+                // no folder if it made one.
+                drop(lock);
+                if made_lock {
+                    let _ = std::fs::remove_file(self.dir.join(folder::LOCK_FILE));
+                }
+                if made_dir {
+                    let _ = std::fs::remove_dir(&self.dir);
+                }
+                return Err(e);
             }
         };
         let warmup_rows = if config.save_warmup { config.warmup } else { 0 };
@@ -81,6 +85,27 @@ impl Files {
             lock: Some(lock),
             removed,
         })
+    }
+
+    /// Checks that the locked folder may take this run: a resumed run's checkpoints are this
+    /// run's, a new run's files would write over nothing but an earlier run's (removed with
+    /// `overwrite`); the files removed.
+    fn claim<M: Model + ?Sized>(
+        &self,
+        name: &str,
+        config: &SampleConfig,
+        model: &M,
+        overwrite: bool,
+    ) -> Result<Vec<PathBuf>> {
+        if self.resume {
+            self.check_checkpoints(name, config, model)?;
+            return Ok(Vec::new());
+        }
+        let csvs: Vec<_> = config
+            .chain_ids()
+            .map(|c| chain_path(&self.dir, name, c))
+            .collect();
+        folder::clear_earlier_run(&self.dir, &csvs, overwrite)
     }
 
     /// Reads every chain's checkpoint before any file is cut back to one: a broken checkpoint
