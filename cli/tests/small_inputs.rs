@@ -398,8 +398,12 @@ fn a_surrogate_option_for_a_method_without_a_surrogate_is_refused() {
         ("hmc", &["--gp", "full"]),
         ("mlda", &["--fit", "score"]),
     ] {
+        // A folder of the test's own: were the option accepted, the run must not write into
+        // the working directory.
+        let out = temp_dir("surrogate-option");
         let mut args = vec!["sample", "--model", "banana", "--method", method];
         args.extend_from_slice(option);
+        args.extend_from_slice(&["--draws", "10", "--warmup", "10", "--output", path(&out)]);
         one_line_error(
             &args,
             &format!(
