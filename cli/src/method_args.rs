@@ -97,10 +97,11 @@ impl MethodArgs {
                 self.method
             )));
         }
-        if defaults.surrogate().is_none()
-            && !network_level
-            && let Some(flag) = self.surrogate.network_option()
-        {
+        let trains_none = matches!(
+            defaults,
+            Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) | Method::Sgld(_) | Method::Mlda(_)
+        ) && !network_level;
+        if trains_none && let Some(flag) = self.surrogate.network_option() {
             return Err(Error::invalid(format!(
                 "{flag} is for the surrogate methods (rns-hmc, arns-hmc, vhmc, rns-rmhmc, mlda \
                  with --levels net,...); {} trains no surrogate, so it would change nothing",

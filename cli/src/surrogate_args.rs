@@ -200,12 +200,28 @@ impl SurrogateArgs {
     /// otherwise ignore without a word. The defaults are clap's own, parsed from no arguments.
     pub fn network_option(&self) -> Option<&'static str> {
         let d = default_args();
+        self.network_build_option(&d)
+            .or_else(|| self.training_option(&d))
+    }
+
+    /// The first option of how the network is built and fitted given a value other than its
+    /// default `d`'s: what a Gaussian process in its place (`--gp`) would ignore.
+    fn network_build_option(&self, d: &SurrogateArgs) -> Option<&'static str> {
         [
             ("--hidden", self.hidden != d.hidden),
             ("--activation", self.activation != d.activation),
             ("--rbf-width", self.rbf_width != d.rbf_width),
             ("--ridge", self.ridge != d.ridge),
             ("--fit", self.fit != d.fit),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
+    /// The first option of where any surrogate's training states come from and how its
+    /// proposals are made given a value other than its default `d`'s.
+    fn training_option(&self, d: &SurrogateArgs) -> Option<&'static str> {
+        [
             ("--train-states", self.train_states != d.train_states),
             ("--cubic", self.cubic != d.cubic),
             (
@@ -328,6 +344,15 @@ impl SurrogateArgs {
         if self.surrogate.is_some() {
             self.gp
                 .refuse("--surrogate loads a saved surrogate of its own kind")?;
+        }
+        if let Some(gp) = &self.gp.gp
+            && let Some(flag) = self.network_build_option(&default_args())
+        {
+            return Err(Error::invalid(format!(
+                "{flag} is for the network surrogate; --gp {gp} fits a Gaussian process in its \
+                 place (its hyperparameters by the marginal likelihood), so it would change \
+                 nothing"
+            )));
         }
         Ok(SurrogateSettings {
             kind: self.gp.kind_or(

@@ -81,6 +81,16 @@ fn gp_options_where_they_would_be_ignored_or_cannot_work_are_refused() {
             "--gp-gradients applies to the full Gaussian process only: FITC fits the values alone",
         ),
         (
+            "fit-score",
+            &["--method", "rns-hmc", "--gp", "full", "--fit", "score"][..],
+            "--fit is for the network surrogate; --gp full fits a Gaussian process in its place",
+        ),
+        (
+            "hidden",
+            &["--method", "rns-hmc", "--gp", "fitc", "--hidden", "50"][..],
+            "--hidden is for the network surrogate; --gp fitc fits a Gaussian process",
+        ),
+        (
             "gradients-alone",
             &["--method", "rns-hmc", "--gp-gradients"][..],
             "--gp-gradients is for --gp full",
