@@ -89,13 +89,9 @@ fn shard_folders(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-/// Whether `dir` holds a CSV file (a chain's, as far as a name tells).
+/// Whether `dir` holds a chain's file, as `shmc summary` finds them in a folder.
 fn holds_chain_files(dir: &Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|entries| {
-        entries
-            .filter_map(|entry| entry.ok())
-            .any(|e| e.path().extension().is_some_and(|x| x == "csv"))
-    })
+    shmc::report::csv_files(dir).is_ok_and(|files| !files.is_empty())
 }
 
 /// The shard whose folder is `dir`, from its saved command line.

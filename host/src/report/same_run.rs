@@ -44,8 +44,9 @@ pub fn one_run(csvs: Vec<StanCsv>) -> (Vec<StanCsv>, Vec<String>) {
     (kept, refused)
 }
 
-/// Whether `csv` is a chain of `kept` again: the same file (by another path, or a hard link
-/// to it), or a copy of one (the same draws, row for row).
+/// Why `csv` is not a chain of its own beside `kept`, if it is not: the same file as one of
+/// them (by another path, or a hard link to it), a copy of one (the same draws, row for row),
+/// or a file named for another chain than its header's ([`renamed`]).
 fn again(kept: &[StanCsv], csv: &StanCsv) -> Option<String> {
     let same_file = |earlier: &StanCsv| same_file::is_same_file(&earlier.path, &csv.path);
     if let Some(earlier) = kept.iter().find(|k| same_file(k).unwrap_or(false)) {
