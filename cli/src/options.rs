@@ -8,7 +8,7 @@ use std::path::Path;
 use shmc::sampler::SurrogateSteps;
 use shmc::surrogates::grids::{Domain, DomainChoice};
 use shmc::surrogates::network::Scale;
-use shmc::{Error, Result};
+use shmc::{Error, Model, Result};
 
 /// `--domain`: `laplace`, `laplace:P` with `P` in (0, 1), `states`, or `lo:hi,…` per
 /// coordinate.
@@ -60,13 +60,33 @@ pub fn surrogate_steps(text: &str) -> Result<SurrogateSteps> {
     }
 }
 
-/// The text of an `--init` file: a JSON array of numbers (their count and finiteness are the
-/// sampler's to check, against the model); `path` names the file in errors.
-pub fn init_values(text: &str, path: &Path) -> Result<Vec<f64>> {
-    serde_json::from_str::<Vec<f64>>(text).map_err(|e| Error::Data {
+/// The text of an `--init` file: a JSON array of numbers on the unconstrained scale (their count
+/// and finiteness are the sampler's to check), or an object of values by name on `model`'s own
+/// scale (CmdStan's init file), which the model unconstrains; `path` names the file in errors.
+pub fn init_values(text: &str, path: &Path, model: &dyn Model) -> Result<Vec<f64>> {
+    let at = |line: usize, message: String| Error::Data {
         path: path.to_path_buf(),
-        line: e.line().max(1),
-        message: format!("expected a JSON array of numbers: {e}"),
+        line: line.max(1),
+        message,
+    };
+    if text.trim_start().starts_with('{') {
+        return match model.unconstrain_named(text) {
+            Some(values) => values.map_err(|e| at(1, format!("initial values by name: {e}"))),
+            None => Err(at(
+                1,
+                format!(
+                    "initial values by name are read by a Stan model; this model takes an \
+                     array of its {} numbers on the unconstrained scale",
+                    model.dim()
+                ),
+            )),
+        };
+    }
+    serde_json::from_str::<Vec<f64>>(text).map_err(|e| {
+        at(
+            e.line(),
+            format!("expected a JSON array of numbers (or, for a Stan model, values by name): {e}"),
+        )
     })
 }
 
@@ -85,7 +105,8 @@ mod tests {
         assert_eq!(surrogate_steps("3").unwrap(), SurrogateSteps::Factor(3));
         assert_eq!(surrogate_steps("nuts").unwrap(), SurrogateSteps::Nuts);
         let path = Path::new("init.json");
-        assert_eq!(init_values("[1, -2.5]", path).unwrap(), [1.0, -2.5]);
+        let model = shmc::models::banana::Banana::new(&[1.0]).unwrap();
+        assert_eq!(init_values("[1, -2.5]", path, &model).unwrap(), [1.0, -2.5]);
     }
 
     #[test]
@@ -103,7 +124,11 @@ mod tests {
         ] {
             assert!(err.to_string().contains(needle), "{err}");
         }
-        let err = init_values("[1,\n\"a\"]", Path::new("init.json")).unwrap_err();
+        let model = shmc::models::banana::Banana::new(&[1.0]).unwrap();
+        let err = init_values("[1,\n\"a\"]", Path::new("init.json"), &model).unwrap_err();
         assert!(err.to_string().starts_with("init.json:2: "), "{err}");
+        // Values by name are a Stan model's notation; the banana has none.
+        let err = init_values(" {\"b\": 1}", Path::new("init.json"), &model).unwrap_err();
+        assert!(err.to_string().contains("array of its 2 numbers"), "{err}");
     }
 }

@@ -61,7 +61,9 @@ pub struct SampleArgs {
     /// warmup with no MAP search; the CSVs give its diagonal part (shmc_metric = low-rank)
     #[arg(long, value_enum, default_value_t = MetricArg::Diagonal)]
     metric: MetricArg,
-    /// JSON file with initial values: an array of numbers on the unconstrained scale.
+    /// JSON file with initial values: an array of numbers on the unconstrained scale, or for a
+    /// Stan model every parameter by name on its constrained scale, as a CmdStan init file
+    /// holds them ({"sigma": 1.5, "theta": [0.1, 0.2]}).
     #[arg(long, value_name = "FILE")]
     init: Option<PathBuf>,
     /// Random initial values are uniform on (-R, R) (with --metric laplace: R Laplace standard
@@ -130,11 +132,6 @@ pub struct SampleArgs {
     method: MethodArgs,
 }
 
-fn read_init(path: &Path) -> Result<Vec<f64>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    super::options::init_values(&text, path)
-}
-
 /// The choices of `--metric`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum MetricArg {
@@ -149,12 +146,11 @@ impl SampleArgs {
         self.chain_id..=self.chain_id.saturating_add(self.chains.saturating_sub(1))
     }
 
+    /// The run's settings, its initial values drawn at random: a file of them is read against
+    /// the model ([`SampleArgs::init`]), which is built after the settings are checked.
     fn config(&self) -> Result<SampleConfig> {
-        let init = match &self.init {
-            Some(path) => Init::Values(read_init(path)?),
-            None => Init::Random {
-                radius: self.init_radius,
-            },
+        let init = Init::Random {
+            radius: self.init_radius,
         };
         Ok(SampleConfig {
             chains: self.chains,
@@ -180,6 +176,20 @@ impl SampleArgs {
             memory_limit: self.method.surrogate.memory_limit(),
             design_level: self.design_level,
         })
+    }
+}
+
+impl SampleArgs {
+    /// Where the chains start: `--init`'s values (unconstrained numbers, or values by name that
+    /// the model reads on its own scale) or random ones.
+    fn init(&self, model: &dyn Model) -> Result<Init> {
+        let Some(path) = &self.init else {
+            return Ok(Init::Random {
+                radius: self.init_radius,
+            });
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        super::options::init_values(&text, path, model).map(Init::Values)
     }
 }
 
@@ -341,8 +351,9 @@ fn compare(
 
 /// Runs `shmc sample`.
 pub fn run(args: &SampleArgs) -> Result<i32> {
-    let config = args.config()?;
+    let mut config = args.config()?;
     let model = models::build(&args.model.spec(args.method.surrogate.memory_limit()))?;
+    config.init = args.init(model.as_ref())?;
     if matches!(config.method, Method::Mlda(_)) && model.levels().is_none() {
         return Err(Error::invalid(format!(
             "--method mlda needs a model with coarser levels; {} has none",

@@ -519,6 +519,20 @@ fn bad_input_gives_one_clear_line() {
         ],
         "initial values have 1 entries but the model has 2 parameters",
     );
+    // Values by name are a Stan model's (CmdStan's init file); the banana has no such names.
+    std::fs::write(&init, r#"{"b1": 0.5, "b2": 1}"#).unwrap();
+    assert_one_line_error(
+        &[
+            "sample",
+            "--model",
+            "banana",
+            "--init",
+            init.to_str().unwrap(),
+            "--output",
+            o,
+        ],
+        "init.json:1: initial values by name are read by a Stan model; this model takes an array",
+    );
     // A file where the output folder should be.
     let blocker = dir.join("blocker");
     std::fs::write(&blocker, "").unwrap();

@@ -655,3 +655,83 @@ fn hyperqueue_bench_sbc_parts_merge_to_the_one_process_table() {
         json_rows_without_seconds(&whole)
     );
 }
+
+/// Whether a Stan toolchain is here; a line saying it is not otherwise (a failure under CI).
+fn stan_toolchain() -> bool {
+    match shmc::models::stan::Toolchain::find(None) {
+        Ok(_) => true,
+        Err(e) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "no Stan toolchain, and CI installs one: {e}"
+            );
+            eprintln!("skipped: {e}");
+            false
+        }
+    }
+}
+
+/// A Stan program's chains as HyperQueue tasks (`shmc_hq.py chains`): each task loads the
+/// library the one-process run compiled into the cache, and every chain's file is that run's
+/// (Stan's names, its generated quantity, paths and times masked).
+#[test]
+fn hyperqueue_a_stan_programs_chains_give_the_one_process_files() {
+    if !python_hyperqueue() || !stan_toolchain() {
+        return;
+    }
+    let dir = temp_dir("stan-chains");
+    let stan = Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/tests/stan");
+    let (program, data) = (stan.join("correlated.stan"), stan.join("correlated.json"));
+    let settings = [
+        "--model",
+        "stan",
+        "--stan-file",
+        program.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--method",
+        "nuts",
+        "--seed",
+        "3",
+        "--warmup",
+        "200",
+        "--draws",
+        "200",
+    ];
+    let whole = dir.join("whole");
+    let mut args = vec!["sample", "--chains", "4", "--quiet", "--output"];
+    args.push(whole.to_str().unwrap());
+    args.extend(settings);
+    let reference = binary::shmc(&args);
+    assert!(reference.status.success(), "{}", text(&reference.stderr));
+    let run_dir = dir.join("run");
+    let mut command = Command::new("python3");
+    command
+        .arg(hq_script())
+        .args([
+            "chains",
+            "--chains",
+            "4",
+            "--per-task",
+            "2",
+            "--local-workers",
+            "2",
+        ])
+        .args(["--output", run_dir.to_str().unwrap()])
+        .args(["--", SHMC, "sample"])
+        .args(settings);
+    let done = finish(spawn(command), Duration::from_secs(300));
+    assert!(
+        done.status.success(),
+        "{}{}",
+        text(&done.stdout),
+        text(&done.stderr)
+    );
+    for chain in 1..=4 {
+        let shard = run_dir.join(format!("chains-{}", if chain <= 2 { 1 } else { 3 }));
+        let csv = format!("stan-{chain}.csv");
+        let rows = masked(&shard.join(&csv));
+        assert!(rows.contains("theta.1,theta.2,sq_dist"), "{rows}");
+        assert_eq!(rows, masked(&whole.join(&csv)), "{csv}");
+    }
+}

@@ -32,6 +32,14 @@ pub trait Model: Potential + Send + Sync {
         Vec::new()
     }
 
+    /// Initial values written by name on the model's own scale, in its front end's notation
+    /// (a Stan model: CmdStan's init JSON, `{"sigma": 1.5, "theta": [0.1, 0.2]}`), moved to the
+    /// unconstrained space the samplers run in. `None`, the default: the model has no such
+    /// notation, and takes initial values as unconstrained numbers only.
+    fn unconstrain_named(&self, _json: &str) -> Option<Result<Vec<f64>>> {
+        None
+    }
+
     /// The model's own expensive work so far, by name (for example PDE solves), for models
     /// whose cost is not simply one `U` or `∇U` evaluation: the run reports it per iteration
     /// and per effective sample. Counters only grow; take differences to cost one run.

@@ -15,7 +15,7 @@ use common::{assert_mean_within_4_mcse, run, series};
 use shmc::Model;
 use shmc::models::stan::{Program, Toolchain, library};
 use shmc::models::{self, ModelSpec};
-use shmc::sampler::{Method, SampleConfig};
+use shmc::sampler::{Method, MldaSettings, SampleConfig};
 
 fn program(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -142,6 +142,35 @@ fn constrain_then_unconstrain_gives_the_point_back() {
 }
 
 #[test]
+fn initial_values_by_name_are_read_on_the_constrained_scale() {
+    if !toolchain_present() {
+        return;
+    }
+    let model = stan("constrained", Some("constrained")).unwrap();
+    let json = r#"{"sigma": 0.7, "w": [0.2, 0.3, 0.5], "z": [[1, 2], [3, 4]]}"#;
+    let q = model.unconstrain_named(json).unwrap().unwrap();
+    assert_eq!(q.len(), 7);
+    let mut values = Vec::new();
+    model.write_parameters(&q, &mut values);
+    // sigma, w, then z column-major (z.1.1, z.2.1, z.1.2, z.2.2).
+    let expected = [0.7, 0.2, 0.3, 0.5, 1.0, 3.0, 2.0, 4.0];
+    for (v, e) in values.iter().zip(expected) {
+        assert!((v - e).abs() < 1e-12, "{values:?}");
+    }
+    // Stan's own message names the parameter missing, or the bound and the line of the one
+    // outside its support.
+    let missing = r#"{"sigma": 0.7, "z": [[1, 2], [3, 4]]}"#;
+    let err = model.unconstrain_named(missing).unwrap().unwrap_err();
+    assert!(err.to_string().contains("variable name=w"), "{err}");
+    let outside = r#"{"sigma": -1, "w": [0.2, 0.3, 0.5], "z": [[1, 2], [3, 4]]}"#;
+    let err = model.unconstrain_named(outside).unwrap().unwrap_err();
+    assert!(
+        err.to_string().contains("Lower bounded variable is -1"),
+        "{err}"
+    );
+}
+
+#[test]
 fn draws_carry_stan_names_in_cmdstan_order() {
     if !toolchain_present() {
         return;
@@ -203,6 +232,51 @@ fn nuts_recovers_the_correlated_gaussian_and_the_constrained_marginals() {
     let above = column(model.as_ref(), "above");
     let p = (-3.0f64).exp() * 8.5;
     assert_mean_within_4_mcse("above", &series(&draws, |q| q[above]), p);
+}
+
+/// MLDA over a level the user gives (`stan_levels`: the program on other data, a posterior
+/// shifted and widened a little) keeps the model's own moments: the model judges every draw.
+#[test]
+fn mlda_over_a_users_coarser_level_recovers_the_correlated_gaussian() {
+    if !toolchain_present() {
+        return;
+    }
+    let levels = program("correlated_coarse.json").display().to_string();
+    let spec = ModelSpec::named("stan")
+        .with("stan_file", program("correlated.stan").display())
+        .with("data", program("correlated.json").display())
+        .with("stan_levels", &levels);
+    let model = models::build(&spec).unwrap();
+    let method = Method::Mlda(MldaSettings::new(vec![1]));
+    let draws = run(model.as_ref(), &config(method, 6));
+    let mean = [1.0, -2.0];
+    for (i, m) in mean.iter().enumerate() {
+        let name = format!("theta.{}", i + 1);
+        assert_mean_within_4_mcse(&name, &series(&draws, |q| q[i]), *m);
+    }
+    assert_mean_within_4_mcse("sq_dist", &series(&draws, |q| q[2]), 5.0);
+    // A level must be the same posterior: another dimension, or a level it does not have, is
+    // refused naming the setting.
+    let hierarchical = format!(
+        "{}:{}",
+        program("hierarchical.stan").display(),
+        program("hierarchical.json").display()
+    );
+    for (levels, wanted, needle) in [
+        (hierarchical.as_str(), 1, "level 1 has"),
+        (levels.as_str(), 2, "levels are 1 to 1"),
+    ] {
+        let spec = ModelSpec::named("stan")
+            .with("stan_file", program("correlated.stan").display())
+            .with("data", program("correlated.json").display())
+            .with("stan_levels", levels);
+        let model = models::build(&spec).unwrap();
+        let err = match model.levels().unwrap().coarser(wanted, u64::MAX) {
+            Ok(_) => panic!("level {wanted} of {levels} was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(needle), "{err}");
+    }
 }
 
 #[test]

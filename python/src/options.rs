@@ -48,6 +48,18 @@ impl<'py> Options<'py> {
         })
     }
 
+    /// Option `name` as `T` if it is one; left for another reading if it is not.
+    pub fn take_if<T: for<'a> FromPyObject<'a, 'py>>(&mut self, name: &str) -> PyResult<Option<T>> {
+        let Some(value) = self.given.get(name) else {
+            return Ok(None);
+        };
+        let Ok(value) = value.extract::<T>() else {
+            return Ok(None);
+        };
+        self.given.remove(name);
+        Ok(Some(value))
+    }
+
     /// Option `name` as a string, one of `choices` (the first is the default).
     pub fn choice(&mut self, name: &str, choices: &[&'static str]) -> PyResult<&'static str> {
         let Some(given) = self.take::<String>(name)? else {

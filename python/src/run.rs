@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use shmc::sampler::{Init, MassMatrix, SampleConfig};
@@ -20,8 +21,9 @@ use crate::plan::Plan;
 /// How often the waiting thread looks for Ctrl-C and redraws the progress line.
 const POLL: Duration = Duration::from_millis(50);
 
-/// The library's settings for `plan` and the method options in `opts` (each read removed).
-fn config(plan: &Plan, opts: &mut Options) -> PyResult<SampleConfig> {
+/// The library's settings for `plan` and the method options in `opts` (each read removed), on
+/// `model` (which reads initial values given by name).
+fn config(plan: &Plan, opts: &mut Options, model: &dyn Model) -> PyResult<SampleConfig> {
     let memory_limit = opts
         .take::<u64>("memory_limit")?
         .unwrap_or_else(shmc::memory::machine_default_limit);
@@ -32,7 +34,7 @@ fn config(plan: &Plan, opts: &mut Options) -> PyResult<SampleConfig> {
         "low-rank" => MassMatrix::LowRank,
         _ => MassMatrix::Diagonal,
     };
-    let init = match opts.take::<Vec<f64>>("init")? {
+    let init = match initial_values(opts, model)? {
         Some(values) => Init::Values(values),
         None => Init::Random {
             radius: opts.take("init_radius")?.unwrap_or(2.0),
@@ -94,7 +96,7 @@ pub fn sample<'py>(
         progress,
     };
     let mut opts = Options::new(options.as_ref(), format!("method {}", plan.method))?;
-    let config = config(&plan, &mut opts)?;
+    let config = config(&plan, &mut opts, model.model.as_ref())?;
     let overwrite = opts.flag("overwrite")?;
     opts.finish("see help(shmc.sample) for each method's options")?;
     // Refused settings are refused here, before a thread or a progress line.
@@ -105,6 +107,24 @@ pub fn sample<'py>(
     let fit = run(py, model, config, &plan, overwrite, &stopped);
     let fit = errors::run_result(fit, model)?;
     crate::result::to_python(py, &fit, model, &plan, stopped.load(Ordering::Relaxed))
+}
+
+/// `init`: unconstrained numbers, or (as `shmc.sample` passes a dict) values by name in JSON,
+/// which the model reads on its own scale (a Stan model: CmdStan's init file).
+fn initial_values(opts: &mut Options, model: &dyn Model) -> PyResult<Option<Vec<f64>>> {
+    if let Some(named) = opts.take_if::<String>("init")? {
+        let values = model.unconstrain_named(&named).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "init given by name is read by a Stan model; this model takes a list of its \
+                 {} numbers on the unconstrained scale",
+                model.dim()
+            ))
+        })?;
+        return values
+            .map(Some)
+            .map_err(|e| PyValueError::new_err(format!("init: {e}")));
+    }
+    opts.take::<Vec<f64>>("init")
 }
 
 /// Runs the chains on a thread of their own while this one, the GIL released, waits: every

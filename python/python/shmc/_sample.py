@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
-from typing import Any, Optional, Union
+from typing import Any, Mapping, Optional, Union
 
 from . import _inference, _shmc
-from ._model import Model
+from ._model import Model, _json_value
 
 _METHODS_DOC = """
 Methods (``method=``), all with the command line's defaults:
@@ -63,7 +64,8 @@ Methods (``method=``), all with the command line's defaults:
 
 Options for every method: ``metric`` (``"diagonal"`` or ``"laplace"``; ``"low-rank"``, nutpie's
 adaptation, for ``"nuts"`` alone), ``adapt_mass``,
-``init`` (unconstrained start values), ``init_radius`` (2), ``ess_check_every`` (100),
+``init`` (start values: a list on the unconstrained scale, or for a Stan model a dict of every
+parameter's constrained value by name, as a CmdStan init file holds them), ``init_radius`` (2), ``ess_check_every`` (100),
 ``memory_limit`` (bytes; default half the machine's), ``overwrite`` (with ``output_dir``),
 ``design_level`` (a coarser level of a model that has levels, e.g. ``8`` on
 ``shmc.model("elliptic-pde", mesh=16)``: the Laplace approximation and a surrogate fitted before
@@ -128,6 +130,9 @@ def sample(
             stacklevel=2,
         )
     seed = 1 if seed is None else int(seed)
+    if isinstance(method_options.get("init"), Mapping):
+        # Values by name, on the model's own scale: JSON, as a CmdStan init file holds them.
+        method_options["init"] = json.dumps(dict(method_options["init"]), default=_json_value)
     result = _shmc.sample(
         model.native,
         method,

@@ -38,20 +38,33 @@ namespace {
 typedef void (*print_callback)(const char* data, std::size_t size);
 print_callback user_print = nullptr;
 
-// Where a model's print() statements go: the callback when one is set, nowhere otherwise.
+// Where a model's print() statements go: the callback when one is set, nowhere otherwise. The
+// buffer is made only for a callback: a string stream's construction (its locale) costs about
+// as much as a small model's whole gradient, on every call.
 class print_stream {
  public:
-  std::ostream* get() { return user_print ? &buffer_ : nullptr; }
+  print_stream() : buffer_(user_print ? new std::ostringstream : nullptr) {}
+  std::ostream* get() { return buffer_.get(); }
   ~print_stream() {
-    if (user_print) {
-      std::string text = buffer_.str();
+    if (buffer_) {
+      std::string text = buffer_->str();
       if (!text.empty()) user_print(text.c_str(), text.size());
     }
   }
 
  private:
-  std::ostringstream buffer_;
+  std::unique_ptr<std::ostringstream> buffer_;
 };
+
+// A thread's scratch vectors, reused from call to call instead of allocated in each.
+struct scratch {
+  std::vector<double> params, gradient;
+  std::vector<int> params_i;
+};
+scratch& thread_scratch() {
+  static thread_local scratch here;
+  return here;
+}
 
 char* copy_message(const std::string& text) {
   char* out = static_cast<char*>(std::malloc(text.size() + 1));
@@ -237,8 +250,10 @@ SHMC_PUBLIC int bs_log_density(const bs_model* m, bool propto, bool jacobian,
                                const double* theta_unc, double* lp, char** error_msg) {
   return guarded(error_msg, "log density", [&] {
     ensure_tape();
-    std::vector<double> params(theta_unc, theta_unc + m->unc_num());
-    std::vector<int> params_i;
+    scratch& s = thread_scratch();
+    std::vector<double>& params = s.params;
+    std::vector<int>& params_i = s.params_i;
+    params.assign(theta_unc, theta_unc + m->unc_num());
     print_stream msgs;
     const stan_model& model = m->model();
     if (propto) {
@@ -257,9 +272,11 @@ SHMC_PUBLIC int bs_log_density_gradient(const bs_model* m, bool propto, bool jac
                                         char** error_msg) {
   return guarded(error_msg, "log density gradient", [&] {
     ensure_tape();
-    std::vector<double> params(theta_unc, theta_unc + m->unc_num());
-    std::vector<int> params_i;
-    std::vector<double> gradient;
+    scratch& s = thread_scratch();
+    std::vector<double>& params = s.params;
+    std::vector<double>& gradient = s.gradient;
+    std::vector<int>& params_i = s.params_i;
+    params.assign(theta_unc, theta_unc + m->unc_num());
     print_stream msgs;
     const stan_model& model = m->model();
     double lp;

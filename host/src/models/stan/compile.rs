@@ -23,7 +23,12 @@ const BRIDGE: &str = include_str!("bridge.cpp");
 
 /// The compiler flags of every build: httpstan's own (its prebuilt libraries were built with the
 /// old C++ ABI and `STAN_THREADS`), plus what a shared library loaded by `dlopen` needs.
-const FLAGS: [&str; 12] = [
+/// `-ftls-model=initial-exec`: with `STAN_THREADS` every autodiff variable reaches its thread's
+/// tape through a `thread_local`, which in a `dlopen`ed library is otherwise a `__tls_get_addr`
+/// call each time; that cost diamonds' gradient 65 µs against 41 µs in an executable (with it,
+/// 42 µs). The library's thread-locals are 128 bytes, well inside the static TLS glibc keeps
+/// for libraries loaded late.
+const FLAGS: [&str; 13] = [
     "-O3",
     "-std=c++14",
     "-fPIC",
@@ -36,6 +41,7 @@ const FLAGS: [&str; 12] = [
     "-D_REENTRANT",
     "-D_GLIBCXX_USE_CXX11_ABI=0",
     "-g0",
+    "-ftls-model=initial-exec",
 ];
 
 /// The libraries stanc's output may call (ODE solvers, the thread pool), from the toolchain.

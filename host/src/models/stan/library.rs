@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bridgestan::{Model as Loaded, StanLibrary};
 use shmc_core::Potential;
 
+use super::levels::StanLevels;
+use crate::model::Levels;
 use crate::{Error, Model, Result};
 
 /// A Stan model with its data, ready for every chain.
@@ -28,6 +30,7 @@ pub struct StanModel {
     origin: String,
     rejected: AtomicU64,
     first_rejection: Mutex<Option<String>>,
+    levels: Option<StanLevels>,
 }
 
 impl StanModel {
@@ -58,7 +61,16 @@ impl StanModel {
             origin,
             rejected: AtomicU64::new(0),
             first_rejection: Mutex::new(None),
+            levels: None,
         })
+    }
+
+    /// The model with coarser `levels` for multilevel samplers.
+    pub fn with_levels(self, levels: StanLevels) -> Self {
+        Self {
+            levels: Some(levels),
+            ..self
+        }
     }
 
     /// Constrained values of `constrained` (Stan's parameters only, in their order) moved to
@@ -153,6 +165,25 @@ impl Model for StanModel {
             out[start..].fill(f64::NAN);
             self.reject(e.to_string());
         }
+    }
+
+    /// CmdStan's init JSON through the library's own reader (Stan's `transform_inits`): every
+    /// parameter must be there; Stan's message names one that is missing or out of its support.
+    fn unconstrain_named(&self, json: &str) -> Option<Result<Vec<f64>>> {
+        let unconstrained = CString::new(json)
+            .map_err(|_| Error::invalid("the initial values hold a NUL byte"))
+            .and_then(|json| {
+                let mut out = vec![0.0; self.dim];
+                self.model
+                    .param_unconstrain_json(&json, &mut out)
+                    .map_err(|e| Error::invalid(format!("Stan could not read them: {e}")))?;
+                Ok(out)
+            });
+        Some(unconstrained)
+    }
+
+    fn levels(&self) -> Option<&dyn Levels> {
+        self.levels.as_ref().map(|l| l as &dyn Levels)
     }
 
     fn notes(&self) -> Vec<String> {

@@ -4,6 +4,8 @@
 
 mod compile;
 #[cfg(feature = "stan")]
+mod levels;
+#[cfg(feature = "stan")]
 mod library;
 pub mod toolchain;
 
@@ -13,6 +15,9 @@ pub use compile::{Program, cache_root, library};
 #[cfg(feature = "stan")]
 pub use library::StanModel;
 pub use toolchain::Toolchain;
+
+#[cfg(feature = "stan")]
+use shmc_core::Potential;
 
 use super::{ModelEntry, ModelOption, ModelSpec};
 use crate::{Error, Model, Result};
@@ -44,6 +49,13 @@ pub const ENTRY: ModelEntry = ModelEntry {
             "DIR",
             "the Stan toolchain (stanc, include/, lib/: the httpstan package's folder); \
              default SHMC_STAN_HOME, else the httpstan package of SHMC_PYTHON or python3",
+        ),
+        ModelOption::value(
+            "stan_levels",
+            "LIST",
+            "coarser versions of the posterior for --method mlda, coarsest first, \
+             comma-separated: PROGRAM.stan (with this data), DATA.json (with this program) or \
+             PROGRAM.stan:DATA.json; --levels 1,2 picks them by place",
         ),
         ModelOption::value(
             "stan_seed",
@@ -92,23 +104,52 @@ fn build(spec: &ModelSpec) -> Result<Box<dyn Model>> {
             (lib, origin)
         }
     };
-    load(&library, &data, seed, origin)
+    let levels: Option<String> = spec.get("stan_levels")?;
+    let built = Built {
+        library: &library,
+        data: &data,
+        seed,
+        origin,
+        stan_home,
+    };
+    load(built, levels.as_deref())
+}
+
+/// What `build` found: the model's library and data, and what its levels reuse.
+struct Built<'a> {
+    library: &'a Path,
+    data: &'a str,
+    seed: u32,
+    origin: String,
+    stan_home: Option<PathBuf>,
 }
 
 #[cfg(feature = "stan")]
-fn load(library: &Path, data: &str, seed: u32, origin: String) -> Result<Box<dyn Model>> {
-    Ok(Box::new(StanModel::load(library, data, seed, origin)?))
+fn load(built: Built, levels: Option<&str>) -> Result<Box<dyn Model>> {
+    let model = StanModel::load(built.library, built.data, built.seed, built.origin)?;
+    let Some(text) = levels else {
+        return Ok(Box::new(model));
+    };
+    let levels = levels::StanLevels::new(
+        text,
+        built.library,
+        built.data,
+        built.stan_home,
+        built.seed,
+        model.dim(),
+    )?;
+    Ok(Box::new(model.with_levels(levels)))
 }
 
 #[cfg(not(feature = "stan"))]
-fn load(_: &Path, _: &str, _: u32, _: String) -> Result<Box<dyn Model>> {
+fn load(_: Built, _: Option<&str>) -> Result<Box<dyn Model>> {
     Err(Error::invalid(
         "this build of shmc has no Stan support: rebuild with the `stan` feature",
     ))
 }
 
 /// A text file's contents, refused before reading when larger than `limit` bytes.
-fn read_limited(path: &Path, limit: u64) -> Result<String> {
+pub(crate) fn read_limited(path: &Path, limit: u64) -> Result<String> {
     let size = std::fs::metadata(path)
         .map_err(|e| Error::io(path, e))?
         .len();
