@@ -7,6 +7,7 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use shmc_cli::options;
+use shmc::models::banana::Banana;
 use shmc::surrogates::grids::DomainChoice;
 
 fuzz_target!(|bytes: &[u8]| {
@@ -21,5 +22,6 @@ fuzz_target!(|bytes: &[u8]| {
     }
     let _ = options::surrogate_scale(text);
     let _ = options::surrogate_steps(text);
-    let _ = options::init_values(text, Path::new("init.json"));
+    let model = Banana::new(&[1.0]).expect("the banana's parameters are valid");
+    let _ = options::init_values(text, Path::new("init.json"), &model);
 });
