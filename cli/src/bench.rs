@@ -193,8 +193,8 @@ pub struct PosteriordbArgs {
     #[arg(long, value_name = "DIR")]
     pub posteriordb: Option<PathBuf>,
     /// posteriordb: run only these posteriors (default: every one with reference draws).
-    /// --methods picks the rows: nuts, nuts-low-rank, nuts-laplace, rns-hmc, nutpie,
-    /// nutpie-low-rank (default: nuts, nuts-low-rank, rns-hmc, nutpie-low-rank).
+    /// --methods picks the rows: auto, nuts, nuts-low-rank, nuts-laplace, rns-hmc, nutpie,
+    /// nutpie-low-rank (default: auto, nuts, nuts-low-rank, rns-hmc, nutpie-low-rank).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub posteriors: Option<Vec<String>>,
     /// posteriordb: chains per row.

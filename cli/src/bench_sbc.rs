@@ -130,7 +130,7 @@ fn write_part(dir: &Path, part: &TablePart) -> Result<()> {
     let path = dir.join(PART_FILE);
     let text = serde_json::to_string(part).map_err(|e| Error::invalid(e.to_string()))?;
     std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
-    super::resume::save_invocation(dir)
+    super::resume::save_invocation(dir, &[])
 }
 
 /// The part in `dir`.

@@ -17,7 +17,10 @@ use shmc::{Error, Result};
 #[command(next_help_heading = "Method")]
 pub struct MethodArgs {
     /// Sampling method (each in one line below; the surrogate methods keep the exact MH step,
-    /// so their draws target the exact posterior). nuts refuses --step-size, --no-adapt-mass,
+    /// so their draws target the exact posterior). auto times the model's gradient before the
+    /// chains start and picks nuts with the low-rank metric or the Laplace-trained surrogate
+    /// plan; it prints the plan and why, records it in the CSV headers (shmc_auto), and refuses
+    /// the options that would set the plan it chooses. nuts refuses --step-size, --no-adapt-mass,
     /// --steps and --fixed-steps; grid-hmc and sg-hmc take the Grid options, rmhmc and
     /// rns-rmhmc the RMHMC ones, sgld its own; --approximate-acceptance makes vhmc, grid-hmc
     /// and sg-hmc APPROXIMATE (the published rules). docs/methods.md has the formulas.
@@ -76,53 +79,38 @@ pub struct MethodArgs {
     /// the model itself.
     #[arg(long, help_heading = "MLDA (mlda)")]
     pub fine_warmup: bool,
+    /// auto: the plan a first run chose, as its line reports it; saved with the run so that
+    /// `--resume` makes the same choice without timing the model again.
+    #[arg(long, value_name = "LINE", hide = true)]
+    pub auto_chose: Option<String>,
 }
 
+/// The `--method` value that lets the run choose ([`shmc::sampler::auto`]).
+const AUTO: &str = "auto";
+
 impl MethodArgs {
+    /// Whether the run's method is `auto`'s to choose once the model is built.
+    pub fn is_auto(&self) -> bool {
+        self.method == AUTO
+    }
+
     /// The method for a run with seed `seed`: the registry's method of that name
-    /// ([`Method::named`]) with these options in place of its defaults.
+    /// ([`Method::named`]) with these options in place of its defaults. For `auto`, NUTS until
+    /// the model is measured and [`shmc::sampler::auto`] puts its plan in place; the options
+    /// that would set a plan are refused.
     pub fn method(&self, seed: u64) -> Result<Method> {
+        if self.is_auto() {
+            self.refuse_for_auto()?;
+            return Ok(Method::Nuts(NutsSettings::default()));
+        }
+        if self.auto_chose.is_some() {
+            return Err(Error::invalid(format!(
+                "--auto-chose is --method auto's own record; {} chooses nothing",
+                self.method
+            )));
+        }
         let defaults = Method::named(&self.method)?;
-        let network_level = self
-            .levels
-            .as_ref()
-            .and_then(|l| l.first())
-            .is_some_and(|l| l == "net");
-        if self.surrogate.train_from != TrainFromArg::Warmup
-            && defaults.surrogate().is_none()
-            && !network_level
-        {
-            return Err(Error::invalid(format!(
-                "--train-from laplace is for rns-hmc's network; {} trains none",
-                self.method
-            )));
-        }
-        let trains_none = matches!(
-            defaults,
-            Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) | Method::Sgld(_) | Method::Mlda(_)
-        ) && !network_level;
-        if trains_none && let Some(flag) = self.surrogate.network_option() {
-            return Err(Error::invalid(format!(
-                "{flag} is for the surrogate methods (rns-hmc, arns-hmc, vhmc, rns-rmhmc, mlda \
-                 with --levels net,...); {} trains no surrogate, so it would change nothing",
-                self.method
-            )));
-        }
-        if self.method != "mlda"
-            && (self.levels.is_some() || self.subchains.is_some() || self.fine_warmup)
-        {
-            let flag = if self.levels.is_some() {
-                "--levels"
-            } else if self.subchains.is_some() {
-                "--subchains"
-            } else {
-                "--fine-warmup"
-            };
-            return Err(Error::invalid(format!(
-                "{flag} is for --method mlda; {} has no levels",
-                self.method
-            )));
-        }
+        self.refuse_misplaced(&defaults)?;
         Ok(match defaults {
             Method::Hmc => Method::Hmc,
             Method::Nuts(_) => {
@@ -163,6 +151,82 @@ impl MethodArgs {
                 Method::Mlda(settings)
             }
         })
+    }
+
+    /// An error naming the first option given that `defaults`' method would ignore: a network
+    /// option for a method that trains none, MLDA's options for another method.
+    fn refuse_misplaced(&self, defaults: &Method) -> Result<()> {
+        let network_level = self
+            .levels
+            .as_ref()
+            .and_then(|l| l.first())
+            .is_some_and(|l| l == "net");
+        if self.surrogate.train_from != TrainFromArg::Warmup
+            && defaults.surrogate().is_none()
+            && !network_level
+        {
+            return Err(Error::invalid(format!(
+                "--train-from laplace is for rns-hmc's network; {} trains none",
+                self.method
+            )));
+        }
+        let trains_none = matches!(
+            defaults,
+            Method::Hmc | Method::Nuts(_) | Method::Rmhmc(_) | Method::Sgld(_) | Method::Mlda(_)
+        ) && !network_level;
+        if trains_none && let Some(flag) = self.surrogate.network_option() {
+            return Err(Error::invalid(format!(
+                "{flag} is for the surrogate methods (rns-hmc, arns-hmc, vhmc, rns-rmhmc, mlda \
+                 with --levels net,...); {} trains no surrogate, so it would change nothing",
+                self.method
+            )));
+        }
+        if self.method != "mlda"
+            && (self.levels.is_some() || self.subchains.is_some() || self.fine_warmup)
+        {
+            let flag = if self.levels.is_some() {
+                "--levels"
+            } else if self.subchains.is_some() {
+                "--subchains"
+            } else {
+                "--fine-warmup"
+            };
+            return Err(Error::invalid(format!(
+                "{flag} is for --method mlda; {} has no levels",
+                self.method
+            )));
+        }
+        Ok(())
+    }
+
+    /// An error naming the first option given that sets a method's trajectories or surrogate:
+    /// `auto` chooses its own plan, and an option it would not apply must not look applied.
+    fn refuse_for_auto(&self) -> Result<()> {
+        let t = &self.trajectory;
+        let given = [
+            ("--step-size", t.step_size.is_some()),
+            ("--steps", t.steps.is_some()),
+            ("--fixed-steps", t.fixed_steps),
+            ("--jitter-steps", t.jitter_steps),
+            (
+                "--max-depth",
+                self.max_depth != NutsSettings::default().max_depth,
+            ),
+            (
+                "--train-from",
+                self.surrogate.train_from != TrainFromArg::Warmup,
+            ),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+        .or_else(|| self.surrogate.network_option());
+        match given {
+            Some(flag) => Err(Error::invalid(format!(
+                "{flag}: auto chooses its own plan; name the method to set it (the line auto \
+                 prints names the method it chose)"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// MLDA's settings from `--levels`: mesh sizes, after `net` for the network level.
@@ -213,11 +277,16 @@ impl MethodArgs {
     }
 }
 
-/// `--method`'s values, each with its line from the registry.
+/// `--method`'s values, each with its line from the registry, and `auto`.
 fn method_names() -> PossibleValuesParser {
+    let auto = PossibleValue::new(AUTO).help(
+        "nuts (low-rank metric) or the Laplace-trained surrogate plan, whichever the model's \
+         measured gradient cost pays for",
+    );
     PossibleValuesParser::new(
         METHODS
             .iter()
-            .map(|m| PossibleValue::new(m.name).help(m.summary)),
+            .map(|m| PossibleValue::new(m.name).help(m.summary))
+            .chain([auto]),
     )
 }

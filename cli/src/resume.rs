@@ -23,15 +23,18 @@ struct Invocation {
     args: Vec<String>,
 }
 
-/// Saves the command line of the run writing to `output`, through a temporary file renamed
-/// over the old one.
-pub fn save_invocation(output: &Path) -> Result<()> {
+/// Saves the command line of the run writing to `output`, with `added` after it (what the run
+/// decided that a resumed run must repeat), through a temporary file renamed over the old one.
+pub fn save_invocation(output: &Path, added: &[String]) -> Result<()> {
     let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
     // `--resume` itself is never saved: a resumed run keeps the file its first run wrote.
     let invocation = Invocation {
         shmc: env!("CARGO_PKG_VERSION").into(),
         cwd,
-        args: std::env::args().skip(1).collect(),
+        args: std::env::args()
+            .skip(1)
+            .chain(added.iter().cloned())
+            .collect(),
     };
     let text = serde_json::to_string_pretty(&invocation)
         .map_err(|e| Error::invalid(format!("{FILE}: {e}")))?;

@@ -11,6 +11,7 @@ use super::ModelArgs;
 use super::method_args::MethodArgs;
 use super::progress::Progress;
 use shmc::output::{Cost, approximate_label, format_comparison};
+use shmc::sampler::auto::{self, AutoPlan};
 use shmc::sampler::{Init, MassMatrix, Method, NutsSettings, Resumed, Run, SampleConfig, StepSize};
 use shmc::surrogates::trained_on;
 use shmc::{Error, Model, Result, Sampler, models};
@@ -58,9 +59,10 @@ pub struct SampleArgs {
     /// mode (--init-radius Laplace standard deviations along each principal axis).
     /// Or `low-rank` (NUTS only): nutpie's adaptation, the diagonal corrected along the few
     /// directions where the warmup draws' and gradients' covariances disagree most, learned in
-    /// warmup with no MAP search; the CSVs give its diagonal part (shmc_metric = low-rank)
-    #[arg(long, value_enum, default_value_t = MetricArg::Diagonal)]
-    metric: MetricArg,
+    /// warmup with no MAP search; the CSVs give its diagonal part (shmc_metric = low-rank).
+    /// [default: diagonal; --method auto chooses its own and refuses this option]
+    #[arg(long, value_enum)]
+    metric: Option<MetricArg>,
     /// JSON file with initial values: an array of numbers on the unconstrained scale, or for a
     /// Stan model every parameter by name on its constrained scale, as a CmdStan init file
     /// holds them ({"sigma": 1.5, "theta": [0.1, 0.2]}).
@@ -149,6 +151,18 @@ impl SampleArgs {
     /// The run's settings, its initial values drawn at random: a file of them is read against
     /// the model ([`SampleArgs::init`]), which is built after the settings are checked.
     fn config(&self) -> Result<SampleConfig> {
+        if self.method.is_auto() {
+            let given = [
+                ("--metric", self.metric.is_some()),
+                ("--no-adapt-mass", self.no_adapt_mass),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
+                return Err(Error::invalid(format!(
+                    "{flag}: auto chooses its own plan, metric included; name the method to \
+                     set it (the line auto prints names the method it chose)"
+                )));
+            }
+        }
         let init = Init::Random {
             radius: self.init_radius,
         };
@@ -162,9 +176,9 @@ impl SampleArgs {
             steps: self.method.trajectory.steps(),
             adapt_mass: !self.no_adapt_mass,
             metric: match self.metric {
-                MetricArg::Diagonal => MassMatrix::Diagonal,
-                MetricArg::Laplace => MassMatrix::Laplace,
-                MetricArg::LowRank => MassMatrix::LowRank,
+                None | Some(MetricArg::Diagonal) => MassMatrix::Diagonal,
+                Some(MetricArg::Laplace) => MassMatrix::Laplace,
+                Some(MetricArg::LowRank) => MassMatrix::LowRank,
             },
             init,
             save_warmup: self.save_warmup,
@@ -232,16 +246,19 @@ fn check_surrogate_file(args: &SampleArgs, config: &SampleConfig) -> Result<()> 
 /// in the output folder, with progress bars, stopped by `stop` (Ctrl-C, SIGTERM).
 fn sampler<'m>(
     args: &SampleArgs,
-    config: SampleConfig,
+    (config, auto): (SampleConfig, Option<&str>),
     model: &'m dyn Model,
     (progress, stop): (&'m Progress, &'static AtomicBool),
 ) -> Sampler<'m, dyn Model + 'm> {
     let warmup = config.warmup;
-    let sampler = Sampler::new(model)
+    let mut sampler = Sampler::new(model)
         .settings(config)
         .name(&args.model.model)
         .on_progress(move |chain, done| progress.update(chain, done, warmup))
         .interrupt(stop);
+    if let Some(line) = auto {
+        sampler = sampler.header_entry(auto::HEADER_KEY, line);
+    }
     let sampler = match &args.resume {
         Some(_) => sampler.resume_in(&args.output),
         None => sampler.write_to(&args.output).overwrite(args.overwrite),
@@ -249,6 +266,45 @@ fn sampler<'m>(
     match args.model.data() {
         Some(data) => sampler.data_file(data),
         None => sampler,
+    }
+}
+
+/// With `--method auto`, the plan put in place in `config`: the one [`auto::choose`] picks for
+/// `model` or, resumed, the one the first run picked (`--auto-chose`, saved with it). Its line
+/// is printed and returned for the files' headers and the saved command line.
+fn choose_plan(
+    args: &SampleArgs,
+    config: &mut SampleConfig,
+    model: &dyn Model,
+) -> Result<Option<String>> {
+    if !args.method.is_auto() {
+        return Ok(None);
+    }
+    let line = match &args.method.auto_chose {
+        Some(line) => line.clone(),
+        None => auto::choose(model, config)?.line(),
+    };
+    let plan = AutoPlan::of_line(&line).ok_or_else(|| {
+        let names: Vec<&str> = AutoPlan::ALL.iter().map(|p| p.name()).collect();
+        Error::invalid(format!(
+            "--auto-chose {line:?} names none of auto's plans ({})",
+            names.join(", ")
+        ))
+    })?;
+    *config = plan.apply(config);
+    println!("auto: {line}");
+    println!(
+        "auto: --method {} makes the same draws",
+        explicit_method(plan)
+    );
+    Ok(Some(line))
+}
+
+/// The options of an explicit run of `plan`, the same draws as `auto`'s.
+fn explicit_method(plan: AutoPlan) -> &'static str {
+    match plan {
+        AutoPlan::Nuts => "nuts --metric low-rank",
+        AutoPlan::LaplaceSurrogate => "rns-hmc --train-from laplace --surrogate-steps-factor nuts",
     }
 }
 
@@ -361,6 +417,7 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
         )));
     }
     super::print_notes(model.notes());
+    let auto = choose_plan(args, &mut config, model.as_ref())?;
     check_surrogate_file(args, &config)?;
     check_resume_folder(args)?;
     // Before the bars, one per chain, and the main run: a pilot it cannot make is refused now.
@@ -373,12 +430,19 @@ pub fn run(args: &SampleArgs) -> Result<i32> {
     let progress = Progress::new(config.chains, config.warmup + config.draws, args.quiet);
     // Installed before the files are opened: a SIGTERM from then on stops the run cleanly.
     let stop = super::stop::on_signals();
-    let opened = sampler(args, config.clone(), model.as_ref(), (&progress, stop)).open()?;
+    let settings = (config.clone(), auto.as_deref());
+    let opened = sampler(args, settings, model.as_ref(), (&progress, stop)).open()?;
     if args.resume.is_some() {
         print_resumed(opened.resumed(), config.chain_ids(), config.draws);
     } else {
         print_removed(opened.removed(), &args.output);
-        super::resume::save_invocation(&args.output)?;
+        let chosen: Vec<String> = match &auto {
+            Some(line) if args.method.auto_chose.is_none() => {
+                vec!["--auto-chose".into(), line.clone()]
+            }
+            _ => Vec::new(),
+        };
+        super::resume::save_invocation(&args.output, &chosen)?;
     }
     if config.method.approximate() {
         eprintln!("{}", approximate_label(config.method.name(), None));

@@ -133,6 +133,12 @@ const PER_PART: [&str; 7] = [
 
 impl SbcArgs {
     fn config(&self) -> Result<SampleConfig> {
+        if self.method.is_auto() {
+            return Err(Error::invalid(
+                "--method auto: sbc checks one kernel, and auto's choice hangs on the machine's \
+                 timings; name the method (nuts, or rns-hmc --train-from laplace ...)",
+            ));
+        }
         Ok(SampleConfig {
             chains: self.chains,
             warmup: self.warmup,
@@ -235,7 +241,7 @@ pub fn run(args: &SbcArgs) -> Result<i32> {
         println!("{} files written to {}", files.len(), dir.display());
         if part.is_some() {
             PartRecord::of_run(&result, args.reps).write(dir)?;
-            super::resume::save_invocation(dir)?;
+            super::resume::save_invocation(dir, &[])?;
             println!(
                 "the part for --merge written to {}",
                 dir.join(PART_FILE).display()

@@ -63,12 +63,12 @@ fn right_samplers_pass_the_known_posterior_and_fail_a_shifted_reference() {
     let rows = run_posteriordb(
         &settings(
             &["known-known", "known-shifted"],
-            &["nuts", "nutpie-low-rank"],
+            &["nuts", "auto", "nutpie-low-rank"],
         ),
         &|line| eprintln!("{line}"),
     )
     .expect("the database is read and its program compiled");
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 6);
     for row in &rows {
         if row.method == "nutpie-low-rank" && row.verdict.contains("no nutpie") {
             assert!(

@@ -16,8 +16,12 @@ use shmc::surrogates::{FitMethod, SurrogateKind};
 
 use crate::options::Options;
 
+/// The name that lets the run choose its plan ([`shmc::sampler::auto`]).
+pub const AUTO: &str = "auto";
+
 /// The method names `shmc.sample` takes, in the order `help(shmc.sample)` lists them.
-pub const NAMES: [&str; 11] = [
+pub const NAMES: [&str; 12] = [
+    AUTO,
     "nuts",
     "hmc",
     "rns-hmc",
@@ -73,6 +77,16 @@ pub fn trajectory(name: &str, opts: &mut Options) -> PyResult<Trajectory> {
         Steps::Jittered(max)
     };
     Ok(Trajectory { step_size, steps })
+}
+
+/// The trajectory options `auto` reads: `target_accept` alone (either of its plans adapts the
+/// step size to it); a step size or length would set a plan, so it is left unread (refused).
+pub fn auto_trajectory(opts: &mut Options) -> PyResult<Trajectory> {
+    let target = opts.take::<f64>("target_accept")?.unwrap_or(0.8);
+    Ok(Trajectory {
+        step_size: StepSize::Adapt { target },
+        steps: Steps::Jittered(DEFAULT_STEPS),
+    })
 }
 
 /// The method `name` with its options from `opts` (those it reads are removed), for a run

@@ -23,4 +23,6 @@ pub struct Plan {
     pub output_dir: Option<PathBuf>,
     /// Show a progress line on stderr.
     pub progress: bool,
+    /// With `method="auto"`, the line of its choice once made.
+    pub auto: Option<String>,
 }

@@ -58,6 +58,7 @@ pub fn to_python<'py>(
     out.set_item("interrupted", stopped || run.interrupted())?;
     let config = fit.config();
     out.set_item("method", config.method.name())?;
+    out.set_item("auto", plan.auto.as_deref())?;
     out.set_item("approximate", config.method.approximate())?;
     out.set_item("settings", format!("{config:?}"))?;
     out.set_item("report", fit.report(&model.model.work()))?;

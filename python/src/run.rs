@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use shmc::sampler::{Init, MassMatrix, SampleConfig};
+use shmc::sampler::auto;
+use shmc::sampler::{Init, MassMatrix, Method, NutsSettings, SampleConfig};
 use shmc::{Fit, Model, Sampler};
 
 use crate::errors;
@@ -23,16 +24,26 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// The library's settings for `plan` and the method options in `opts` (each read removed), on
 /// `model` (which reads initial values given by name).
+/// With `method="auto"` the method is NUTS until [`choose_plan`] puts auto's plan in place,
+/// and the options that would set a plan are left unread, so refused.
 fn config(plan: &Plan, opts: &mut Options, model: &dyn Model) -> PyResult<SampleConfig> {
     let memory_limit = opts
         .take::<u64>("memory_limit")?
         .unwrap_or_else(shmc::memory::machine_default_limit);
-    let trajectory = methods::trajectory(&plan.method, opts)?;
-    let method = methods::method(&plan.method, opts, &trajectory, plan.seed, memory_limit)?;
-    let metric = match opts.choice("metric", &["diagonal", "laplace", "low-rank"])? {
-        "laplace" => MassMatrix::Laplace,
-        "low-rank" => MassMatrix::LowRank,
-        _ => MassMatrix::Diagonal,
+    let auto = plan.method == methods::AUTO;
+    let (trajectory, method, metric) = if auto {
+        let trajectory = methods::auto_trajectory(opts)?;
+        let method = Method::Nuts(NutsSettings::default());
+        (trajectory, method, MassMatrix::Diagonal)
+    } else {
+        let trajectory = methods::trajectory(&plan.method, opts)?;
+        let method = methods::method(&plan.method, opts, &trajectory, plan.seed, memory_limit)?;
+        let metric = match opts.choice("metric", &["diagonal", "laplace", "low-rank"])? {
+            "laplace" => MassMatrix::Laplace,
+            "low-rank" => MassMatrix::LowRank,
+            _ => MassMatrix::Diagonal,
+        };
+        (trajectory, method, metric)
     };
     let init = match initial_values(opts, model)? {
         Some(values) => Init::Values(values),
@@ -49,7 +60,7 @@ fn config(plan: &Plan, opts: &mut Options, model: &dyn Model) -> PyResult<Sample
         seed: plan.seed,
         step_size: trajectory.step_size,
         steps: trajectory.steps,
-        adapt_mass: opts.take("adapt_mass")?.unwrap_or(true),
+        adapt_mass: auto || opts.take("adapt_mass")?.unwrap_or(true),
         metric,
         init,
         save_warmup: plan.save_warmup,
@@ -84,7 +95,7 @@ pub fn sample<'py>(
     progress: bool,
     options: Option<Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let plan = Plan {
+    let mut plan = Plan {
         method,
         chains,
         tune,
@@ -94,11 +105,18 @@ pub fn sample<'py>(
         save_warmup,
         output_dir,
         progress,
+        auto: None,
     };
     let mut opts = Options::new(options.as_ref(), format!("method {}", plan.method))?;
-    let config = config(&plan, &mut opts, model.model.as_ref())?;
+    let mut config = config(&plan, &mut opts, model.model.as_ref())?;
     let overwrite = opts.flag("overwrite")?;
-    opts.finish("see help(shmc.sample) for each method's options")?;
+    opts.finish(if plan.method == methods::AUTO {
+        "auto chooses its own plan, metric and trajectories included: name the method to set \
+         them (attrs[\"auto\"] names the one it chose)"
+    } else {
+        "see help(shmc.sample) for each method's options"
+    })?;
+    plan.auto = choose_plan(&plan, &mut config, model.model.as_ref())?;
     // Refused settings are refused here, before a thread or a progress line.
     config
         .validate(model.model.as_ref())
@@ -107,6 +125,21 @@ pub fn sample<'py>(
     let fit = run(py, model, config, &plan, overwrite, &stopped);
     let fit = errors::run_result(fit, model)?;
     crate::result::to_python(py, &fit, model, &plan, stopped.load(Ordering::Relaxed))
+}
+
+/// With `method="auto"`, the plan [`auto::choose`] picks for `model`, put in place in
+/// `config`; its line (for `attrs["auto"]` and the CSV headers).
+fn choose_plan(
+    plan: &Plan,
+    config: &mut SampleConfig,
+    model: &dyn Model,
+) -> PyResult<Option<String>> {
+    if plan.method != methods::AUTO {
+        return Ok(None);
+    }
+    let choice = auto::choose(model, config).map_err(errors::to_python)?;
+    *config = choice.apply(config);
+    Ok(Some(choice.line()))
 }
 
 /// `init`: unconstrained numbers, or (as `shmc.sample` passes a dict) values by name in JSON,
@@ -147,7 +180,7 @@ fn run(
     py.detach(|| {
         std::thread::scope(|scope| {
             let chains = scope.spawn(|| {
-                let sampler = Sampler::new(model)
+                let mut sampler = Sampler::new(model)
                     .name(name)
                     .settings(config)
                     .on_progress(|chain, n| {
@@ -155,6 +188,9 @@ fn run(
                         done[chain - 1].store(n, Ordering::Relaxed);
                     })
                     .interrupt(stopped);
+                if let Some(line) = &plan.auto {
+                    sampler = sampler.header_entry(auto::HEADER_KEY, line);
+                }
                 match &plan.output_dir {
                     Some(dir) => sampler.write_to(dir).overwrite(overwrite).run(),
                     None => sampler.run(),

@@ -20,11 +20,15 @@ use shmc::api::Sampler;
 use shmc::core::Potential;
 use shmc::models::stan::{Program, StanModel, Toolchain, cache_root, library};
 use shmc::posteriordb::{self, Checks, Database, Reference};
-use shmc::sampler::{MassMatrix, Method};
+use shmc::sampler::{MassMatrix, Method, auto};
 use shmc::{Error, Result};
 
 /// The rows a run can ask for, with what each is.
-pub const ROWS: [(&str, &str); 6] = [
+pub const ROWS: [(&str, &str); 7] = [
+    (
+        "auto",
+        "shmc's --method auto: the plan it chooses for the posterior",
+    ),
     ("nuts", "shmc's NUTS, diagonal metric (Stan's defaults)"),
     ("nuts-low-rank", "shmc's NUTS, nutpie's low-rank metric"),
     ("nuts-laplace", "shmc's NUTS, the Laplace (dense) metric"),
@@ -34,7 +38,13 @@ pub const ROWS: [(&str, &str); 6] = [
 ];
 
 /// The rows run when none are named.
-pub const DEFAULT_ROWS: [&str; 4] = ["nuts", "nuts-low-rank", "rns-hmc", "nutpie-low-rank"];
+pub const DEFAULT_ROWS: [&str; 5] = [
+    "auto",
+    "nuts",
+    "nuts-low-rank",
+    "rns-hmc",
+    "nutpie-low-rank",
+];
 
 /// The ESS a row's time is measured to.
 const TARGET_ESS: f64 = 400.0;
@@ -135,7 +145,7 @@ pub fn run_posteriordb(
                 "nutpie" | "nutpie-low-rank" => {
                     nutpie_row(settings, &lib, posterior, reference, key)
                 }
-                _ => shmc_row(settings, &model, reference, key),
+                _ => shmc_row(settings, &model, reference, key, log),
             };
             let mut row = row.unwrap_or_else(|e| failed_row(key, model.dim(), &e));
             row.posterior = name.clone();
@@ -175,27 +185,40 @@ fn built(
     Ok((lib, model))
 }
 
-/// A row of one of shmc's own methods.
+/// A row of one of shmc's own methods; `auto`'s choice is logged, and its timing counted in
+/// the row's seconds.
 fn shmc_row(
     settings: &PosteriordbSettings,
     model: &StanModel,
     reference: &Reference,
     key: &str,
+    log: &dyn Fn(&str),
 ) -> Result<PosteriordbRow> {
+    let sampler = Sampler::new(model)
+        .chains(settings.chains)
+        .warmup(settings.warmup)
+        .draws(settings.draws)
+        .seed(settings.seed);
     let (method, metric) = match key {
+        "auto" => ("auto", MassMatrix::Diagonal),
         "nuts" => ("nuts", MassMatrix::Diagonal),
         "nuts-low-rank" => ("nuts", MassMatrix::LowRank),
         "nuts-laplace" => ("nuts", MassMatrix::Laplace),
         _ => ("rns-hmc", MassMatrix::Diagonal),
     };
-    let fit = Sampler::new(model)
-        .method(Method::entry(method)?.defaults())
-        .metric(metric)
-        .chains(settings.chains)
-        .warmup(settings.warmup)
-        .draws(settings.draws)
-        .seed(settings.seed)
-        .run()?;
+    let choosing = std::time::Instant::now();
+    let sampler = if method == "auto" {
+        let choice = auto::choose(model, sampler.config())?;
+        log(&format!("  auto: {}", choice.line()));
+        let config = choice.apply(sampler.config());
+        sampler.settings(config)
+    } else {
+        sampler
+            .method(Method::entry(method)?.defaults())
+            .metric(metric)
+    };
+    let chose = choosing.elapsed().as_secs_f64();
+    let fit = sampler.run()?;
     let chains = fit_chains(&fit);
     let checks = posteriordb::check(fit.names(), &chains, reference)?;
     let run = fit.run();
@@ -208,8 +231,8 @@ fn shmc_row(
             divergences: run.divergences() as u64,
             gradients: evaluations.exact_gradients,
             values: evaluations.exact_values,
-            seconds: run.wall_seconds,
-            warmup_seconds: run.wall_seconds - sampling,
+            seconds: chose + run.wall_seconds,
+            warmup_seconds: chose + run.wall_seconds - sampling,
         },
     ))
 }

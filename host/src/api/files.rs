@@ -28,19 +28,30 @@ pub(super) struct OpenFiles {
     pub removed: Vec<PathBuf>,
 }
 
+/// What the files' headers say beside the run's settings.
+pub(super) struct Header<'a> {
+    /// The model's name, which also names the files.
+    pub name: &'a str,
+    /// The data file, if any.
+    pub data_file: Option<&'a str>,
+    /// Further `key = value` lines under `shmc` ([`super::Sampler::header_entry`]).
+    pub entries: &'a [(String, String)],
+}
+
 impl Files {
-    /// Opens every chain's file, its header naming the model `name` and the data file:
+    /// Opens every chain's file, its header naming the model and the data file (`header`):
     /// created (with the folder, if needed) for a new run, cut back to its checkpoint for a
     /// resumed one. First the process's limits are checked, then the folder is locked, and a
     /// new run refuses a folder holding an earlier run's files, or with `overwrite` removes
     /// them; a file of a chain's name that is not shmc's is refused even with `overwrite`.
     pub fn open<M: Model + ?Sized>(
         &self,
-        (name, data_file): (&str, Option<&str>),
+        header: &Header,
         config: &SampleConfig,
         model: &M,
         overwrite: bool,
     ) -> Result<OpenFiles> {
+        let (name, data_file) = (header.name, header.data_file);
         limits::check_files(config.chains, config.memory_limit)?;
         let made_dir = !self.resume && !self.dir.exists();
         if !self.resume {
@@ -68,13 +79,14 @@ impl Files {
         let (mut sinks, mut resumed) = (Vec::new(), Vec::new());
         for chain in config.chain_ids() {
             let path = chain_path(&self.dir, name, chain);
-            let mut header = CsvHeader::for_run(name, chain, config, model.parameter_names());
-            header.data_file = data_file.map(str::to_string);
-            header.data_sha256 = data_sha256.clone();
+            let mut csv = CsvHeader::for_run(name, chain, config, model.parameter_names());
+            csv.data_file = data_file.map(str::to_string);
+            csv.data_sha256 = data_sha256.clone();
+            csv.extra.extend_from_slice(header.entries);
             let (sink, chain_resumed) = if self.resume {
-                CsvSink::resume(&path, &header, model.dim(), warmup_rows)?
+                CsvSink::resume(&path, &csv, model.dim(), warmup_rows)?
             } else {
-                (CsvSink::create(&path, &header)?, None)
+                (CsvSink::create(&path, &csv)?, None)
             };
             sinks.push(Box::new(sink) as Box<dyn DrawSink>);
             resumed.push(chain_resumed);

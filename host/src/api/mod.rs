@@ -51,6 +51,7 @@ pub struct Sampler<'m, M: ?Sized> {
     files: Option<Files>,
     overwrite: bool,
     data_file: Option<String>,
+    header_entries: Vec<(String, String)>,
 }
 
 /// Told `(chain, iterations done)` (chains counted from 1, warmup included) as chains advance,
@@ -69,6 +70,7 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
             files: None,
             overwrite: false,
             data_file: None,
+            header_entries: Vec::new(),
         }
     }
 
@@ -207,6 +209,14 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
         self
     }
 
+    /// A `key = value` line for the files' headers, under `shmc` after the method's own (with
+    /// [`Sampler::write_to`]): what the caller knows of the run that its settings do not say,
+    /// such as why its method was chosen. A resumed run must give the same entries.
+    pub fn header_entry(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.header_entries.push((key.into(), value.into()));
+        self
+    }
+
     /// The run's settings as they stand.
     pub fn config(&self) -> &SampleConfig {
         &self.config
@@ -222,8 +232,12 @@ impl<'m, M: Model + ?Sized> Sampler<'m, M> {
         let chains = self.config.chains;
         let (files, replays) = match &self.files {
             Some(files) => {
-                let header = (self.name.as_str(), self.data_file.as_deref());
-                let opened = files.open(header, &self.config, self.model, self.overwrite)?;
+                let header = files::Header {
+                    name: &self.name,
+                    data_file: self.data_file.as_deref(),
+                    entries: &self.header_entries,
+                };
+                let opened = files.open(&header, &self.config, self.model, self.overwrite)?;
                 (opened, Vec::new())
             }
             None => {

@@ -12,6 +12,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod auto;
 mod chain;
 mod checked;
 mod config;

@@ -13,6 +13,12 @@ from ._model import Model, _json_value
 _METHODS_DOC = """
 Methods (``method=``), all with the command line's defaults:
 
+- ``"auto"``: times the model's log density and gradient at a few start points before the
+  chains start, and runs ``"nuts"`` with the low-rank metric where a surrogate cannot pay, or
+  ``"rns-hmc"`` trained on Laplace draws with NUTS trees on the surrogate where the gradient
+  costs at least four of the surrogate's. ``attrs["auto"]`` holds the plan and the timings;
+  every draw comes from that one exact kernel. Options: ``target_accept`` only (the plan is
+  auto's to choose; name the method to set more).
 - ``"nuts"`` (the default here, as in PyMC): the No-U-Turn Sampler (nuts-rs, the sampler
   nutpie wraps); step size and diagonal mass matrix adapted in warmup. Options:
   ``max_depth`` (10), ``target_accept`` (0.8).
@@ -151,6 +157,8 @@ def sample(
         "sampling_time": result["wall_seconds"],
         "tuning_steps": tune,
         "method": result["method"],
+        # method="auto": the plan it chose and the timings it chose on (None otherwise).
+        "auto": result["auto"],
         "method_settings": result["settings"],
         "seed": seed,
         "chains": chains,

@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bridgestan::{Model as Loaded, StanLibrary};
 use shmc_core::Potential;
 
-use super::levels::StanLevels;
 use crate::model::Levels;
 use crate::{Error, Model, Result};
 
@@ -30,7 +29,9 @@ pub struct StanModel {
     origin: String,
     rejected: AtomicU64,
     first_rejection: Mutex<Option<String>>,
-    levels: Option<StanLevels>,
+    /// Coarser versions of the program ([`super::levels`]), held by their trait so that this
+    /// module, which they are made of, does not name them.
+    levels: Option<Box<dyn Levels>>,
 }
 
 impl StanModel {
@@ -66,9 +67,9 @@ impl StanModel {
     }
 
     /// The model with coarser `levels` for multilevel samplers.
-    pub fn with_levels(self, levels: StanLevels) -> Self {
+    pub fn with_levels(self, levels: impl Levels + 'static) -> Self {
         Self {
-            levels: Some(levels),
+            levels: Some(Box::new(levels)),
             ..self
         }
     }
@@ -183,7 +184,7 @@ impl Model for StanModel {
     }
 
     fn levels(&self) -> Option<&dyn Levels> {
-        self.levels.as_ref().map(|l| l as &dyn Levels)
+        self.levels.as_deref()
     }
 
     fn notes(&self) -> Vec<String> {
