@@ -24,7 +24,7 @@ def test_auto_on_a_cheap_model_is_nuts_low_rank_with_the_command_lines_draws(tmp
         shmc.model("banana"), method="nuts", metric="low-rank", seed=3, chains=1, tune=100,
         draws=60, progress=False,
     )
-    assert explicit.posterior.attrs["auto"] is None
+    assert explicit.posterior.attrs.get("auto") is None
     for name in idata.posterior.data_vars:
         assert np.array_equal(idata.posterior[name].values, explicit.posterior[name].values)
         assert np.array_equal(idata.posterior[name].values, cli.posterior[name].values)

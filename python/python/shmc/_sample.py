@@ -157,7 +157,7 @@ def sample(
         "sampling_time": result["wall_seconds"],
         "tuning_steps": tune,
         "method": result["method"],
-        # method="auto": the plan it chose and the timings it chose on (None otherwise).
+        # method="auto": the plan it chose and the timings it chose on (left out otherwise).
         "auto": result["auto"],
         "method_settings": result["settings"],
         "seed": seed,
