@@ -34,7 +34,7 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
     let path = args
         .output
         .clone()
-        .unwrap_or_else(|| args.run_dir[0].join("report.html"));
+        .unwrap_or_else(|| args.run_dir[0].join(shmc::output::REPORT_PAGE));
     report.write_to(&path)?;
     for note in &report.notes {
         eprintln!("note: {note}");

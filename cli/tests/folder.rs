@@ -138,7 +138,8 @@ fn a_killed_runs_lock_file_blocks_nothing() {
 
 /// The 4-chain run, then a 2-chain run of another data set into the same folder: the
 /// second is refused, naming --overwrite, and nothing changes; with --overwrite the first
-/// run's files are removed (its chains 3 and 4 too) and the user's own files stay.
+/// run's files are removed (its chains 3 and 4 too, and the report page of it, #48) and the
+/// user's own files stay.
 #[test]
 fn a_folder_holding_an_earlier_run_is_refused_unless_overwrite() {
     let dir = temp_dir("reused");
@@ -153,6 +154,9 @@ fn a_folder_holding_an_earlier_run_is_refused_unless_overwrite() {
     .concat();
     let out = shmc(&first);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = shmc(&["report", path]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.join("report.html").exists());
     std::fs::write(dir.join("notes.txt"), "my notes").unwrap();
     std::fs::write(dir.join("other.csv"), "a,b\n1,2\n").unwrap();
     let before = listing(&dir);

@@ -170,9 +170,31 @@ pub(crate) fn short_list(files: &[PathBuf]) -> String {
     }
 }
 
+/// The page `shmc report` writes into a run's folder by default: part of the run it describes,
+/// so it goes with that run's files (a new run beside it would leave a page of the old one).
+pub const REPORT_PAGE: &str = "report.html";
+
+/// The line in a page's head that marks it as a report shmc wrote: a later report may replace
+/// a file holding it (the page is made again from the run), and no other file.
+pub(crate) const REPORT_GENERATOR: &str = "<meta name=\"generator\" content=\"shmc report\">";
+
+/// Whether the file at `path` is a page shmc wrote: its head, in the first 4 KiB, holds
+/// [`REPORT_GENERATOR`].
+pub(crate) fn is_shmc_page(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    let mut head = Vec::new();
+    match file.take(4096).read_to_end(&mut head) {
+        Ok(_) => String::from_utf8_lossy(&head).contains(REPORT_GENERATOR),
+        Err(_) => false,
+    }
+}
+
 /// The files shmc wrote for a run in `dir`, sorted: every chain CSV whose header is shmc's,
-/// with the checkpoint, saved surrogate and temporary files beside it, and the run settings
-/// file. Anything else (a user's notes, another program's CSV) is not counted.
+/// with the checkpoint, saved surrogate and temporary files beside it, the run settings file,
+/// and its report page if shmc wrote it. Anything else (a user's notes, another program's CSV
+/// or page) is not counted.
 pub(crate) fn earlier_run(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     let mut files = Vec::new();
@@ -180,6 +202,8 @@ pub(crate) fn earlier_run(dir: &Path) -> Result<Vec<PathBuf>> {
         let path = entry.map_err(|e| Error::io(dir, e))?.path();
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         if name == RUN_SETTINGS_FILE || name == format!("{RUN_SETTINGS_FILE}.tmp") {
+            files.push(path);
+        } else if name == REPORT_PAGE && is_shmc_page(&path) {
             files.push(path);
         } else if name.ends_with(".csv") && is_shmc_csv(&path) {
             files.extend(companions(&path).into_iter().filter(|p| p.is_file()));
@@ -264,6 +288,27 @@ mod tests {
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["banana-1.checkpoint.json", "banana-1.csv"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `shmc report`'s page describes the run in its folder, so it goes with that run's files
+    /// (`sample --overwrite` left it describing the old run, #48); a user's page of that name
+    /// stays theirs.
+    #[test]
+    fn the_runs_report_page_is_the_runs_and_a_users_page_is_not() {
+        let dir = temp_dir("page");
+        let page = format!("<!DOCTYPE html>\n<head>\n{REPORT_GENERATOR}\n</head>\n");
+        std::fs::write(dir.join(REPORT_PAGE), page).unwrap();
+        let names = |dir: &Path| -> Vec<String> {
+            earlier_run(dir)
+                .unwrap()
+                .iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(names(&dir), [REPORT_PAGE]);
+        std::fs::write(dir.join(REPORT_PAGE), "<html>my own notes</html>").unwrap();
+        assert!(names(&dir).is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

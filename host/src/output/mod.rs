@@ -17,7 +17,7 @@ pub use cmdstan::{
     CsvHeader, CsvSink, Engine, StanCsv, approximate_label, chain_path, parse_stan_csv,
     read_stan_csv,
 };
-pub use folder::CALIBRATION_MANIFEST;
+pub use folder::{CALIBRATION_MANIFEST, REPORT_PAGE};
 pub use footer::{ChainFooter, trajectories_line};
 pub use run_report::{format_run, run_warnings};
 pub use table::{

@@ -20,11 +20,12 @@ mod same_run;
 use std::path::Path;
 
 pub use chains::{Chains, csv_files};
-use page::{GENERATOR, Page, escape, figure, number};
+use page::{Page, escape, figure, number};
 pub use same_run::one_run;
 
 use crate::diagnostics::ParameterSummary;
 use crate::output::ChainFooter;
+use crate::output::folder::is_shmc_page;
 use crate::records::Evaluations;
 use crate::{Error, Result};
 
@@ -48,8 +49,8 @@ pub struct Report {
 
 impl Report {
     /// Writes the page to `path`. A file there is written over only if it is a page shmc wrote
-    /// (marked by [`GENERATOR`]: an earlier report, made again from the run by this one); any
-    /// other (a chain's CSV, a user's own `report.html`, a folder) is refused. The page goes
+    /// (marked by its generator line: an earlier report, made again from the run by this one);
+    /// any other (a chain's CSV, a user's own `report.html`, a folder) is refused. The page goes
     /// through a new temporary file beside `path`, so a stop never leaves half a page.
     pub fn write_to(&self, path: &Path) -> Result<()> {
         if path.exists() && !is_shmc_page(path) {
@@ -74,19 +75,6 @@ impl Report {
             let _ = std::fs::remove_file(&temporary);
             Error::io(path, e)
         })
-    }
-}
-
-/// Whether the file at `path` is a page shmc wrote: its head, in the first 4 KiB, holds
-/// [`GENERATOR`].
-fn is_shmc_page(path: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut head = Vec::new();
-    match std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut head) {
-        Ok(_) => String::from_utf8_lossy(&head).contains(GENERATOR),
-        Err(_) => false,
     }
 }
 

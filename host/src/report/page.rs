@@ -2,6 +2,8 @@
 //! so the file opens anywhere (a browser offline, a mail attachment, a CI artifact) and shows the
 //! same.
 
+use crate::output::folder::REPORT_GENERATOR;
+
 /// Escapes `text` for HTML text and attribute values.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -104,21 +106,17 @@ impl Page {
         self.html(&html);
     }
 
-    /// The whole page, titled `title`, marked as shmc's by [`GENERATOR`].
+    /// The whole page, titled `title`, marked as shmc's by [`REPORT_GENERATOR`].
     pub fn finish(self, title: &str) -> String {
         format!(
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-             {GENERATOR}\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{}</body>\n</html>\n",
+             {REPORT_GENERATOR}\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{}</body>\n</html>\n",
             escape(title),
             self.body
         )
     }
 }
-
-/// The line in a page's head that marks it as a report shmc wrote: a later report may replace
-/// a file holding it (the page is made again from the run), and no other file.
-pub const GENERATOR: &str = "<meta name=\"generator\" content=\"shmc report\">";
 
 /// A figure: the SVG `svg` under the name `plot` (its `data-plot` attribute, which tests and
 /// scripts find it by), with a caption if `caption` is not empty.
