@@ -132,6 +132,7 @@ fn a_line_names_the_plan_it_reports() {
             plan,
             gradient_seconds: 1e-3,
             surrogate_seconds: 2e-5,
+            no_laplace: None,
         };
         assert_eq!(
             AutoPlan::of_line(&choice.line()),
@@ -142,4 +143,53 @@ fn a_line_names_the_plan_it_reports() {
     }
     assert_eq!(AutoPlan::of_line("nuts (the method, not a plan)"), None);
     assert_eq!(AutoPlan::of_line(""), None);
+}
+
+/// An expensive model with no mode inside its support: `U = −Σq` on the box `|q| < 3`, infinite
+/// outside, so the MAP search walks into the wall. The surrogate plan, whose network is trained
+/// on the Laplace approximation, cannot be made; auto says so and runs NUTS.
+struct Tilted;
+
+impl Potential for Tilted {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn value(&self, q: &[f64]) -> f64 {
+        std::thread::sleep(Duration::from_millis(2));
+        match q.iter().all(|x| x.abs() < 3.0) {
+            true => -q.iter().sum::<f64>(),
+            false => f64::INFINITY,
+        }
+    }
+    fn value_and_gradient(&self, q: &[f64], grad: &mut [f64]) -> f64 {
+        grad.iter_mut().for_each(|g| *g = -1.0);
+        self.value(q)
+    }
+}
+
+impl Model for Tilted {
+    fn parameter_names(&self) -> Vec<String> {
+        vec!["a".into(), "b".into()]
+    }
+    fn write_parameters(&self, q: &[f64], out: &mut Vec<f64>) {
+        out.extend_from_slice(q);
+    }
+}
+
+#[test]
+fn auto_runs_nuts_where_the_surrogate_would_pay_but_the_map_search_fails() {
+    let config = SampleConfig {
+        init: shmc::sampler::Init::Random { radius: 1.0 },
+        ..config()
+    };
+    let choice = auto::choose(&Tilted, &config).unwrap();
+    assert_eq!(choice.plan, AutoPlan::Nuts, "{}", choice.line());
+    assert!(choice.no_laplace.is_some(), "{}", choice.line());
+    assert!(
+        choice
+            .line()
+            .contains("the Laplace approximation it trains on failed"),
+        "{}",
+        choice.line()
+    );
 }

@@ -116,6 +116,9 @@ pub struct AutoChoice {
     pub gradient_seconds: f64,
     /// Median seconds of one value and gradient of the plan's network.
     pub surrogate_seconds: f64,
+    /// Why the surrogate plan, which the timings favoured, could not be made: its Laplace
+    /// approximation failed.
+    pub no_laplace: Option<String>,
 }
 
 impl AutoChoice {
@@ -127,15 +130,19 @@ impl AutoChoice {
     /// One line: the plan's name, what it is, and the figures it was chosen on.
     pub fn line(&self) -> String {
         let ratio = self.gradient_seconds / self.surrogate_seconds;
-        let why = match self.plan {
-            AutoPlan::Nuts if self.gradient_seconds.is_nan() => {
+        let why = match (self.plan, &self.no_laplace) {
+            (AutoPlan::Nuts, Some(failure)) => format!(
+                "{} would pay, but the Laplace approximation it trains on failed: {failure}",
+                times(ratio)
+            ),
+            (AutoPlan::Nuts, None) if self.gradient_seconds.is_nan() => {
                 "no finite start point to time".to_string()
             }
-            AutoPlan::Nuts => format!(
+            (AutoPlan::Nuts, None) => format!(
                 "{} under {PAYING_RATIO}x: a surrogate cannot pay",
                 times(ratio)
             ),
-            AutoPlan::LaplaceSurrogate => {
+            (AutoPlan::LaplaceSurrogate, _) => {
                 format!(
                     "{} at least {PAYING_RATIO}x: the surrogate pays",
                     times(ratio)
@@ -165,7 +172,30 @@ pub fn surrogate_plan(seed: u64) -> SurrogateSettings {
 pub fn choose(model: &dyn Model, config: &SampleConfig) -> Result<AutoChoice> {
     let gradient_seconds = time_model(model, config);
     let surrogate_seconds = time_surrogate(model, config.seed)?;
-    Ok(decide(gradient_seconds, surrogate_seconds))
+    let choice = decide(gradient_seconds, surrogate_seconds);
+    if choice.plan != AutoPlan::LaplaceSurrogate {
+        return Ok(choice);
+    }
+    Ok(match super::find_laplace(model, config) {
+        Ok(_) => choice,
+        Err(e) => AutoChoice {
+            plan: AutoPlan::Nuts,
+            no_laplace: Some(laplace_failure(&e)),
+            ..choice
+        },
+    })
+}
+
+/// The reason in a Laplace approximation's failure `e`, without the setting it is named for
+/// (auto set the metric, not the user).
+fn laplace_failure(e: &crate::Error) -> String {
+    match e {
+        crate::Error::Setting { problem, .. } => problem
+            .strip_prefix("laplace needs the Laplace approximation at the MAP, which failed: ")
+            .unwrap_or(problem)
+            .to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// The plan for a model whose gradient costs `gradient_seconds` where the surrogate's costs
@@ -180,6 +210,7 @@ pub fn decide(gradient_seconds: f64, surrogate_seconds: f64) -> AutoChoice {
         },
         gradient_seconds,
         surrogate_seconds,
+        no_laplace: None,
     }
 }
 
