@@ -201,9 +201,8 @@ pub(crate) fn earlier_run(dir: &Path) -> Result<Vec<PathBuf>> {
     for entry in entries {
         let path = entry.map_err(|e| Error::io(dir, e))?.path();
         let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if name == RUN_SETTINGS_FILE || name == format!("{RUN_SETTINGS_FILE}.tmp") {
-            files.push(path);
-        } else if name == REPORT_PAGE && is_shmc_page(&path) {
+        let settings = name == RUN_SETTINGS_FILE || name == format!("{RUN_SETTINGS_FILE}.tmp");
+        if settings || (name == REPORT_PAGE && is_shmc_page(&path)) {
             files.push(path);
         } else if name.ends_with(".csv") && is_shmc_csv(&path) {
             files.extend(companions(&path).into_iter().filter(|p| p.is_file()));
