@@ -116,7 +116,7 @@ pub fn sample<'py>(
     } else {
         "see help(shmc.sample) for each method's options"
     })?;
-    plan.auto = choose_plan(&plan, &mut config, model.model.as_ref())?;
+    plan.auto = choose_plan(py, &plan, &mut config, model.model.as_ref())?;
     // Refused settings are refused here, before a thread or a progress line.
     config
         .validate(model.model.as_ref())
@@ -128,8 +128,11 @@ pub fn sample<'py>(
 }
 
 /// With `method="auto"`, the plan [`auto::choose`] picks for `model`, put in place in
-/// `config`; its line (for `attrs["auto"]` and the CSV headers).
+/// `config`; its line (for `attrs["auto"]` and the CSV headers). The GIL is released while it
+/// measures: its MAP search spreads the Hessian's gradients over threads, and a Python model's
+/// callback on each of them takes the GIL for itself (held here, they would wait for ever).
 fn choose_plan(
+    py: Python<'_>,
     plan: &Plan,
     config: &mut SampleConfig,
     model: &dyn Model,
@@ -137,7 +140,10 @@ fn choose_plan(
     if plan.method != methods::AUTO {
         return Ok(None);
     }
-    let choice = auto::choose(model, config).map_err(errors::to_python)?;
+    let measured = &*config;
+    let choice = py
+        .detach(|| auto::choose(model, measured))
+        .map_err(errors::to_python)?;
     *config = choice.apply(config);
     Ok(Some(choice.line()))
 }
